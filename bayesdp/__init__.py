@@ -1,0 +1,46 @@
+"""bayesdp: differentially private Bayesian linear regression from noisy summary statistics.
+
+Follows Alparslan, Yildirim & Birbil (ICML 2023). The flow of data:
+
+    rows --release()--> Release (file) --fit()--> ArviZ InferenceData --diagnose()/compare()
+"""
+
+__version__ = "0.1.0"
+
+from .errors import BayesdpError, BayesdpInputError, CombineError, ReleaseFormatError
+from .privacy import (
+    analytic_gaussian_sigma,
+    classical_gaussian_sigma,
+    gaussian_sigma,
+    paper_code_gaussian_sigma,
+    true_epsilon,
+)
+from .release import Release, combine_releases, load_release, release, release_file
+from .simulate import SimulatedData, simulate
+from .models.priors import Priors
+from .inference import METHODS, adassp, closed_form_moments, fit, fit_nonprivate
+
+__all__ = [
+    "BayesdpError",
+    "BayesdpInputError",
+    "CombineError",
+    "METHODS",
+    "Priors",
+    "Release",
+    "ReleaseFormatError",
+    "SimulatedData",
+    "adassp",
+    "analytic_gaussian_sigma",
+    "classical_gaussian_sigma",
+    "closed_form_moments",
+    "combine_releases",
+    "fit",
+    "fit_nonprivate",
+    "gaussian_sigma",
+    "load_release",
+    "paper_code_gaussian_sigma",
+    "release",
+    "release_file",
+    "simulate",
+    "true_epsilon",
+]

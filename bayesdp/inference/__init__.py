@@ -1,0 +1,6 @@
+"""Inference: closed-form estimators, baselines, MCMC kernels, and the ``fit`` entry point."""
+
+from .adassp import adassp
+from .fit import METHODS, closed_form_moments, fit, fit_nonprivate, register_method
+
+__all__ = ["METHODS", "adassp", "closed_form_moments", "fit", "fit_nonprivate", "register_method"]

@@ -1,0 +1,224 @@
+"""``fit``: one entry point from a release to an ArviZ posterior, dispatching by method name.
+
+Each method is a function ``method(release, priors, *, seed, num_samples, num_chains,
+num_warmup, progress_bar, **options) -> MethodResult`` registered in ``METHODS``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from typing import Callable, Optional
+
+import numpy as np
+
+from .. import diagnostics
+from ..errors import BayesdpInputError
+from ..models.priors import Priors
+from . import closed_form
+
+
+@dataclasses.dataclass
+class MethodResult:
+    """What a method returns to ``fit``: draws shaped (chain, draw, ...) and extras."""
+
+    posterior: dict
+    sample_stats: dict = dataclasses.field(default_factory=dict)
+    attrs: dict = dataclasses.field(default_factory=dict)
+    dims: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    name: str
+    run: Callable
+    description: str
+
+
+METHODS: dict = {}
+
+
+def register_method(name: str, run: Callable, description: str):
+    """Make ``fit(release, method=name)`` call ``run``."""
+    METHODS[name] = Method(name, run, description)
+
+
+def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, num_samples=1000,
+        num_chains=4, num_warmup=1000, progress_bar=None, **options):
+    """Posterior of theta (and sigma_y^2, Sigma_x, S where sampled) from a release.
+
+    Parameters
+    ----------
+    release : Release or path to a release file
+    method : str
+        ``"fast"`` (Bayes-fixedS-fast, Algorithm 3); see ``bayesdp.METHODS`` for all.
+    seed : int or None
+        Seed of every random draw; None picks one from OS entropy and records it in attrs.
+    priors : Priors
+        Defaults to the paper's (a = 20, b = 0.5, m = 0, C = b/(a-1) I, kappa = d + 1).
+    num_samples, num_chains, num_warmup : int
+        Draws kept per chain, chains, and warm-up iterations (MCMC methods).
+    **options
+        Method options, e.g. ``sigma_y_rule="paper-code"`` for "fast".
+
+    Returns
+    -------
+    arviz.InferenceData with ``posterior`` (theta with feature-name coordinates, ...),
+    ``observed_data``/``constant_data`` (the release) and attrs describing the fit.
+    """
+    from ..release import Release, load_release
+
+    if not isinstance(release, Release):
+        release = load_release(release)
+    if method not in METHODS:
+        raise BayesdpInputError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
+    for name, v in (("num_samples", num_samples), ("num_chains", num_chains)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise BayesdpInputError(f"{name} must be a whole number >= 1, got {v!r}")
+    if isinstance(num_warmup, bool) or not isinstance(num_warmup, (int, np.integer)) or num_warmup < 0:
+        raise BayesdpInputError(f"num_warmup must be a whole number >= 0, got {num_warmup!r}")
+    priors = (priors or Priors()).resolve(release.d)
+    if seed is None:
+        seed = secrets.randbits(63)
+    result = METHODS[method].run(
+        release, priors, seed=int(seed), num_samples=int(num_samples),
+        num_chains=int(num_chains), num_warmup=int(num_warmup), progress_bar=progress_bar,
+        **options,
+    )
+    attrs = {
+        "method": method,
+        "seed": int(seed),
+        **release_attrs(release),
+        **priors.to_attrs(),
+        **_versions(),
+        **result.attrs,
+    }
+    observed, constant, coords, dims = release_groups(release)
+    dims = {**dims, **result.dims}
+    return diagnostics.to_inference_data(
+        result.posterior, sample_stats=result.sample_stats, observed_data=observed,
+        constant_data=constant, coords=coords, dims=dims, attrs=attrs,
+    )
+
+
+def release_attrs(release) -> dict:
+    return {
+        "epsilon": release.epsilon,
+        "delta": release.delta,
+        "calibration": release.calibration,
+        "sensitivity": release.sensitivity,
+        "bounds": None if release.bounds is None else list(release.bounds),
+        "private_bounds": release.private_bounds,
+        "dp_claim_valid": release.dp_claim_valid,
+        "dp_claim_note": release.dp_claim_note or None,
+        "release_seeded": release.seeded,
+        "J": release.J,
+        "d": release.d,
+        "n_total": release.n_total,
+    }
+
+
+def release_groups(release):
+    """observed_data, constant_data, coords and dims describing a release."""
+    coords = {
+        "feature": list(release.feature_names),
+        "feature_": list(release.feature_names),
+        "holder": list(release.holder_names),
+    }
+    dims = {
+        "theta": ["feature"],
+        "Sigma_x": ["feature", "feature_"],
+        "S": ["holder", "feature", "feature_"],
+        "S_hat": ["holder", "feature", "feature_"],
+        "z_hat": ["holder", "feature"],
+        "n": ["holder"],
+        "sigma_s": ["holder"],
+        "sigma_z": ["holder"],
+    }
+    observed = {"S_hat": release.S_hat, "z_hat": release.z_hat}
+    constant = {"n": release.n, "sigma_s": release.sigma_s, "sigma_z": release.sigma_z}
+    return observed, constant, coords, dims
+
+
+def _versions() -> dict:
+    from .. import __version__
+
+    out = {"bayesdp_version": __version__, "arviz_version": diagnostics.arviz_version()}
+    import numpy
+    import scipy
+
+    out["numpy_version"] = numpy.__version__
+    out["scipy_version"] = scipy.__version__
+    try:  # only if a JAX method already imported them
+        import sys
+
+        if "numpyro" in sys.modules:
+            out["numpyro_version"] = sys.modules["numpyro"].__version__
+            out["jax_version"] = sys.modules["jax"].__version__
+    except Exception:  # pragma: no cover
+        pass
+    return out
+
+
+# -- Bayes-fixedS-fast --------------------------------------------------------------------------
+
+
+def _run_fast(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
+              sigma_y2=None, sigma_y_rule="paper", fixed_s="psd"):
+    """Bayes-fixedS-fast (Algorithm 3): iid draws from the closed-form Gaussian."""
+    post = closed_form.fast_posterior(release, priors, sigma_y2=sigma_y2,
+                                      sigma_y_rule=sigma_y_rule, fixed_s=fixed_s)
+    rng = np.random.default_rng(seed)
+    theta = closed_form.draw_gaussian(rng, post["mean"], post["cov"], (num_chains, num_samples))
+    return MethodResult(
+        posterior={"theta": theta},
+        attrs={
+            "closed_form_mean": post["mean"],
+            "closed_form_cov": post["cov"].ravel(),
+            "sigma_y2_plugin": post["sigma_y2"],
+            "sigma_y_rule": sigma_y_rule if sigma_y2 is None else "given",
+            "fixed_s": fixed_s,
+        },
+    )
+
+
+register_method("fast", _run_fast, "Bayes-fixedS-fast (Algorithm 3): closed-form Gaussian, "
+                "S_j fixed at the nearest PSD matrix, sigma_y fixed at a plug-in value")
+
+
+def closed_form_moments(idata):
+    """(mean, cov) stored by the closed-form methods in the InferenceData attrs."""
+    a = diagnostics.attrs(idata)
+    if "closed_form_mean" not in a:
+        raise BayesdpInputError("this posterior has no closed-form moments (not a 'fast' fit)")
+    mean = np.asarray(a["closed_form_mean"], dtype=float)
+    return mean, np.asarray(a["closed_form_cov"], dtype=float).reshape(len(mean), len(mean))
+
+
+def fit_nonprivate(X, y, *, priors: Optional[Priors] = None, seed=None, num_samples=1000,
+                   num_chains=4, feature_names=None, Lambda0=None):
+    """The non-private conjugate (normal-inverse-gamma) posterior from raw rows, as InferenceData.
+
+    The reference every DP method is compared with; see ``closed_form.nonprivate_posterior``.
+    """
+    from ..release import _check_rows
+
+    names = feature_names
+    if names is None and hasattr(X, "columns"):
+        names = [str(c) for c in X.columns]
+    X, y = _check_rows(X, y)
+    d = X.shape[1]
+    names = list(names) if names is not None else [f"x{i}" for i in range(d)]
+    priors = (priors or Priors()).resolve(d)
+    if seed is None:
+        seed = secrets.randbits(63)
+    post = closed_form.nonprivate_posterior(X, y, priors, Lambda0)
+    rng = np.random.default_rng(seed)
+    theta, sigma2 = closed_form.draw_nig(rng, post, (num_chains, num_samples))
+    return diagnostics.to_inference_data(
+        {"theta": theta, "sigma_y2": sigma2},
+        coords={"feature": names},
+        dims={"theta": ["feature"]},
+        attrs={"method": "nonprivate", "seed": int(seed), "closed_form_mean": post["mean"],
+               "closed_form_cov": post["cov"].ravel(), "n_total": X.shape[0], **_versions()},
+    )

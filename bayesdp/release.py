@@ -1,0 +1,739 @@
+"""DP release of summary statistics, the release object, and its file format.
+
+Each data holder j releases once (paper eqs. 2-3)
+
+    S_hat_j = X_j^T X_j + sigma_s M_j,   M_j symmetric, upper triangle incl. diagonal iid N(0, 1)
+    z_hat_j = X_j^T y_j + sigma_z v_j,   v_j ~ N(0, I_d)
+
+with sigma_s = sigma_z = Delta_sz * sigma(eps, delta) (see :mod:`bayesdp.privacy`). Rows are
+clipped to the public bounds before the statistics are formed, so the sensitivity is the one
+actually enforced. The :class:`Release` object is what every other part of bayesdp takes; its
+JSON file format is specified in ``docs/release-format.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import math
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from . import privacy
+from .errors import BayesdpInputError, CombineError, ReleaseFormatError
+
+FORMAT_NAME = "bayesdp-release"
+FORMAT_VERSION = 1
+
+NOISE_M = "symmetric; upper triangle including the diagonal iid N(0, 1), lower triangle mirrored"
+NOISE_V = "iid N(0, 1) per coordinate"
+
+DATA_BOUNDS_WARNING = (
+    "bounds='data': B_x and B_y are read off the data, so the noise scale depends on the data and "
+    "the release is NOT differentially private. It is flagged private_bounds=False."
+)
+
+
+def _version():
+    from . import __version__
+
+    return __version__
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Release:
+    """Noisy summary statistics of J data holders, with everything an analyst needs.
+
+    Arrays: ``S_hat`` (J, d, d) symmetric, ``z_hat`` (J, d), ``n`` (J,) row counts, ``sigma_s`` and
+    ``sigma_z`` (J,) noise standard deviations. ``noise_cov`` (J, D, D), D = d(d+1)/2 + d, is an
+    optional general Gaussian noise covariance over [vech(S) (upper triangle, row-major), z]; when
+    it is None the noise is the iid design of eqs. (2)-(3). ``yty_hat`` / ``sigma_yty`` are the
+    optional noisy y^T y of appendix C.1 (only MCMC-B&S uses them).
+    """
+
+    S_hat: np.ndarray
+    z_hat: np.ndarray
+    n: np.ndarray
+    sigma_s: np.ndarray
+    sigma_z: np.ndarray
+    feature_names: tuple = ()
+    holder_names: tuple = ()
+    epsilon: Optional[float] = None
+    delta: Optional[float] = None
+    calibration: Optional[str] = None
+    sensitivity: Optional[float] = None
+    bounds: Optional[tuple] = None
+    private_bounds: bool = True
+    seeded: bool = False
+    n_clipped: Optional[np.ndarray] = None
+    yty_hat: Optional[np.ndarray] = None
+    sigma_yty: Optional[np.ndarray] = None
+    noise_cov: Optional[np.ndarray] = None
+    dp_claim_valid: bool = True
+    dp_claim_note: str = ""
+    provenance: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        S = _float_array("S_hat", self.S_hat, ndim=3)
+        J, d, d2 = S.shape
+        if d != d2 or J < 1 or d < 1:
+            raise BayesdpInputError(f"S_hat must have shape (J, d, d) with J, d >= 1, got {S.shape}")
+        scale = max(1.0, float(np.max(np.abs(S))))
+        asym = float(np.max(np.abs(S - np.swapaxes(S, 1, 2))))
+        if asym > 1e-12 * scale:
+            raise BayesdpInputError(
+                f"S_hat must be symmetric; max |S_hat - S_hat^T| = {asym:.3g} (holder "
+                f"{int(np.argmax(np.max(np.abs(S - np.swapaxes(S, 1, 2)), axis=(1, 2))))})"
+            )
+        S = 0.5 * (S + np.swapaxes(S, 1, 2))
+        z = _float_array("z_hat", self.z_hat, shape=(J, d))
+        n = np.asarray(self.n)
+        if n.shape != (J,) or not np.all(np.isfinite(n.astype(float))) or np.any(n != np.round(n)):
+            raise BayesdpInputError(f"n must be {J} whole numbers (one per holder), got {self.n!r}")
+        n = n.astype(np.int64)
+        if np.any(n < 1):
+            raise BayesdpInputError(f"n: every holder needs n_j >= 1 rows, got {n.tolist()}")
+        sig_s = _float_array("sigma_s", np.broadcast_to(self.sigma_s, (J,)), shape=(J,))
+        sig_z = _float_array("sigma_z", np.broadcast_to(self.sigma_z, (J,)), shape=(J,))
+        if np.any(sig_s < 0) or np.any(sig_z < 0):
+            raise BayesdpInputError("sigma_s and sigma_z must be >= 0")
+        names = tuple(str(f) for f in self.feature_names) or tuple(f"x{i}" for i in range(d))
+        if len(names) != d or len(set(names)) != d:
+            raise BayesdpInputError(f"feature_names must be {d} distinct names, got {names!r}")
+        holders = tuple(str(h) for h in self.holder_names) or tuple(str(j) for j in range(J))
+        if len(holders) != J or len(set(holders)) != J:
+            raise BayesdpInputError(f"holder_names must be {J} distinct names, got {holders!r}")
+        if self.epsilon is not None or self.delta is not None:
+            privacy.check_epsilon_delta(self.epsilon, self.delta)
+        if self.calibration is not None and self.calibration not in privacy.CALIBRATIONS:
+            raise BayesdpInputError(
+                f"calibration must be one of {privacy.CALIBRATIONS}, got {self.calibration!r}"
+            )
+        bounds = None if self.bounds is None else privacy.check_bounds(self.bounds)
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        set_("S_hat", S)
+        set_("z_hat", z)
+        set_("n", n)
+        set_("sigma_s", sig_s)
+        set_("sigma_z", sig_z)
+        set_("feature_names", names)
+        set_("holder_names", holders)
+        set_("bounds", bounds)
+        if self.n_clipped is not None:
+            set_("n_clipped", np.asarray(self.n_clipped, dtype=np.int64).reshape(J))
+        if self.yty_hat is not None:
+            set_("yty_hat", _float_array("yty_hat", self.yty_hat, shape=(J,)))
+            sy = self.sigma_yty if self.sigma_yty is not None else 0.0
+            set_("sigma_yty", _float_array("sigma_yty", np.broadcast_to(sy, (J,)), shape=(J,)))
+        if self.noise_cov is not None:
+            D = d * (d + 1) // 2 + d
+            cov = _float_array("noise_cov", self.noise_cov, shape=(J, D, D))
+            if np.max(np.abs(cov - np.swapaxes(cov, 1, 2))) > 1e-10 * max(1.0, np.max(np.abs(cov))):
+                raise BayesdpInputError("noise_cov must be symmetric for every holder")
+            set_("noise_cov", 0.5 * (cov + np.swapaxes(cov, 1, 2)))
+        set_("provenance", dict(self.provenance))
+
+    # -- shape ---------------------------------------------------------------------------------
+    @property
+    def J(self) -> int:
+        """Number of data holders."""
+        return int(self.S_hat.shape[0])
+
+    @property
+    def d(self) -> int:
+        """Number of features."""
+        return int(self.S_hat.shape[1])
+
+    @property
+    def n_total(self) -> int:
+        return int(self.n.sum())
+
+    def __repr__(self):
+        eps = "none" if self.epsilon is None else f"{self.epsilon:g}"
+        dlt = "none" if self.delta is None else f"{self.delta:g}"
+        flags = []
+        if not self.private_bounds:
+            flags.append("NOT PRIVATE: bounds read off the data")
+        if not self.dp_claim_valid:
+            flags.append("DP CLAIM INVALID")
+        if self.seeded:
+            flags.append("seeded noise (for experiments only)")
+        extra = f" [{'; '.join(flags)}]" if flags else ""
+        return (
+            f"Release(J={self.J}, d={self.d}, n={self.n.tolist()}, epsilon={eps}, delta={dlt}, "
+            f"calibration={self.calibration}, sigma_s={_fmt(self.sigma_s)}, "
+            f"sigma_z={_fmt(self.sigma_z)}){extra}"
+        )
+
+    # -- files ---------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """The JSON-ready dictionary of the release file format (docs/release-format.md)."""
+        holders = []
+        for j in range(self.J):
+            h = {
+                "name": self.holder_names[j],
+                "n": int(self.n[j]),
+                "S_hat": self.S_hat[j].tolist(),
+                "z_hat": self.z_hat[j].tolist(),
+                "sigma_s": float(self.sigma_s[j]),
+                "sigma_z": float(self.sigma_z[j]),
+            }
+            if self.n_clipped is not None:
+                h["n_clipped"] = int(self.n_clipped[j])
+            if self.yty_hat is not None:
+                h["yty_hat"] = float(self.yty_hat[j])
+                h["sigma_yty"] = float(self.sigma_yty[j])
+            if self.noise_cov is not None:
+                h["noise_cov"] = self.noise_cov[j].tolist()
+            holders.append(h)
+        return {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "d": self.d,
+            "feature_names": list(self.feature_names),
+            "holders": holders,
+            "privacy": {
+                "epsilon": self.epsilon,
+                "delta": self.delta,
+                "calibration": self.calibration,
+                "sensitivity": self.sensitivity,
+                "bounds": None if self.bounds is None else {"x": self.bounds[0], "y": self.bounds[1]},
+                "private_bounds": bool(self.private_bounds),
+                "neighbouring": privacy.NEIGHBOURING,
+                "dp_claim_valid": bool(self.dp_claim_valid),
+                "dp_claim_note": self.dp_claim_note,
+            },
+            "noise": {
+                "mechanism": "gaussian",
+                "M": NOISE_M,
+                "v": NOISE_V,
+                "covariance": "per holder noise_cov over [vech(S), z]"
+                if self.noise_cov is not None
+                else "iid: sigma_s on the upper triangle of S incl. diagonal, sigma_z on z",
+            },
+            "provenance": {**self.provenance, "seeded": bool(self.seeded)},
+        }
+
+    def save(self, path) -> Path:
+        """Write the release to ``path`` as JSON, atomically (no partial file on failure)."""
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False)
+        return write_text_atomic(path, text + "\n")
+
+    @classmethod
+    def from_dict(cls, doc: dict) -> "Release":
+        return _release_from_dict(doc)
+
+
+def _fmt(a):
+    a = np.asarray(a)
+    return f"{a[0]:.4g}" if np.all(a == a[0]) else "[" + ", ".join(f"{v:.4g}" for v in a) + "]"
+
+
+def _float_array(name, value, *, ndim=None, shape=None):
+    try:
+        a = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise BayesdpInputError(f"{name} must be an array of numbers") from None
+    if ndim is not None and a.ndim != ndim:
+        raise BayesdpInputError(f"{name} must be a {ndim}-d array, got shape {a.shape}")
+    if shape is not None and a.shape != tuple(shape):
+        raise BayesdpInputError(f"{name} must have shape {tuple(shape)}, got {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise BayesdpInputError(f"{name} contains NaN or infinite values")
+    return a
+
+
+def write_text_atomic(path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and an atomic rename."""
+    path = Path(path)
+    if path.parent and not path.parent.exists():
+        raise BayesdpInputError(f"path: folder {str(path.parent)!r} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+
+def load_release(path) -> Release:
+    """Read a release file written by :meth:`Release.save` or by hand (docs/release-format.md)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BayesdpInputError(f"release file {str(path)!r} does not exist") from None
+    except UnicodeDecodeError:
+        raise ReleaseFormatError(f"{path}: not a UTF-8 text file") from None
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise ReleaseFormatError(
+            f"{path}: not valid JSON (truncated or corrupted?) at line {exc.lineno}: {exc.msg}"
+        ) from None
+    try:
+        return _release_from_dict(doc)
+    except ReleaseFormatError as exc:
+        raise ReleaseFormatError(f"{path}: {exc}") from None
+    except BayesdpInputError as exc:
+        raise ReleaseFormatError(f"{path}: {exc}") from None
+
+
+def _reject_constant(name):
+    raise ReleaseFormatError(f"{name} is not allowed in a release file (numbers must be finite)")
+
+
+def _need(doc, key, where, kind=None):
+    if not isinstance(doc, dict) or key not in doc:
+        raise ReleaseFormatError(f"missing field {where}{key!r}")
+    v = doc[key]
+    if kind is not None and not isinstance(v, kind):
+        raise ReleaseFormatError(f"field {where}{key!r} has the wrong type ({type(v).__name__})")
+    return v
+
+
+def _release_from_dict(doc) -> Release:
+    if not isinstance(doc, dict):
+        raise ReleaseFormatError("top level must be a JSON object")
+    if doc.get("format") != FORMAT_NAME:
+        raise ReleaseFormatError(f"field 'format' must be {FORMAT_NAME!r}, got {doc.get('format')!r}")
+    version = _need(doc, "format_version", "", int)
+    if version > FORMAT_VERSION or version < 1:
+        raise ReleaseFormatError(
+            f"format_version {version} is not supported (this bayesdp reads 1..{FORMAT_VERSION})"
+        )
+    d = _need(doc, "d", "", int)
+    if d < 1:
+        raise ReleaseFormatError(f"field 'd' must be >= 1, got {d}")
+    names = doc.get("feature_names") or [f"x{i}" for i in range(d)]
+    holders = _need(doc, "holders", "", list)
+    if not holders:
+        raise ReleaseFormatError("field 'holders' is empty")
+    S, z, n, ss, sz, hn = [], [], [], [], [], []
+    clipped, yty, syty, cov = [], [], [], []
+    for j, h in enumerate(holders):
+        w = f"holders[{j}]."
+        _need(h, "S_hat", w, list)
+        try:
+            Sj = np.array(h["S_hat"], dtype=np.float64)
+            zj = np.array(_need(h, "z_hat", w, list), dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ReleaseFormatError(f"{w}S_hat and {w}z_hat must be arrays of numbers") from None
+        if Sj.shape != (d, d):
+            raise ReleaseFormatError(f"{w}S_hat must be {d} x {d}, got shape {Sj.shape}")
+        if zj.shape != (d,):
+            raise ReleaseFormatError(f"{w}z_hat must have length {d}, got shape {zj.shape}")
+        nj = _need(h, "n", w)
+        if isinstance(nj, bool) or not isinstance(nj, int):
+            raise ReleaseFormatError(f"{w}n must be a whole number, got {nj!r}")
+        S.append(Sj)
+        z.append(zj)
+        n.append(nj)
+        ss.append(_number(_need(h, "sigma_s", w), w + "sigma_s"))
+        sz.append(_number(_need(h, "sigma_z", w), w + "sigma_z"))
+        hn.append(str(h.get("name", j)))
+        clipped.append(h.get("n_clipped"))
+        yty.append(h.get("yty_hat"))
+        syty.append(h.get("sigma_yty"))
+        cov.append(h.get("noise_cov"))
+    pr = doc.get("privacy") or {}
+    prov = dict(doc.get("provenance") or {})
+    seeded = bool(prov.pop("seeded", False))
+    b = pr.get("bounds")
+    bounds = None if b is None else (_need(b, "x", "privacy.bounds."), _need(b, "y", "privacy.bounds."))
+    has = lambda lst: all(v is not None for v in lst)  # noqa: E731
+    if any(v is not None for v in yty) and not has(yty):
+        raise ReleaseFormatError("yty_hat must be given for every holder or for none")
+    if any(v is not None for v in cov) and not has(cov):
+        raise ReleaseFormatError("noise_cov must be given for every holder or for none")
+    return Release(
+        S_hat=np.stack(S),
+        z_hat=np.stack(z),
+        n=np.array(n),
+        sigma_s=np.array(ss),
+        sigma_z=np.array(sz),
+        feature_names=tuple(names),
+        holder_names=tuple(hn),
+        epsilon=pr.get("epsilon"),
+        delta=pr.get("delta"),
+        calibration=pr.get("calibration"),
+        sensitivity=pr.get("sensitivity"),
+        bounds=bounds,
+        private_bounds=bool(pr.get("private_bounds", True)),
+        seeded=seeded,
+        n_clipped=np.array(clipped) if has(clipped) else None,
+        yty_hat=np.array(yty, dtype=float) if has(yty) else None,
+        sigma_yty=np.array(syty, dtype=float) if has(yty) else None,
+        noise_cov=np.array(cov, dtype=float) if has(cov) else None,
+        dp_claim_valid=bool(pr.get("dp_claim_valid", True)),
+        dp_claim_note=str(pr.get("dp_claim_note", "")),
+        provenance=prov,
+    )
+
+
+def _number(v, where):
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ReleaseFormatError(f"{where} must be a number, got {v!r}")
+    return float(v)
+
+
+def combine_releases(*releases) -> Release:
+    """Put per-holder releases together into one analysis set.
+
+    Refuses releases whose d, feature names, bounds, privacy parameters, calibration or noise
+    design differ. Holders hold disjoint rows, so the union keeps each holder's (eps, delta)
+    guarantee (parallel composition).
+    """
+    rels = []
+    for r in releases:
+        rels.extend(r if isinstance(r, (list, tuple)) else [r])
+    rels = [load_release(r) if isinstance(r, (str, os.PathLike)) else r for r in rels]
+    if not rels:
+        raise BayesdpInputError("combine_releases needs at least one release")
+    first = rels[0]
+    for k, r in enumerate(rels[1:], start=1):
+        for field in ("d", "feature_names", "bounds", "epsilon", "delta", "calibration",
+                      "sensitivity", "private_bounds"):
+            a, b = getattr(first, field), getattr(r, field)
+            if a != b:
+                raise CombineError(
+                    f"cannot combine: release {k} has {field}={b!r} but release 0 has {a!r}"
+                )
+        for field in ("yty_hat", "noise_cov"):
+            if (getattr(first, field) is None) != (getattr(r, field) is None):
+                raise CombineError(f"cannot combine: {field} is present in some releases only")
+    names = [h for r in rels for h in r.holder_names]
+    if len(set(names)) != len(names):
+        names = [f"{k}:{h}" for k, r in enumerate(rels) for h in r.holder_names]
+    cat = lambda f: None if getattr(first, f) is None else np.concatenate([getattr(r, f) for r in rels])  # noqa: E731
+    return dataclasses.replace(
+        first,
+        S_hat=np.concatenate([r.S_hat for r in rels]),
+        z_hat=np.concatenate([r.z_hat for r in rels]),
+        n=np.concatenate([r.n for r in rels]),
+        sigma_s=np.concatenate([r.sigma_s for r in rels]),
+        sigma_z=np.concatenate([r.sigma_z for r in rels]),
+        holder_names=tuple(names),
+        seeded=any(r.seeded for r in rels),
+        n_clipped=None if any(r.n_clipped is None for r in rels) else np.concatenate([r.n_clipped for r in rels]),
+        yty_hat=cat("yty_hat"),
+        sigma_yty=cat("sigma_yty"),
+        noise_cov=cat("noise_cov"),
+        dp_claim_valid=all(r.dp_claim_valid for r in rels),
+        dp_claim_note="; ".join(sorted({r.dp_claim_note for r in rels if r.dp_claim_note})),
+        provenance={**first.provenance, "combined_from": len(rels)},
+    )
+
+
+# -- releasing -------------------------------------------------------------------------------------
+
+
+class _Accumulator:
+    """Per-holder sums X^T X, X^T y, y^T y and row counts, fed chunk by chunk."""
+
+    def __init__(self, d, bounds):
+        self.d = d
+        self.bounds = bounds
+        self.stats = {}  # holder label -> [S, z, yty, n, n_clipped]
+
+    def add(self, X, y, labels):
+        X, y = _check_rows(X, y, self.d)
+        X, y, clipped = privacy.clip_rows(X, y, *self.bounds)
+        labels = np.asarray(labels)
+        for lab in _unique_in_order(labels):
+            m = labels == lab
+            Xm, ym = X[m], y[m]
+            st = self.stats.setdefault(lab, [np.zeros((self.d, self.d)), np.zeros(self.d), 0.0, 0, 0])
+            st[0] += Xm.T @ Xm
+            st[1] += Xm.T @ ym
+            st[2] += float(ym @ ym)
+            st[3] += int(m.sum())
+            st[4] += int(clipped[m].sum())
+
+
+def _unique_in_order(labels):
+    _, idx = np.unique(labels, return_index=True)
+    return [labels[i].item() if hasattr(labels[i], "item") else labels[i] for i in np.sort(idx)]
+
+
+def _check_rows(X, y, d=None):
+    X = np.asarray(X)
+    y = np.asarray(y)
+    if X.ndim != 2:
+        raise BayesdpInputError(f"X must be a 2-d array (rows x features), got shape {X.shape}")
+    if d is not None and X.shape[1] != d:
+        raise BayesdpInputError(f"X must have {d} columns, got {X.shape[1]}")
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise BayesdpInputError(
+            f"y must be a 1-d array with one value per row of X ({X.shape[0]}), got shape {y.shape}"
+        )
+    try:
+        X = X.astype(np.float64)
+        y = y.astype(np.float64)
+    except (TypeError, ValueError):
+        raise BayesdpInputError("X and y must be numeric") from None
+    bad = ~np.isfinite(X).all(axis=1) | ~np.isfinite(y)
+    if bad.any():
+        raise BayesdpInputError(
+            f"X or y contains NaN or infinite values in {int(bad.sum())} rows (first row "
+            f"{int(np.flatnonzero(bad)[0])}); remove or impute them before releasing"
+        )
+    return X, y
+
+
+def _node_labels(nodes, n_rows):
+    """Per-row holder labels: a count (contiguous equal split) or a label array."""
+    if isinstance(nodes, (int, np.integer)) and not isinstance(nodes, bool):
+        J = int(nodes)
+        if J < 1:
+            raise BayesdpInputError(f"nodes must be >= 1, got {nodes}")
+        if n_rows < J:
+            raise BayesdpInputError(f"fewer rows ({n_rows}) than data holders (nodes={J})")
+        return contiguous_split(n_rows, J)
+    labels = np.asarray(nodes)
+    if labels.ndim != 1 or labels.shape[0] != n_rows:
+        raise BayesdpInputError(
+            f"nodes must be a holder count or one label per row ({n_rows}), got shape {labels.shape}"
+        )
+    return labels
+
+
+def contiguous_split(n_rows, J):
+    """Holder label of each row: rows in order, floor(n/J) each, the remainder to the last holder
+    (the authors' split)."""
+    size = n_rows // J
+    labels = np.minimum(np.arange(n_rows) // size, J - 1)
+    return labels
+
+
+def _resolve_bounds(bounds, X, y):
+    if isinstance(bounds, str):
+        if bounds != "data":
+            raise BayesdpInputError(f"bounds must be a pair (B_x, B_y) or 'data', got {bounds!r}")
+        warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=3)
+        bx = float(np.sqrt(np.einsum("ij,ij->i", X, X)).max())
+        by = float(np.abs(y).max())
+        return (max(bx, np.finfo(float).tiny), max(by, np.finfo(float).tiny)), False
+    if bounds is None:
+        raise BayesdpInputError("bounds are required: public (B_x, B_y), or 'data' (not private)")
+    return privacy.check_bounds(bounds), True
+
+
+def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, feature_names,
+                   private_bounds, source):
+    eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
+    bx, by = acc.bounds
+    if include_yty:
+        sens = privacy.sensitivity_szy(bx, by)
+    else:
+        sens = privacy.sensitivity_sz(bx, by)
+    sigma = privacy.gaussian_sigma(eps, dlt, sens, calibration)
+    if calibration == "paper-code":
+        warnings.warn(privacy.PAPER_CODE_WARNING, UserWarning, stacklevel=3)
+    rng = np.random.default_rng(seed)  # seed None: fresh operating-system entropy
+    d = acc.d
+    iu = np.triu_indices(d)
+    labels = list(acc.stats)
+    S_hat, z_hat, yty_hat = [], [], []
+    for lab in labels:
+        S, z, yty, _, _ = acc.stats[lab]
+        M = np.zeros((d, d))
+        M[iu] = rng.standard_normal(len(iu[0]))
+        M = M + np.triu(M, 1).T
+        S_hat.append(S + sigma * M)
+        z_hat.append(z + sigma * rng.standard_normal(d))
+        if include_yty:
+            yty_hat.append(yty + sigma * rng.standard_normal())
+    n = np.array([acc.stats[lab][3] for lab in labels])
+    if np.any(n < 1):
+        raise BayesdpInputError("every data holder needs at least one row")
+    dp_valid = private_bounds and calibration != "paper-code"
+    notes = []
+    if not private_bounds:
+        notes.append("bounds were read off the data, so the noise scale is not private")
+    if calibration == "paper-code":
+        notes.append("calibration='paper-code' under-calibrates sigma (authors' MATLAB bug)")
+    J = len(labels)
+    return Release(
+        S_hat=np.stack(S_hat),
+        z_hat=np.stack(z_hat),
+        n=n,
+        sigma_s=np.full(J, sigma),
+        sigma_z=np.full(J, sigma),
+        feature_names=tuple(feature_names),
+        holder_names=tuple(str(lab) for lab in labels),
+        epsilon=eps,
+        delta=dlt,
+        calibration=calibration,
+        sensitivity=sens,
+        bounds=(bx, by),
+        private_bounds=private_bounds,
+        seeded=seed is not None,
+        n_clipped=np.array([acc.stats[lab][4] for lab in labels]),
+        yty_hat=np.array(yty_hat) if include_yty else None,
+        sigma_yty=np.full(J, sigma) if include_yty else None,
+        dp_claim_valid=dp_valid,
+        dp_claim_note="; ".join(notes),
+        provenance={
+            "created_by": f"bayesdp {_version()}",
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "mechanism": "Gaussian mechanism on [vech(S), z"
+            + (", y^T y]" if include_yty else "]")
+            + f"; sigma = sensitivity * sigma_{calibration}(eps, delta)",
+            "source": source,
+        },
+    )
+
+
+def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="exact",
+            include_yty=False, feature_names=None) -> Release:
+    """Release noisy (S_hat_j, z_hat_j, n_j) for each data holder with (eps, delta)-DP.
+
+    Parameters
+    ----------
+    X, y : array-like or pandas DataFrame / Series
+        Rows of the regression data; a DataFrame's column names become the feature names.
+    epsilon, delta : float
+        Privacy parameters (eps > 0, 0 < delta < 1), per holder; holders hold disjoint rows.
+    bounds : (B_x, B_y) or "data"
+        Public bounds on ||x||_2 and |y|. Rows outside are clipped (x scaled to norm B_x, y to
+        [-B_y, B_y]) and counted per holder (``n_clipped``). ``"data"`` reads them off the data:
+        a loud warning, and the release is flagged ``private_bounds=False``.
+    nodes : int or array of labels
+        Number of holders (contiguous split in row order, as in the paper) or one label per row.
+    seed : int or None
+        None draws the noise from fresh OS entropy (right for a real release). A seed makes the
+        release reproducible (for experiments and tests) and is recorded as ``seeded``.
+    calibration : "exact" | "classical" | "paper-code"
+        "paper-code" reproduces the authors' buggy MATLAB sigma and is NOT (eps, delta)-DP.
+    include_yty : bool
+        Also release a noisy y^T y with the larger sensitivity of appendix C.1 (for MCMC-B&S).
+
+    Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
+    Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2).
+    """
+    names = feature_names
+    if names is None and hasattr(X, "columns"):
+        names = [str(c) for c in X.columns]
+    X, y = _check_rows(X, y)
+    if X.shape[0] < 1:
+        raise BayesdpInputError("X has no rows")
+    names = names if names is not None else [f"x{i}" for i in range(X.shape[1])]
+    labels = _node_labels(nodes, X.shape[0])
+    bnds, private_bounds = _resolve_bounds(bounds, X, y)
+    acc = _Accumulator(X.shape[1], bnds)
+    acc.add(X, y, labels)
+    return _noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
+                          include_yty=include_yty, seed=seed, feature_names=names,
+                          private_bounds=private_bounds, source="arrays")
+
+
+def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=-1, node_column=None,
+                 header="infer", seed=None, calibration="exact", include_yty=False,
+                 chunksize=100_000) -> Release:
+    """Release from a CSV or Parquet file far larger than memory, in constant memory.
+
+    The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
+    ``y_column`` names (or indexes) the response; every other column except ``node_column`` is a
+    feature. ``nodes`` is a count (contiguous split; the file is read once more to count rows)
+    or omitted when ``node_column`` names a column of holder labels. ``bounds`` must be public:
+    ``"data"`` is refused here because it would need the data's extremes before clipping.
+    ``header`` is "infer" (first row has names) or None (no header, as in the paper's CSVs).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise BayesdpInputError(f"data file {str(path)!r} does not exist")
+    if isinstance(bounds, str):
+        raise BayesdpInputError("release_file needs public bounds (B_x, B_y); 'data' is refused")
+    bnds = privacy.check_bounds(bounds)
+    privacy.check_epsilon_delta(epsilon, delta)
+    if chunksize < 1:
+        raise BayesdpInputError(f"chunksize must be >= 1, got {chunksize}")
+    if node_column is None:
+        J = int(nodes)
+        n_rows = sum(len(c) for c in _iter_chunks(path, header, chunksize))
+        if n_rows < J:
+            raise BayesdpInputError(f"fewer rows ({n_rows}) than data holders (nodes={J})")
+        size = n_rows // J
+    acc = None
+    start = 0
+    names = None
+    for chunk in _iter_chunks(path, header, chunksize):
+        cols = list(chunk.columns)
+        ycol = _pick_column(cols, y_column, "y_column")
+        ncol = None if node_column is None else _pick_column(cols, node_column, "node_column")
+        feats = [c for c in cols if c != ycol and c != ncol]
+        if names is None:
+            names = [str(c) for c in feats]
+            acc = _Accumulator(len(feats), bnds)
+        try:
+            Xc = chunk[feats].to_numpy(dtype=np.float64)
+            yc = chunk[ycol].to_numpy(dtype=np.float64)
+        except (TypeError, ValueError):
+            raise BayesdpInputError(f"{path}: non-numeric values in rows {start}..{start + len(chunk)}") from None
+        if ncol is None:
+            labels = np.minimum((start + np.arange(len(chunk))) // size, J - 1)
+        else:
+            labels = chunk[ncol].to_numpy()
+        try:
+            acc.add(Xc, yc, labels)
+        except BayesdpInputError as exc:
+            raise BayesdpInputError(f"{path}, rows {start}..{start + len(chunk) - 1}: {exc}") from None
+        start += len(chunk)
+    if acc is None or start == 0:
+        raise BayesdpInputError(f"{path}: no data rows")
+    return _noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
+                          include_yty=include_yty, seed=seed, feature_names=names,
+                          private_bounds=True, source=f"file {path.name}")
+
+
+def _pick_column(cols, key, what):
+    if isinstance(key, (int, np.integer)):
+        try:
+            return cols[key]
+        except IndexError:
+            raise BayesdpInputError(f"{what}={key} is out of range for {len(cols)} columns") from None
+    if key not in cols:
+        raise BayesdpInputError(f"{what}={key!r} is not a column (columns: {cols})")
+    return key
+
+
+def _iter_chunks(path, header, chunksize):
+    import pandas as pd
+
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:  # pragma: no cover - depends on the install
+            raise BayesdpInputError("reading Parquet needs pyarrow (pip install pyarrow)") from None
+        pf = pq.ParquetFile(path)
+        for batch in pf.iter_batches(batch_size=chunksize):
+            yield batch.to_pandas()
+        return
+    hdr = 0 if header == "infer" else None
+    try:
+        reader = pd.read_csv(path, header=hdr, chunksize=chunksize)
+        for chunk in reader:
+            yield chunk
+    except pd.errors.ParserError as exc:
+        raise BayesdpInputError(f"{path}: malformed CSV ({exc})") from None
+    except pd.errors.EmptyDataError:
+        raise BayesdpInputError(f"{path}: the file is empty") from None
