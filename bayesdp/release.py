@@ -527,6 +527,8 @@ def _resolve_bounds(bounds, X, y):
     if isinstance(bounds, str):
         if bounds != "data":
             raise BayesdpInputError(f"bounds must be a pair (B_x, B_y) or 'data', got {bounds!r}")
+        if X is None:
+            raise BayesdpInputError("bounds='data' needs the data")
         warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=3)
         bx = float(np.sqrt(np.einsum("ij,ij->i", X, X)).max())
         by = float(np.abs(y).max())
@@ -653,33 +655,43 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=-1, node_col
     The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
     ``y_column`` names (or indexes) the response; every other column except ``node_column`` is a
     feature. ``nodes`` is a count (contiguous split; the file is read once more to count rows)
-    or omitted when ``node_column`` names a column of holder labels. ``bounds`` must be public:
-    ``"data"`` is refused here because it would need the data's extremes before clipping.
+    or omitted when ``node_column`` names a column of holder labels. ``bounds`` are public
+    (B_x, B_y); rows outside are clipped and counted.
     ``header`` is "infer" (first row has names) or None (no header, as in the paper's CSVs).
+    ``bounds="data"`` costs one more pass, warns, and flags the release not private.
     """
     path = Path(path)
     if not path.exists():
         raise BayesdpInputError(f"data file {str(path)!r} does not exist")
-    if isinstance(bounds, str):
-        raise BayesdpInputError("release_file needs public bounds (B_x, B_y); 'data' is refused")
-    bnds = privacy.check_bounds(bounds)
     privacy.check_epsilon_delta(epsilon, delta)
     if chunksize < 1:
         raise BayesdpInputError(f"chunksize must be >= 1, got {chunksize}")
+    data_bounds = isinstance(bounds, str) and bounds == "data"
+    bnds = None if data_bounds else _resolve_bounds(bounds, None, None)[0]
+    if node_column is None or data_bounds:
+        # first pass: count rows and/or read the bounds off the data
+        n_rows, bx, by = 0, 0.0, 0.0
+        for chunk, feats, ycol, _ in _iter_columns(path, header, chunksize, y_column, node_column):
+            n_rows += len(chunk)
+            if data_bounds:
+                Xc, yc = _check_rows(chunk[feats].to_numpy(), chunk[ycol].to_numpy())
+                bx = max(bx, float(np.sqrt(np.einsum("ij,ij->i", Xc, Xc)).max(initial=0.0)))
+                by = max(by, float(np.abs(yc).max(initial=0.0)))
+        if data_bounds:
+            warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=2)
+            tiny = np.finfo(float).tiny
+            bnds = (max(bx, tiny), max(by, tiny))
     if node_column is None:
+        if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or nodes < 1:
+            raise BayesdpInputError(f"nodes must be a whole number >= 1, got {nodes!r}")
         J = int(nodes)
-        n_rows = sum(len(c) for c in _iter_chunks(path, header, chunksize))
         if n_rows < J:
             raise BayesdpInputError(f"fewer rows ({n_rows}) than data holders (nodes={J})")
         size = n_rows // J
     acc = None
     start = 0
     names = None
-    for chunk in _iter_chunks(path, header, chunksize):
-        cols = list(chunk.columns)
-        ycol = _pick_column(cols, y_column, "y_column")
-        ncol = None if node_column is None else _pick_column(cols, node_column, "node_column")
-        feats = [c for c in cols if c != ycol and c != ncol]
+    for chunk, feats, ycol, ncol in _iter_columns(path, header, chunksize, y_column, node_column):
         if names is None:
             names = [str(c) for c in feats]
             acc = _Accumulator(len(feats), bnds)
@@ -687,7 +699,9 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=-1, node_col
             Xc = chunk[feats].to_numpy(dtype=np.float64)
             yc = chunk[ycol].to_numpy(dtype=np.float64)
         except (TypeError, ValueError):
-            raise BayesdpInputError(f"{path}: non-numeric values in rows {start}..{start + len(chunk)}") from None
+            raise BayesdpInputError(
+                f"{path}: non-numeric values in rows {start}..{start + len(chunk) - 1}"
+            ) from None
         if ncol is None:
             labels = np.minimum((start + np.arange(len(chunk))) // size, J - 1)
         else:
@@ -701,7 +715,19 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=-1, node_col
         raise BayesdpInputError(f"{path}: no data rows")
     return _noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
                           include_yty=include_yty, seed=seed, feature_names=names,
-                          private_bounds=True, source=f"file {path.name}")
+                          private_bounds=not data_bounds, source=f"file {path.name}")
+
+
+def _iter_columns(path, header, chunksize, y_column, node_column):
+    """Chunks of a data file with the feature, response and node column names resolved."""
+    for chunk in _iter_chunks(path, header, chunksize):
+        cols = list(chunk.columns)
+        ycol = _pick_column(cols, y_column, "y_column")
+        ncol = None if node_column is None else _pick_column(cols, node_column, "node_column")
+        feats = [c for c in cols if c != ycol and c != ncol]
+        if not feats:
+            raise BayesdpInputError(f"{path}: no feature columns besides y_column")
+        yield chunk, feats, ycol, ncol
 
 
 def _pick_column(cols, key, what):

@@ -1,0 +1,229 @@
+"""The ``bayesdp`` command line: a thin layer over the public Python functions.
+
+    bayesdp demo                         simulate -> release -> fit -> table and plot
+    bayesdp simulate --out data.csv      the paper's simulated data set
+    bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds 10 5 --nodes 5 --out release.json
+    bayesdp combine a.json b.json --out all.json
+    bayesdp fit release.json --method fast --out posterior.nc
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+from .errors import BayesdpError
+
+EPILOG = "Each command has its own --help. Docs: docs/ in the source tree."
+
+
+def _add_privacy_args(p):
+    p.add_argument("--epsilon", type=float, required=True, help="privacy epsilon (> 0)")
+    p.add_argument("--delta", type=float, required=True, help="privacy delta, in (0, 1)")
+    p.add_argument("--calibration", default="exact", choices=["exact", "classical", "paper-code"],
+                   help="noise calibration; 'paper-code' reproduces the authors' buggy MATLAB "
+                        "sigma and is NOT (eps, delta)-DP (default: exact analytic Gaussian)")
+
+
+def _cmd_demo(args):
+    from .demo import run_demo
+
+    run_demo(n=args.n, d=args.d, nodes=args.nodes, epsilon=args.epsilon, delta=args.delta,
+             seed=args.seed, out_dir=args.out_dir)
+
+
+def _cmd_simulate(args):
+    import numpy as np
+    import pandas as pd
+
+    from .release import write_text_atomic
+    from .simulate import simulate
+
+    sim = simulate(args.n, args.d, seed=args.seed, sigma_y=args.sigma_y)
+    frame = pd.DataFrame(sim.X, columns=list(sim.feature_names))
+    frame["y"] = sim.y
+    write_text_atomic(args.out, frame.to_csv(index=False, float_format="%.17g"))
+    truth = {"theta": sim.theta.tolist(), "Sigma_x": sim.Sigma_x.tolist(),
+             "sigma_y": sim.sigma_y, "public_bounds": list(sim.bounds), "seed": args.seed}
+    truth_path = Path(args.truth or Path(args.out).with_suffix(".truth.json"))
+    write_text_atomic(truth_path, json.dumps(truth, indent=1) + "\n")
+    print(f"wrote {args.out} ({args.n} rows, columns {', '.join(frame.columns)})")
+    print(f"wrote {truth_path} (true theta and the public bounds B_x={sim.bounds[0]:.6g}, "
+          f"B_y={sim.bounds[1]:.6g} derived from the generating distribution)")
+    print("true theta:", np.array2string(sim.theta, precision=4))
+
+
+def _cmd_release(args):
+    from .release import release_file
+
+    if args.bounds_from_data:
+        bounds = "data"
+    elif args.bounds:
+        bounds = tuple(args.bounds)
+    else:
+        raise BayesdpError("give public bounds with --bounds B_X B_Y (or --bounds-from-data, "
+                           "which is NOT private)")
+    y_col = int(args.y_column) if _is_int(args.y_column) else args.y_column
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rel = release_file(args.data, epsilon=args.epsilon, delta=args.delta, bounds=bounds,
+                           nodes=args.nodes, y_column=y_col, node_column=args.node_column,
+                           header=None if args.no_header else "infer", seed=args.seed,
+                           calibration=args.calibration, include_yty=args.include_yty,
+                           chunksize=args.chunksize)
+    for w in caught:
+        print(f"WARNING: {w.message}", file=sys.stderr)
+    rel.save(args.out)
+    print(rel)
+    print(f"rows clipped to the bounds per holder: {rel.n_clipped.tolist()}")
+    if rel.seeded:
+        print("NOTE: --seed makes the noise reproducible, which is right for experiments and "
+              "tests but not for a real release: omit --seed to draw fresh OS entropy.")
+    print(f"wrote {args.out}")
+
+
+def _cmd_combine(args):
+    from .release import combine_releases
+
+    rel = combine_releases(*args.releases)
+    rel.save(args.out)
+    print(rel)
+    print(f"wrote {args.out}")
+
+
+def _cmd_fit(args):
+    from . import diagnostics, report
+    from .inference import METHODS, fit
+    from .release import combine_releases
+
+    if args.method not in METHODS:
+        raise BayesdpError(f"unknown method {args.method!r}; choose one of {sorted(METHODS)}")
+    rel = combine_releases(*args.releases)
+    kwargs = {}
+    if args.num_warmup is not None:
+        kwargs["num_warmup"] = args.num_warmup
+    idata = fit(rel, method=args.method, seed=args.seed, num_samples=args.num_samples,
+                num_chains=args.num_chains, **kwargs)
+    print(rel)
+    print(f"\nposterior of theta ({args.method}):")
+    print(report.format_table(report.theta_table(idata)))
+    if "sample_stats" in idata.groups() or args.method not in ("fast",):
+        print("\nArviZ summary:")
+        print(diagnostics.summary(idata).to_string())
+    if args.out:
+        diagnostics.save(idata, args.out)
+        print(f"\nwrote {args.out}")
+
+
+def _is_int(s):
+    try:
+        int(s)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bayesdp",
+        description="Differentially private Bayesian linear regression from noisy summary "
+                    "statistics (Alparslan, Yildirim & Birbil, ICML 2023).",
+        epilog=EPILOG,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("demo", help="simulate, release with DP, fit, print a table, plot",
+                       description="The main job on the paper's simulation: n rows split over "
+                                   "J holders, each releases noisy X^T X and X^T y; fit with "
+                                   "Bayes-fixedS-fast and adaSSP; table and plot.")
+    p.add_argument("--n", type=int, default=100_000, help="rows (default 100000)")
+    p.add_argument("--d", type=int, default=5, help="features (default 5)")
+    p.add_argument("--nodes", type=int, default=5, help="data holders J (default 5)")
+    p.add_argument("--epsilon", type=float, default=1.0, help="privacy epsilon (default 1)")
+    p.add_argument("--delta", type=float, default=1e-5, help="privacy delta (default 1e-5)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the whole demo (default 0)")
+    p.add_argument("--out-dir", default="bayesdp-demo", help="folder for release.json, theta.png")
+    p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("simulate", help="write the paper's simulated data set as CSV",
+                       description="Sigma_x ~ InvWishart(V^T V, d+1), theta ~ N(0, I), "
+                                   "x ~ N(0, Sigma_x), y = x^T theta + N(0, sigma_y^2). Writes "
+                                   "a CSV (columns x0.., y) and a truth JSON beside it.")
+    p.add_argument("--n", type=int, default=100_000)
+    p.add_argument("--d", type=int, default=5)
+    p.add_argument("--sigma-y", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None, help="seed (default: fresh entropy)")
+    p.add_argument("--out", required=True, help="CSV file to write")
+    p.add_argument("--truth", default=None, help="truth JSON (default: OUT with .truth.json)")
+    p.set_defaults(func=_cmd_simulate)
+
+    p = sub.add_parser("release", help="make a DP release file from a CSV or Parquet data file",
+                       description="Each data holder's rows are clipped to the public bounds, "
+                                   "X^T X and X^T y are accumulated in chunks (constant "
+                                   "memory), and Gaussian noise is added once per holder.")
+    p.add_argument("data", help="CSV or Parquet file, one row per record")
+    _add_privacy_args(p)
+    p.add_argument("--bounds", type=float, nargs=2, metavar=("B_X", "B_Y"),
+                   help="public bounds on ||x||_2 and |y|; rows outside are clipped")
+    p.add_argument("--bounds-from-data", action="store_true",
+                   help="read the bounds off the data (NOT private; flagged in the release)")
+    p.add_argument("--nodes", type=int, default=1,
+                   help="number of data holders: rows split in order (default 1)")
+    p.add_argument("--node-column", default=None, help="column of holder labels (instead of --nodes)")
+    p.add_argument("--y-column", default="-1", help="response column name or index (default: last)")
+    p.add_argument("--no-header", action="store_true", help="the CSV has no header row")
+    p.add_argument("--include-yty", action="store_true",
+                   help="also release a noisy y^T y (for MCMC-B&S; larger sensitivity)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed the noise (experiments only; default: fresh OS entropy)")
+    p.add_argument("--chunksize", type=int, default=100_000)
+    p.add_argument("--out", required=True, help="release file to write (JSON)")
+    p.set_defaults(func=_cmd_release)
+
+    p = sub.add_parser("combine", help="put per-holder release files together",
+                       description="Refuses releases with different d, feature names, bounds "
+                                   "or privacy parameters.")
+    p.add_argument("releases", nargs="+")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=_cmd_combine)
+
+    p = sub.add_parser("fit", help="fit a posterior from one or more release files",
+                       description="Fits theta from release files (combined into one analysis "
+                                   "set); prints the posterior table and can save the "
+                                   "posterior as ArviZ netCDF.")
+    p.add_argument("releases", nargs="+", help="release file(s)")
+    p.add_argument("--method", default="fast", help="inference method (default: fast)")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--num-samples", type=int, default=1000)
+    p.add_argument("--num-chains", type=int, default=4)
+    p.add_argument("--num-warmup", type=int, default=None)
+    p.add_argument("--out", default=None, help="write the posterior here (netCDF)")
+    p.set_defaults(func=_cmd_fit)
+
+    for register in _REGISTRARS:
+        register(sub)
+    return parser
+
+
+_REGISTRARS = []
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        args.func(args)
+    except (BayesdpError, ValueError) as exc:
+        print(f"bayesdp {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
