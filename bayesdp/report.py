@@ -46,11 +46,12 @@ def plot_theta(idata, path, *, truth=None, estimates=None, prob=0.9, title=None)
     fig, ax = plt.subplots(figsize=(1.2 * len(table) + 3, 3.6))
     ax.errorbar(k, table["mean"], yerr=[table["mean"] - table[f"{pct} lower"],
                                         table[f"{pct} upper"] - table["mean"]],
-                fmt="o", capsize=4, label=f"posterior mean, {pct} interval")
+                fmt="o", capsize=4, color="C0", label=f"posterior mean, {pct} interval")
     if truth is not None:
         ax.scatter(k, table["true"], marker="x", s=60, color="k", zorder=3, label="true theta")
-    for name in (estimates or {}):
-        ax.scatter(k + 0.15, table[name], marker="s", s=30, zorder=3, label=name)
+    for i, name in enumerate(estimates or {}):
+        ax.scatter(k + 0.12 * (i + 1), table[name], marker="s", s=30, zorder=3,
+                   color=f"C{i + 1}", label=name)
     ax.set_xticks(k, table.index)
     ax.set_ylabel("theta")
     ax.set_title(title or "posterior of theta")
