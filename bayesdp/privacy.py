@@ -124,8 +124,9 @@ def paper_code_gaussian_sigma(epsilon, delta, sensitivity=1.0):
     It grid-searches (step 0.001, in unit windows) B(u) = Phi(-sqrt(eps) u) -
     e^eps Phi(-sqrt(eps (u + 2))), where Balle & Wang have Phi(-sqrt(eps u)), and its threshold
     uses Phi(-2 sqrt(eps)) for Phi(-sqrt(2 eps)). The result is too small by 1.1x-6x and almost
-    independent of delta: 1.4866 at (1, 1e-5) and 5.0435 at (0.1, 1e-5), against the exact 3.7306
-    and 30.750. Offered only so the paper's tables can be reproduced; see docs/privacy.md.
+    independent of delta: 1.4869 at (1, 1e-5), 1.4866 at (1, 1/7655) and 5.0435 at (0.1, 1e-5),
+    against the exact 3.7306, 3.1185 and 30.750. Offered only so the paper's tables can be
+    reproduced; see docs/privacy.md.
     """
     eps, dlt = check_epsilon_delta(epsilon, delta)
     sens = _check_sensitivity(sensitivity)
@@ -180,7 +181,13 @@ def gaussian_sigma(epsilon, delta, sensitivity=1.0, calibration="exact"):
 def true_epsilon(sigma, delta, sensitivity=1.0):
     """The eps that noise std ``sigma`` really gives at ``delta`` (inverse of the exact profile)."""
     _, dlt = check_epsilon_delta(1.0, delta)
-    s = float(sigma) / _check_sensitivity(sensitivity)
+    try:
+        s = float(sigma)
+    except (TypeError, ValueError):
+        s = math.nan
+    if not math.isfinite(s) or s <= 0:
+        raise BayesdpInputError(f"sigma must be a finite number > 0, got {sigma!r}")
+    s /= _check_sensitivity(sensitivity)
     target = math.log(dlt)
 
     def f(eps):

@@ -126,11 +126,34 @@ class Release:
         set_("holder_names", holders)
         set_("bounds", bounds)
         if self.n_clipped is not None:
-            set_("n_clipped", np.asarray(self.n_clipped, dtype=np.int64).reshape(J))
+            try:
+                nc = np.array(self.n_clipped, dtype=np.float64).reshape(J)
+            except (TypeError, ValueError):
+                nc = np.full(J, np.nan)
+            if not np.all(np.isfinite(nc)) or np.any(nc != np.round(nc)) or np.any(nc < 0) \
+                    or np.any(nc > n):
+                raise BayesdpInputError(
+                    f"n_clipped must be {J} whole numbers with 0 <= n_clipped_j <= n_j, "
+                    f"got {self.n_clipped!r}"
+                )
+            set_("n_clipped", nc.astype(np.int64))
+        if self.sensitivity is not None:
+            try:
+                sens = math.nan if isinstance(self.sensitivity, (bool, str)) \
+                    else float(self.sensitivity)
+            except (TypeError, ValueError):
+                sens = math.nan
+            if not math.isfinite(sens) or sens <= 0:
+                raise BayesdpInputError(
+                    f"sensitivity must be a finite number > 0, got {self.sensitivity!r}"
+                )
+            set_("sensitivity", sens)
         if self.yty_hat is not None:
             set_("yty_hat", _float_array("yty_hat", self.yty_hat, shape=(J,)))
             sy = self.sigma_yty if self.sigma_yty is not None else 0.0
             set_("sigma_yty", _float_array("sigma_yty", np.broadcast_to(sy, (J,)), shape=(J,)))
+            if np.any(self.sigma_yty < 0):
+                raise BayesdpInputError("sigma_yty must be >= 0")
         if self.noise_cov is not None:
             D = d * (d + 1) // 2 + d
             cov = _float_array("noise_cov", self.noise_cov, shape=(J, D, D))
@@ -172,8 +195,12 @@ class Release:
         )
 
     # -- files ---------------------------------------------------------------------------------
-    def to_dict(self) -> dict:
-        """The JSON-ready dictionary of the release file format (docs/release-format.md)."""
+    def to_dict(self, include_clip_counts=False) -> dict:
+        """The JSON-ready dictionary of the release file format (docs/release-format.md).
+
+        ``n_clipped`` is an exact count of the holder's rows, not covered by the DP guarantee,
+        so it is left out unless ``include_clip_counts`` is true.
+        """
         holders = []
         for j in range(self.J):
             h = {
@@ -184,7 +211,7 @@ class Release:
                 "sigma_s": float(self.sigma_s[j]),
                 "sigma_z": float(self.sigma_z[j]),
             }
-            if self.n_clipped is not None:
+            if include_clip_counts and self.n_clipped is not None:
                 h["n_clipped"] = int(self.n_clipped[j])
             if self.yty_hat is not None:
                 h["yty_hat"] = float(self.yty_hat[j])
@@ -220,9 +247,13 @@ class Release:
             "provenance": {**self.provenance, "seeded": bool(self.seeded)},
         }
 
-    def save(self, path) -> Path:
-        """Write the release to ``path`` as JSON, atomically (no partial file on failure)."""
-        text = json.dumps(self.to_dict(), indent=1, allow_nan=False)
+    def save(self, path, include_clip_counts=False) -> Path:
+        """Write the release to ``path`` as JSON, atomically (no partial file on failure).
+
+        The exact clipping counts stay out of the file unless ``include_clip_counts`` is true
+        (they are not differentially private; see docs/privacy.md).
+        """
+        text = json.dumps(self.to_dict(include_clip_counts), indent=1, allow_nan=False)
         return write_text_atomic(path, text + "\n")
 
     @classmethod
@@ -256,6 +287,9 @@ def write_text_atomic(path, text: str) -> Path:
         raise BayesdpInputError(f"path: folder {str(path.parent)!r} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it owner-only; a release is for sharing
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
@@ -281,11 +315,16 @@ def load_release(path) -> Release:
     except UnicodeDecodeError:
         raise ReleaseFormatError(f"{path}: not a UTF-8 text file") from None
     try:
-        doc = json.loads(text, parse_constant=_reject_constant)
+        doc = json.loads(text)  # NaN/Infinity/1e999 parse to non-finite floats, refused below
     except json.JSONDecodeError as exc:
         raise ReleaseFormatError(
             f"{path}: not valid JSON (truncated or corrupted?) at line {exc.lineno}: {exc.msg}"
         ) from None
+    where = _non_finite_field(doc)
+    if where is not None:
+        raise ReleaseFormatError(
+            f"{path}: field {where} is not a finite number (NaN and Infinity are not allowed)"
+        )
     try:
         return _release_from_dict(doc)
     except ReleaseFormatError as exc:
@@ -294,8 +333,29 @@ def load_release(path) -> Release:
         raise ReleaseFormatError(f"{path}: {exc}") from None
 
 
-def _reject_constant(name):
-    raise ReleaseFormatError(f"{name} is not allowed in a release file (numbers must be finite)")
+def _non_finite_field(obj, where=""):
+    """JSON path (e.g. ``holders[0].S_hat[1][2]``) of the first non-finite number, or None."""
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else (where or "(top level)")
+    if isinstance(obj, dict):
+        items = ((f"{where}.{k}" if where else str(k), v) for k, v in obj.items())
+    elif isinstance(obj, list):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(obj))
+    else:
+        return None
+    for w, v in items:
+        found = _non_finite_field(v, w)
+        if found is not None:
+            return found
+    return None
+
+
+def _flag(doc, key, default, where):
+    """An optional JSON boolean (true/false only: a string "false" must not read as True)."""
+    v = doc.get(key, default) if isinstance(doc, dict) else default
+    if not isinstance(v, bool):
+        raise ReleaseFormatError(f"field {where}{key} must be true or false, got {v!r}")
+    return v
 
 
 def _need(doc, key, where, kind=None):
@@ -321,6 +381,8 @@ def _release_from_dict(doc) -> Release:
     if d < 1:
         raise ReleaseFormatError(f"field 'd' must be >= 1, got {d}")
     names = doc.get("feature_names") or [f"x{i}" for i in range(d)]
+    if not isinstance(names, list) or not all(isinstance(f, str) for f in names):
+        raise ReleaseFormatError(f"field 'feature_names' must be a list of {d} strings, got {names!r}")
     holders = _need(doc, "holders", "", list)
     if not holders:
         raise ReleaseFormatError("field 'holders' is empty")
@@ -328,12 +390,8 @@ def _release_from_dict(doc) -> Release:
     clipped, yty, syty, cov = [], [], [], []
     for j, h in enumerate(holders):
         w = f"holders[{j}]."
-        _need(h, "S_hat", w, list)
-        try:
-            Sj = np.array(h["S_hat"], dtype=np.float64)
-            zj = np.array(_need(h, "z_hat", w, list), dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ReleaseFormatError(f"{w}S_hat and {w}z_hat must be arrays of numbers") from None
+        Sj = _number_array(_need(h, "S_hat", w, list), w + "S_hat")
+        zj = _number_array(_need(h, "z_hat", w, list), w + "z_hat")
         if Sj.shape != (d, d):
             raise ReleaseFormatError(f"{w}S_hat must be {d} x {d}, got shape {Sj.shape}")
         if zj.shape != (d,):
@@ -352,8 +410,11 @@ def _release_from_dict(doc) -> Release:
         syty.append(h.get("sigma_yty"))
         cov.append(h.get("noise_cov"))
     pr = doc.get("privacy") or {}
+    if not isinstance(pr, dict) or not isinstance(doc.get("provenance") or {}, dict):
+        raise ReleaseFormatError("fields 'privacy' and 'provenance' must be JSON objects")
     prov = dict(doc.get("provenance") or {})
-    seeded = bool(prov.pop("seeded", False))
+    seeded = _flag(prov, "seeded", False, "provenance.")
+    prov.pop("seeded", None)
     b = pr.get("bounds")
     bounds = None if b is None else (_need(b, "x", "privacy.bounds."), _need(b, "y", "privacy.bounds."))
     has = lambda lst: all(v is not None for v in lst)  # noqa: E731
@@ -361,6 +422,8 @@ def _release_from_dict(doc) -> Release:
         raise ReleaseFormatError("yty_hat must be given for every holder or for none")
     if any(v is not None for v in cov) and not has(cov):
         raise ReleaseFormatError("noise_cov must be given for every holder or for none")
+    if any(v is not None for v in clipped) and not has(clipped):
+        raise ReleaseFormatError("n_clipped must be given for every holder or for none")
     return Release(
         S_hat=np.stack(S),
         z_hat=np.stack(z),
@@ -374,16 +437,23 @@ def _release_from_dict(doc) -> Release:
         calibration=pr.get("calibration"),
         sensitivity=pr.get("sensitivity"),
         bounds=bounds,
-        private_bounds=bool(pr.get("private_bounds", True)),
+        private_bounds=_flag(pr, "private_bounds", True, "privacy."),
         seeded=seeded,
         n_clipped=np.array(clipped) if has(clipped) else None,
         yty_hat=np.array(yty, dtype=float) if has(yty) else None,
         sigma_yty=np.array(syty, dtype=float) if has(yty) else None,
         noise_cov=np.array(cov, dtype=float) if has(cov) else None,
-        dp_claim_valid=bool(pr.get("dp_claim_valid", True)),
+        dp_claim_valid=_flag(pr, "dp_claim_valid", True, "privacy."),
         dp_claim_note=str(pr.get("dp_claim_note", "")),
         provenance=prov,
     )
+
+
+def _number_array(v, where):
+    try:
+        return np.array(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ReleaseFormatError(f"{where} must be an array of numbers") from None
 
 
 def _number(v, where):

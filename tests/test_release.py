@@ -1,0 +1,802 @@
+"""DP release: the noise distribution, sensitivity, clipping, bounds, seeds, holders, chunked file
+release, the JSON file format (round trip, combining, every bad-input case) and atomic writes."""
+
+import copy
+import importlib
+import json
+import math
+import os
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import bayesdp
+from bayesdp.errors import BayesdpInputError, CombineError, ReleaseFormatError
+from dp_helpers import delta_sz, rows_in_ball, stats_vector, vech
+
+release_mod = importlib.import_module("bayesdp.release")  # bayesdp.release is the function
+
+EPS, DELTA = 1.0, 1e-5
+BOUNDS = (2.0, 3.0)
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(12345)
+    X, y = rows_in_ball(rng, 60, 3, *BOUNDS)
+    return X, y
+
+
+def noise_free(X, y, **kw):
+    """The noise-free per-holder (S_j, z_j) as the release pipeline computes them (after
+    clipping): the noise does not depend on the data, so with one seed the difference between
+    the release of (X, y) and that of an all-zero data set of the same shape is S_j, z_j."""
+    kw.setdefault("seed", 99)
+    r = bayesdp.release(X, y, **kw)
+    r0 = bayesdp.release(np.zeros_like(X), np.zeros_like(y), **kw)
+    return r.S_hat - r0.S_hat, r.z_hat - r0.z_hat, r
+
+
+# --------------------------------------------------------------------------------------------
+# noise distribution (paper eqs. 2-3)
+
+
+def test_sigma_is_sensitivity_times_calibration(data):
+    X, y = data
+    r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=3, seed=1)
+    expected = delta_sz(*BOUNDS) * bayesdp.analytic_gaussian_sigma(EPS, DELTA)
+    np.testing.assert_allclose(r.sigma_s, expected, rtol=1e-12)
+    np.testing.assert_allclose(r.sigma_z, expected, rtol=1e-12)
+    assert r.sensitivity == pytest.approx(delta_sz(*BOUNDS), rel=1e-14)
+    assert r.calibration == "exact" and r.dp_claim_valid and r.private_bounds
+
+
+def test_noise_monte_carlo(data):
+    """10,000 independent noise draws per coordinate: mean 0, variance sigma^2 on the diagonal
+    AND off the diagonal of S (not sigma^2/2 as with (Z + Z^T)/2), variance sigma^2 on z,
+    Gaussian shape, uncorrelated coordinates; S_hat symmetric exactly."""
+    X, y = data
+    d, J, R = 3, 10, 1000
+    labels = np.arange(60) % J
+    S_true = np.stack([X[labels == j].T @ X[labels == j] for j in range(J)])
+    z_true = np.stack([X[labels == j].T @ y[labels == j] for j in range(J)])
+    noise = []
+    for seed in range(R):
+        r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=labels,
+                            seed=seed)
+        assert np.array_equal(r.S_hat, np.swapaxes(r.S_hat, 1, 2))  # exactly symmetric
+        dS = r.S_hat - S_true
+        dz = r.z_hat - z_true
+        noise.append(np.concatenate([np.stack([vech(m) for m in dS]), dz], axis=1))
+    sigma = r.sigma_s[0]
+    W = np.concatenate(noise) / sigma  # (R*J, 9): 6 upper-triangle entries then 3 of z
+    N = W.shape[0]
+    assert N == 10_000
+    iu = np.triu_indices(d)
+    diag = np.flatnonzero(iu[0] == iu[1])
+    off = np.flatnonzero(iu[0] != iu[1])
+    zcols = np.arange(6, 9)
+    # per coordinate: chi-square test of the variance (mean known to be 0), z-test of the mean
+    for k in range(W.shape[1]):
+        q = float(np.sum(W[:, k] ** 2))
+        p_var = 2 * min(stats.chi2.cdf(q, N), stats.chi2.sf(q, N))
+        assert p_var > 1e-5, (k, q / N)
+        assert abs(W[:, k].mean()) * math.sqrt(N) < 4.5, k
+        assert stats.kstest(W[:, k], "norm").pvalue > 1e-5, k
+    # pooled variance ratios, tolerance 5 standard errors (sd of s^2/sigma^2 ~ sqrt(2/N))
+    for cols in (diag, off, zcols):
+        ratio = float(np.mean(W[:, cols] ** 2))
+        assert abs(ratio - 1) < 5 * math.sqrt(2 / (N * len(cols))), (cols, ratio)
+    # independence of the coordinates
+    C = np.corrcoef(W, rowvar=False)
+    assert np.max(np.abs(C - np.eye(W.shape[1]))) < 4.5 / math.sqrt(N)
+
+
+def test_yty_release(data):
+    X, y = data
+    r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=2, seed=4,
+                        include_yty=True)
+    bx, by = BOUNDS
+    sens = math.sqrt(bx**4 + bx**2 * by**2 + by**4)
+    assert r.sensitivity == pytest.approx(sens, rel=1e-14)
+    np.testing.assert_allclose(r.sigma_s, sens * bayesdp.analytic_gaussian_sigma(EPS, DELTA),
+                               rtol=1e-12)
+    np.testing.assert_allclose(r.sigma_yty, r.sigma_s, rtol=0)
+    assert r.yty_hat.shape == (2,)
+    r_plain = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=2, seed=4)
+    assert r_plain.yty_hat is None and r_plain.sigma_yty is None
+
+
+@pytest.mark.slow
+def test_yty_noise_variance():
+    rng = np.random.default_rng(0)
+    X, y = rows_in_ball(rng, 20, 2, *BOUNDS)
+    yty = float(y @ y)
+    W = []
+    for seed in range(3000):
+        r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=seed,
+                            include_yty=True)
+        W.append((r.yty_hat[0] - yty) / r.sigma_yty[0])
+    W = np.array(W)
+    q = float(np.sum(W**2))
+    assert 2 * min(stats.chi2.cdf(q, len(W)), stats.chi2.sf(q, len(W))) > 1e-5
+
+
+# --------------------------------------------------------------------------------------------
+# sensitivity
+
+
+def test_sensitivity_bound_add_remove():
+    """||[vech(S), z](D) - [vech(S), z](D')||_2 <= Delta for D' = D minus one row, for random
+    data within the bounds, and the bound is attained (x = B_x e_1, y = B_y)."""
+    rng = np.random.default_rng(7)
+    bx, by = 1.7, 0.6
+    Delta = delta_sz(bx, by)
+    worst = 0.0
+    for _ in range(300):
+        d = int(rng.integers(1, 6))
+        X, y = rows_in_ball(rng, 12, d, bx, by)
+        full = stats_vector(X, y)
+        k = int(rng.integers(12))
+        keep = np.arange(12) != k
+        diff = np.linalg.norm(full - stats_vector(X[keep], y[keep]))
+        worst = max(worst, diff / Delta)
+    assert worst <= 1 + 1e-12
+    assert worst > 0.8  # random rows on the bounds get close
+    e1 = np.zeros((1, 3))
+    e1[0, 0] = bx
+    assert np.linalg.norm(stats_vector(e1, [by])) == pytest.approx(Delta, rel=1e-14)
+
+
+def test_sensitivity_enforced_by_release_clipping():
+    """Through the release pipeline, with raw rows far outside the bounds: removing any one row
+    changes the released statistics by at most Delta (same seed => same noise)."""
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(15, 3)) * 10
+    y = rng.normal(size=15) * 10
+    Delta = delta_sz(*BOUNDS)
+    for k in range(15):
+        keep = np.arange(15) != k
+        r1 = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=5)
+        r2 = bayesdp.release(X[keep], y[keep], epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=5)
+        diff = np.concatenate([vech(r1.S_hat[0] - r2.S_hat[0]), r1.z_hat[0] - r2.z_hat[0]])
+        assert np.linalg.norm(diff) <= Delta * (1 + 1e-9)
+
+
+def test_replace_one_can_exceed_delta():
+    """Replace-one neighbours (the paper's definition) can move [vech(S), z] by more than Delta,
+    which is why releases record add/remove-one neighbouring."""
+    bx, by = 1.0, 1.0
+    Delta = delta_sz(bx, by)
+    X = np.array([[bx, 0.0]])
+    # x' orthogonal, y' = -y: sqrt(2) Delta
+    d1 = stats_vector(X, [by]) - stats_vector(np.array([[0.0, bx]]), [-by])
+    assert np.linalg.norm(d1) == pytest.approx(math.sqrt(2) * Delta, rel=1e-14)
+    # x' = -x, y' = y: 2 B_x B_y > Delta whenever 3 B_y^2 > B_x^2
+    d2 = stats_vector(X, [by]) - stats_vector(-X, [by])
+    assert np.linalg.norm(d2) > Delta
+    r = bayesdp.release(X, [by], epsilon=EPS, delta=DELTA, bounds=(bx, by), seed=0)
+    assert "add/remove" in r.to_dict()["privacy"]["neighbouring"]
+
+
+# --------------------------------------------------------------------------------------------
+# clipping, bounds, seeds, holders, inputs
+
+
+def test_clipping_in_release():
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(40, 2)) * 2
+    y = rng.normal(size=40) * 4
+    bx, by = 2.0, 3.0
+    labels = np.repeat(["a", "b", "c", "d"], 10)
+    S, z, r = noise_free(X, y, epsilon=EPS, delta=DELTA, bounds=(bx, by), nodes=labels)
+    norms = np.linalg.norm(X, axis=1)
+    Xc = np.where((norms > bx)[:, None], X * (bx / norms)[:, None], X)
+    yc = np.clip(y, -by, by)
+    clipped = (norms > bx) | (np.abs(y) > by)
+    assert r.holder_names == ("a", "b", "c", "d")
+    for j, h in enumerate("abcd"):
+        m = labels == h
+        np.testing.assert_allclose(S[j], Xc[m].T @ Xc[m], rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(z[j], Xc[m].T @ yc[m], rtol=1e-9, atol=1e-9)
+        assert r.n_clipped[j] == clipped[m].sum()
+    assert r.n_clipped.sum() > 0
+    assert r.to_dict(include_clip_counts=True)["holders"][0]["n_clipped"] == int(clipped[:10].sum())
+    assert "n_clipped" not in r.to_dict()["holders"][0]  # exact counts are not DP: opt-in only
+
+
+def test_bounds_data_warns_and_flags(data):
+    X, y = data
+    with pytest.warns(UserWarning, match="NOT differentially private"):
+        r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds="data", seed=0)
+    assert r.private_bounds is False and r.dp_claim_valid is False
+    assert r.bounds[0] == pytest.approx(np.linalg.norm(X, axis=1).max(), rel=1e-14)
+    assert r.bounds[1] == pytest.approx(np.abs(y).max(), rel=1e-14)
+    doc = r.to_dict()
+    assert doc["privacy"]["private_bounds"] is False and doc["privacy"]["dp_claim_valid"] is False
+    assert "NOT PRIVATE" in repr(r)
+
+
+def test_paper_code_calibration_flags_release(data):
+    X, y = data
+    with pytest.warns(UserWarning, match="NOT satisfy"):
+        r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0,
+                            calibration="paper-code")
+    assert r.dp_claim_valid is False and r.calibration == "paper-code"
+    np.testing.assert_allclose(
+        r.sigma_s, delta_sz(*BOUNDS) * bayesdp.paper_code_gaussian_sigma(EPS, DELTA), rtol=1e-12
+    )
+
+
+def test_seeds(data):
+    X, y = data
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=2)
+    a, b = bayesdp.release(X, y, **kw), bayesdp.release(X, y, **kw)
+    assert not a.seeded and not b.seeded
+    assert a.to_dict()["provenance"]["seeded"] is False
+    assert not np.array_equal(a.S_hat, b.S_hat) and not np.array_equal(a.z_hat, b.z_hat)
+    c, e = bayesdp.release(X, y, seed=3, **kw), bayesdp.release(X, y, seed=3, **kw)
+    assert c.seeded and c.to_dict()["provenance"]["seeded"] is True
+    assert np.array_equal(c.S_hat, e.S_hat) and np.array_equal(c.z_hat, e.z_hat)
+    f = bayesdp.release(X, y, seed=4, **kw)
+    assert not np.array_equal(c.S_hat, f.S_hat)
+
+
+def test_dataframe_feature_names(data):
+    X, y = data
+    df = pd.DataFrame(X, columns=["age", "income", "height"])
+    r = bayesdp.release(df, pd.Series(y), epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    assert r.feature_names == ("age", "income", "height")
+    r2 = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    assert r2.feature_names == ("x0", "x1", "x2")
+    assert np.array_equal(r.S_hat, r2.S_hat)
+
+
+def test_nodes_count_contiguous_split():
+    rng = np.random.default_rng(2)
+    X, y = rows_in_ball(rng, 23, 2, *BOUNDS)
+    S, z, r = noise_free(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=5)
+    assert r.n.tolist() == [4, 4, 4, 4, 7]  # floor(23/5) each, remainder to the last holder
+    starts = [0, 4, 8, 12, 16, 23]
+    for j in range(5):
+        Xj, yj = X[starts[j]:starts[j + 1]], y[starts[j]:starts[j + 1]]
+        np.testing.assert_allclose(S[j], Xj.T @ Xj, atol=1e-9)
+        np.testing.assert_allclose(z[j], Xj.T @ yj, atol=1e-9)
+    assert r.J == 5 and r.n_total == 23
+
+
+def test_nodes_label_array():
+    rng = np.random.default_rng(2)
+    X, y = rows_in_ball(rng, 30, 2, *BOUNDS)
+    labels = np.array(["north", "south", "east"])[rng.integers(0, 3, size=30)]
+    S, z, r = noise_free(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=labels)
+    order = list(dict.fromkeys(labels.tolist()))  # first appearance
+    assert list(r.holder_names) == order
+    for j, h in enumerate(order):
+        m = labels == h
+        assert r.n[j] == m.sum()
+        np.testing.assert_allclose(S[j], X[m].T @ X[m], atol=1e-9)
+        np.testing.assert_allclose(z[j], X[m].T @ y[m], atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(epsilon=0.0), "epsilon"),
+        (dict(epsilon=-1.0), "epsilon"),
+        (dict(epsilon=float("nan")), "epsilon"),
+        (dict(delta=0.0), "delta"),
+        (dict(delta=1.0), "delta"),
+        (dict(delta=2.0), "delta"),
+        (dict(bounds=(0.0, 1.0)), "bounds"),
+        (dict(bounds=(1.0, -1.0)), "bounds"),
+        (dict(bounds=None), "bounds"),
+        (dict(bounds="max"), "bounds"),
+        (dict(nodes=61), "fewer rows"),
+        (dict(nodes=0), "nodes"),
+        (dict(nodes=np.zeros(5)), "nodes"),
+        (dict(calibration="matlab"), "calibration"),
+    ],
+)
+def test_release_bad_arguments(data, kwargs, field):
+    X, y = data
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    kw.update(kwargs)
+    with pytest.raises(BayesdpInputError, match=field):
+        bayesdp.release(X, y, **kw)
+
+
+def test_release_bad_data(data):
+    X, y = data
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    Xn = X.copy()
+    Xn[5, 1] = np.nan
+    with pytest.raises(BayesdpInputError, match="NaN"):
+        bayesdp.release(Xn, y, **kw)
+    yn = y.copy()
+    yn[3] = np.inf
+    with pytest.raises(BayesdpInputError, match="NaN or infinite"):
+        bayesdp.release(X, yn, **kw)
+    with pytest.raises(BayesdpInputError, match="y must"):
+        bayesdp.release(X, y[:-1], **kw)
+    with pytest.raises(BayesdpInputError, match="X must"):
+        bayesdp.release(X[:, 0], y, **kw)
+
+
+# --------------------------------------------------------------------------------------------
+# chunked release from CSV / Parquet
+
+
+def _int_data(n=50, d=3, seed=0):
+    """Integer-valued rows inside the bounds: every sum is exact in floating point, so chunked
+    and in-memory accumulation must agree bit for bit."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(-3, 4, size=(n, d)).astype(float)
+    y = rng.integers(-9, 10, size=n).astype(float)
+    return X, y, (10.0, 20.0)
+
+
+@pytest.mark.parametrize("fmt", ["csv-header", "csv-noheader", "parquet"])
+def test_release_file_matches_in_memory(tmp_path, fmt):
+    X, y, bounds = _int_data()
+    df = pd.DataFrame(X, columns=["a", "b", "c"])
+    df["target"] = y
+    if fmt == "csv-header":
+        path = tmp_path / "data.csv"
+        df.to_csv(path, index=False)
+        header = "infer"
+    elif fmt == "csv-noheader":
+        path = tmp_path / "data.csv"
+        df.to_csv(path, index=False, header=False)
+        header = None
+    else:
+        pytest.importorskip("pyarrow")
+        path = tmp_path / "data.parquet"
+        df.to_parquet(path, index=False)
+        header = "infer"
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=bounds, nodes=3, seed=21)
+    rf = bayesdp.release_file(path, header=header, chunksize=7, **kw)
+    rm = bayesdp.release(X, y, **kw)
+    assert np.array_equal(rf.S_hat, rm.S_hat)
+    assert np.array_equal(rf.z_hat, rm.z_hat)
+    assert rf.n.tolist() == rm.n.tolist() == [16, 16, 18]
+    assert np.array_equal(rf.sigma_s, rm.sigma_s)
+    if header == "infer":
+        assert rf.feature_names == ("a", "b", "c")
+
+
+def test_release_file_clipping_and_node_column(tmp_path):
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(41, 2)) * 2
+    y = rng.normal(size=41) * 3
+    holders = np.array(["h1", "h2", "h3"])[rng.integers(0, 3, 41)]
+    df = pd.DataFrame({"f1": X[:, 0], "holder": holders, "f2": X[:, 1], "y": y})
+    path = tmp_path / "data.csv"
+    df.to_csv(path, index=False, float_format="%.17g")
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=(2.0, 3.0), seed=8, include_yty=True)
+    rf = bayesdp.release_file(path, y_column="y", node_column="holder", chunksize=5, **kw)
+    rm = bayesdp.release(X, y, nodes=holders, **kw)
+    assert rf.holder_names == rm.holder_names
+    assert rf.feature_names == ("f1", "f2")
+    assert rf.n.tolist() == rm.n.tolist()
+    assert rf.n_clipped.tolist() == rm.n_clipped.tolist() and rf.n_clipped.sum() > 0
+    np.testing.assert_allclose(rf.S_hat, rm.S_hat, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(rf.z_hat, rm.z_hat, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(rf.yty_hat, rm.yty_hat, rtol=1e-12, atol=1e-12)
+
+
+def test_release_file_bounds_data(tmp_path):
+    X, y, _ = _int_data(n=30)
+    path = tmp_path / "d.csv"
+    pd.DataFrame(np.column_stack([X, y])).to_csv(path, index=False, header=False)
+    kw = dict(epsilon=EPS, delta=DELTA, bounds="data", nodes=2, seed=3)
+    with pytest.warns(UserWarning, match="NOT differentially private"):
+        rf = bayesdp.release_file(path, header=None, chunksize=4, **kw)
+    with pytest.warns(UserWarning):
+        rm = bayesdp.release(X, y, **kw)
+    assert rf.private_bounds is False and rf.dp_claim_valid is False
+    assert rf.bounds == rm.bounds
+    assert np.array_equal(rf.S_hat, rm.S_hat) and np.array_equal(rf.z_hat, rm.z_hat)
+
+
+def test_release_file_bad_input(tmp_path):
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=(1.0, 1.0))
+    with pytest.raises(BayesdpInputError, match="does not exist"):
+        bayesdp.release_file(tmp_path / "nope.csv", **kw)
+    p = tmp_path / "nan.csv"
+    p.write_text("a,b,y\n1,2,3\n1,,3\n")
+    with pytest.raises(BayesdpInputError, match="NaN"):
+        bayesdp.release_file(p, **kw)
+    p2 = tmp_path / "short.csv"
+    p2.write_text("a,b,y\n1,2,3\n1,2,3\n")
+    with pytest.raises(BayesdpInputError, match="fewer rows"):
+        bayesdp.release_file(p2, nodes=3, **kw)
+    p3 = tmp_path / "text.csv"
+    p3.write_text("a,b,y\n1,2,3\n1,x,3\n")
+    with pytest.raises(BayesdpInputError, match="non-numeric"):
+        bayesdp.release_file(p3, **kw)
+
+
+# --------------------------------------------------------------------------------------------
+# file format: round trip
+
+
+def _assert_releases_equal(a, b):
+    for f in a.__dataclass_fields__:
+        va, vb = getattr(a, f), getattr(b, f)
+        if isinstance(va, np.ndarray) or isinstance(vb, np.ndarray):
+            assert va is not None and vb is not None, f
+            assert va.dtype == vb.dtype and np.array_equal(va, vb), f
+        else:
+            assert va == vb, f
+
+
+def test_round_trip_exact(tmp_path, data):
+    X, y = data
+    r = bayesdp.release(pd.DataFrame(X, columns=["p", "q", "r"]), y, epsilon=0.37,
+                        delta=1 / 7655, bounds=BOUNDS, nodes=3, seed=1, include_yty=True)
+    path = r.save(tmp_path / "rel.json", include_clip_counts=True)
+    back = bayesdp.load_release(path)
+    _assert_releases_equal(r, back)
+    assert bayesdp.load_release(r.save(tmp_path / "plain.json")).n_clipped is None
+    # with a general noise covariance and no optional privacy fields
+    d, J = 2, 2
+    D = d * (d + 1) // 2 + d
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(J, D, D))
+    S = rng.normal(size=(J, d, d))
+    r2 = bayesdp.Release(S_hat=S + np.swapaxes(S, 1, 2), z_hat=rng.normal(size=(J, d)),
+                         n=[10, 20], sigma_s=[0.1, 0.2], sigma_z=[0.3, 1 / 3],
+                         noise_cov=A @ np.swapaxes(A, 1, 2), holder_names=("u", "v"))
+    back2 = bayesdp.load_release(r2.save(tmp_path / "rel2.json"))
+    _assert_releases_equal(r2, back2)
+    assert back2.epsilon is None and back2.bounds is None
+
+
+def test_saved_file_is_plain_json(tmp_path, data):
+    X, y = data
+    r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=2, seed=1)
+    doc = json.loads((r.save(tmp_path / "r.json")).read_text())
+    assert doc["format"] == "bayesdp-release" and doc["format_version"] == 1
+    assert doc["d"] == 3 and len(doc["holders"]) == 2
+    h = doc["holders"][0]
+    assert set(h) >= {"name", "n", "S_hat", "z_hat", "sigma_s", "sigma_z"}
+    assert "n_clipped" not in h
+    mode = (tmp_path / "r.json").stat().st_mode & 0o777
+    assert mode & 0o044 == 0o044 & ~_umask()  # readable by others, as the umask allows
+    assert doc["privacy"]["bounds"] == {"x": 2.0, "y": 3.0}
+    assert doc["privacy"]["calibration"] == "exact"
+
+
+# --------------------------------------------------------------------------------------------
+# combining
+
+
+def _holder_releases(tmp_path, **override):
+    rng = np.random.default_rng(4)
+    out = []
+    for j in range(3):
+        X, y = rows_in_ball(rng, 20, 3, *BOUNDS)
+        kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=j)
+        if j == 2:
+            kw.update(override)
+        names = override.pop("feature_names", None) if j == 2 else None
+        Xd = pd.DataFrame(X, columns=names) if names else X
+        r = bayesdp.release(Xd, y, **kw)
+        out.append(r.save(tmp_path / f"holder{j}.json"))
+    return out
+
+
+def test_combine_files(tmp_path):
+    paths = _holder_releases(tmp_path)
+    parts = [bayesdp.load_release(p) for p in paths]
+    comb = bayesdp.combine_releases(paths)
+    assert comb.J == 3 and comb.d == 3
+    assert np.array_equal(comb.S_hat, np.concatenate([p.S_hat for p in parts]))
+    assert np.array_equal(comb.z_hat, np.concatenate([p.z_hat for p in parts]))
+    assert comb.n.tolist() == [20, 20, 20]
+    assert len(set(comb.holder_names)) == 3  # clashing "0" names made unique
+    comb2 = bayesdp.combine_releases(*parts)
+    assert np.array_equal(comb2.S_hat, comb.S_hat)
+    _assert_releases_equal(comb, bayesdp.load_release(comb.save(tmp_path / "all.json")))
+
+
+@pytest.mark.parametrize(
+    "override, field",
+    [
+        (dict(epsilon=2.0), "epsilon"),
+        (dict(delta=1e-6), "delta"),
+        (dict(bounds=(2.0, 4.0)), "bounds"),
+        (dict(calibration="classical"), "calibration"),
+        (dict(feature_names=["a", "b", "c"]), "feature_names"),
+    ],
+)
+def test_combine_refuses_mismatch(tmp_path, override, field):
+    paths = _holder_releases(tmp_path, **override)
+    with pytest.raises(CombineError, match=field):
+        bayesdp.combine_releases(paths)
+
+
+def test_combine_refuses_mismatched_d(data):
+    X, y = data
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    with pytest.raises(CombineError, match="'?d'?"):
+        bayesdp.combine_releases(bayesdp.release(X, y, **kw), bayesdp.release(X[:, :2], y, **kw))
+    with pytest.raises(BayesdpInputError):
+        bayesdp.combine_releases()
+
+
+# --------------------------------------------------------------------------------------------
+# bad release files
+
+
+@pytest.fixture
+def good_doc(data):
+    X, y = data
+    r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=2, seed=1)
+    return r.to_dict(include_clip_counts=True)
+
+
+def _write(tmp_path, obj, name="bad.json"):
+    p = tmp_path / name
+    p.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+    return p
+
+
+def _mutate(doc, path, value=KeyError):
+    doc = copy.deepcopy(doc)
+    cur = doc
+    for k in path[:-1]:
+        cur = cur[k]
+    if value is KeyError:
+        del cur[path[-1]]
+    else:
+        cur[path[-1]] = value
+    return doc
+
+
+def test_good_doc_loads(tmp_path, good_doc):
+    r = bayesdp.load_release(_write(tmp_path, good_doc))
+    assert r.J == 2
+
+
+def test_malformed_and_truncated(tmp_path, good_doc):
+    with pytest.raises(ReleaseFormatError, match="not valid JSON"):
+        bayesdp.load_release(_write(tmp_path, "{this is not json"))
+    text = json.dumps(good_doc, indent=1)
+    with pytest.raises(ReleaseFormatError, match="truncated"):
+        bayesdp.load_release(_write(tmp_path, text[: len(text) // 2]))
+    with pytest.raises(ReleaseFormatError, match="JSON object"):
+        bayesdp.load_release(_write(tmp_path, "[1, 2]"))
+    with pytest.raises(BayesdpInputError, match="does not exist"):
+        bayesdp.load_release(tmp_path / "missing.json")
+    (tmp_path / "bin.json").write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ReleaseFormatError):
+        bayesdp.load_release(tmp_path / "bin.json")
+
+
+@pytest.mark.parametrize(
+    "path, value, field",
+    [
+        # missing fields
+        (("format",), KeyError, "format"),
+        (("format_version",), KeyError, "format_version"),
+        (("d",), KeyError, "'d'"),
+        (("holders",), KeyError, "holders"),
+        (("holders", 0, "S_hat"), KeyError, r"holders\[0\]\.'S_hat'"),
+        (("holders", 1, "z_hat"), KeyError, r"holders\[1\]\.'z_hat'"),
+        (("holders", 0, "n"), KeyError, r"holders\[0\]\.'n'"),
+        (("holders", 0, "sigma_s"), KeyError, "sigma_s"),
+        (("holders", 0, "sigma_z"), KeyError, "sigma_z"),
+        (("privacy", "bounds", "y"), KeyError, "bounds"),
+        # wrong versions / types / shapes
+        (("format",), "something-else", "format"),
+        (("format_version",), 2, "format_version"),
+        (("format_version",), "1", "format_version"),
+        (("d",), 0, "'d'"),
+        (("d",), 4, "S_hat"),
+        (("holders",), [], "holders"),
+        (("holders", 0, "S_hat"), [[1.0, 2.0, 3.0], [2.0, 1.0, 0.0]], "S_hat"),
+        (("holders", 0, "S_hat"), "abc", "S_hat"),
+        (("holders", 0, "z_hat"), [1.0, 2.0], "z_hat"),
+        (("holders", 0, "z_hat"), [1.0, "x", 2.0], "z_hat"),
+        (("holders", 0, "S_hat"), [[1.0, 2.0, 3.0], [2.5, 1.0, 0.0], [3.0, 0.0, 1.0]],
+         "symmetric"),
+        (("holders", 0, "n"), 0, "n_j >= 1"),
+        (("holders", 0, "n"), -5, "n_j >= 1"),
+        (("holders", 0, "n"), 2.5, "n"),
+        (("holders", 0, "sigma_s"), "big", "sigma_s"),
+        (("holders", 0, "sigma_z"), -1.0, "sigma_z"),
+        (("holders", 0, "name"), "1", "holder_names"),
+        (("feature_names",), ["a", "b"], "feature_names"),
+        (("feature_names",), ["a", "a", "b"], "feature_names"),
+        (("privacy", "epsilon"), 0.0, "epsilon"),
+        (("privacy", "epsilon"), -1.0, "epsilon"),
+        (("privacy", "delta"), 1.0, "delta"),
+        (("privacy", "delta"), 0.0, "delta"),
+        (("privacy", "bounds"), {"x": 0.0, "y": 1.0}, "bounds"),
+        (("privacy", "bounds"), {"x": 1.0, "y": -1.0}, "bounds"),
+        (("privacy", "calibration"), "matlab", "calibration"),
+    ],
+)
+def test_bad_fields(tmp_path, good_doc, path, value, field):
+    doc = _mutate(good_doc, path, value)
+    with pytest.raises(ReleaseFormatError, match=field) as exc:
+        bayesdp.load_release(_write(tmp_path, doc))
+    assert isinstance(exc.value, ValueError) and isinstance(exc.value, BayesdpInputError)
+    assert "bad.json" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "target, field",
+    [
+        ('"S_hat": [[', r"holders\[0\]\.S_hat"),
+        ('"z_hat": [', r"holders\[0\]\.z_hat"),
+        ('"sigma_s": ', r"holders\[0\]\.sigma_s"),
+        ('"epsilon": ', r"privacy\.epsilon"),
+    ],
+)
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_non_finite_numbers_in_file(tmp_path, good_doc, target, field, constant):
+    text = json.dumps(good_doc)
+    i = text.index(target) + len(target)
+    j = i
+    while text[j] not in ",]}":
+        j += 1
+    bad = text[:i] + constant + text[j:]
+    with pytest.raises(ReleaseFormatError, match=field):
+        bayesdp.load_release(_write(tmp_path, bad))
+
+
+@pytest.mark.parametrize(
+    "path, value, field",
+    [
+        (("privacy", "private_bounds"), "false", "private_bounds"),
+        (("privacy", "dp_claim_valid"), 1, "dp_claim_valid"),
+        (("provenance", "seeded"), "yes", "seeded"),
+        (("holders", 0, "n_clipped"), -1, "n_clipped"),
+        (("holders", 0, "n_clipped"), 1000, "n_clipped"),
+        (("holders", 0, "n_clipped"), 1.5, "n_clipped"),
+        (("privacy", "sensitivity"), -2.0, "sensitivity"),
+        (("privacy", "sensitivity"), "big", "sensitivity"),
+        (("feature_names",), "abc", "feature_names"),
+        (("privacy", "delta"), None, "delta"),
+        (("privacy", "bounds"), [2.0, 3.0], "bounds"),
+        (("privacy",), "epsilon=1", "privacy"),
+        (("provenance",), "made by hand", "provenance"),
+    ],
+)
+def test_bad_optional_fields(tmp_path, good_doc, path, value, field):
+    doc = _mutate(good_doc, path, value)
+    with pytest.raises(ReleaseFormatError, match=field):
+        bayesdp.load_release(_write(tmp_path, doc))
+
+
+def test_optional_fields_all_or_none(tmp_path, good_doc):
+    doc = _mutate(good_doc, ("holders", 0, "yty_hat"), 3.0)
+    doc["holders"][0]["sigma_yty"] = 1.0
+    with pytest.raises(ReleaseFormatError, match="yty_hat"):
+        bayesdp.load_release(_write(tmp_path, doc))
+    D = 3 * 4 // 2 + 3
+    doc = _mutate(good_doc, ("holders", 0, "noise_cov"), np.eye(D).tolist())
+    with pytest.raises(ReleaseFormatError, match="noise_cov"):
+        bayesdp.load_release(_write(tmp_path, doc))
+    for h in doc["holders"]:
+        h["noise_cov"] = np.eye(D - 1).tolist()
+    with pytest.raises(ReleaseFormatError, match="noise_cov"):
+        bayesdp.load_release(_write(tmp_path, doc))
+    asym = np.eye(D)
+    asym[0, 1] = 0.5
+    for h in doc["holders"]:
+        h["noise_cov"] = asym.tolist()
+    with pytest.raises(ReleaseFormatError, match="noise_cov"):
+        bayesdp.load_release(_write(tmp_path, doc))
+    doc = copy.deepcopy(good_doc)
+    for h in doc["holders"]:
+        h["yty_hat"] = 3.0
+    with pytest.raises(ReleaseFormatError, match="sigma_yty"):  # sigma_yty required with yty_hat
+        bayesdp.load_release(_write(tmp_path, doc))
+    for h in doc["holders"]:
+        h["sigma_yty"] = -1.0
+    with pytest.raises(ReleaseFormatError, match="sigma_yty"):
+        bayesdp.load_release(_write(tmp_path, doc))
+
+
+def test_docs_example_file_loads(tmp_path):
+    """The complete example in docs/release-format.md is a valid release with the stated sigma."""
+    import pathlib
+    import re
+
+    doc_md = pathlib.Path(__file__).resolve().parents[1] / "docs" / "release-format.md"
+    if not doc_md.exists():
+        pytest.skip("docs/release-format.md not present")
+    text = re.search(r"```json\n(.*?)```", doc_md.read_text(), re.S).group(1)
+    r = bayesdp.load_release(_write(tmp_path, text))
+    assert r.J == 2 and r.d == 2 and r.feature_names == ("age", "income")
+    assert r.n_clipped.tolist() == [0, 3] and not r.seeded
+    assert r.sensitivity == pytest.approx(delta_sz(4.0, 5.0), rel=1e-14)
+    np.testing.assert_allclose(r.sigma_s, r.sensitivity * bayesdp.analytic_gaussian_sigma(1, 1e-5),
+                               rtol=1e-12)
+
+
+def test_minimal_hand_written_file(tmp_path):
+    """Only the required fields, as a data holder without Python might write them."""
+    doc = {
+        "format": "bayesdp-release",
+        "format_version": 1,
+        "d": 2,
+        "holders": [{"n": 100, "S_hat": [[50.5, 1.25], [1.25, 40]], "z_hat": [3, -1.5],
+                     "sigma_s": 2.5, "sigma_z": 2.5}],
+    }
+    r = bayesdp.load_release(_write(tmp_path, doc))
+    assert r.J == 1 and r.d == 2 and r.feature_names == ("x0", "x1")
+    assert r.epsilon is None and r.bounds is None and not r.seeded
+
+
+# --------------------------------------------------------------------------------------------
+# atomic writes
+
+
+def test_failed_save_leaves_no_partial_file(tmp_path, data, monkeypatch):
+    X, y = data
+    r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    target = tmp_path / "rel.json"
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(release_mod.os, "replace", boom)
+    with pytest.raises(OSError):
+        r.save(target)
+    assert os.listdir(tmp_path) == []
+    monkeypatch.undo()
+
+    # an existing file survives a failing overwrite unchanged
+    r.save(target)
+    before = target.read_bytes()
+    r2 = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=1)
+    monkeypatch.setattr(release_mod.os, "replace", boom)
+    with pytest.raises(OSError):
+        r2.save(target)
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ["rel.json"] and target.read_bytes() == before
+
+    monkeypatch.setattr(release_mod.json, "dumps", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        r2.save(tmp_path / "other.json")
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ["rel.json"]
+
+    # a failure while writing the bytes
+    class Boom(Exception):
+        pass
+
+    real_fdopen = release_mod.os.fdopen
+
+    def bad_fdopen(fd, *a, **k):
+        fh = real_fdopen(fd, *a, **k)
+
+        def write(_):
+            raise Boom()
+
+        fh.write = write
+        return fh
+
+    monkeypatch.setattr(release_mod.os, "fdopen", bad_fdopen)
+    with pytest.raises((Boom, AttributeError)):
+        r2.save(tmp_path / "third.json")
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ["rel.json"]
+    with pytest.raises(BayesdpInputError, match="does not exist"):
+        r.save(tmp_path / "no" / "such" / "dir.json")
+
+
+def _umask():
+    import os
+
+    m = os.umask(0)
+    os.umask(m)
+    return m
