@@ -164,10 +164,12 @@ def _versions() -> dict:
 
 
 def _run_fast(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
-              sigma_y2=None, sigma_y_rule="paper", fixed_s="psd"):
-    """Bayes-fixedS-fast (Algorithm 3): iid draws from the closed-form Gaussian."""
+              sigma_y2=None, sigma_y_rule="paper", fixed_s="psd", s_noise=None):
+    """Bayes-fixedS-fast (Algorithm 3): iid draws from the closed-form Gaussian.
+
+    ``s_noise`` treats the S noise of a correlated ``noise_cov`` (closed_form.z_given_s_noise)."""
     post = closed_form.fast_posterior(release, priors, sigma_y2=sigma_y2,
-                                      sigma_y_rule=sigma_y_rule, fixed_s=fixed_s)
+                                      sigma_y_rule=sigma_y_rule, fixed_s=fixed_s, s_noise=s_noise)
     rng = np.random.default_rng(seed)
     theta = closed_form.draw_gaussian(rng, post["mean"], post["cov"], (num_chains, num_samples))
     return MethodResult(
@@ -178,6 +180,7 @@ def _run_fast(release, priors, *, seed, num_samples, num_chains, num_warmup, pro
             "sigma_y2_plugin": post["sigma_y2"],
             "sigma_y_rule": sigma_y_rule if sigma_y2 is None else "given",
             "fixed_s": fixed_s,
+            "s_noise": post["s_noise"],
         },
     )
 
