@@ -105,6 +105,9 @@ def _cmd_fit(args):
     kwargs = {}
     if args.num_warmup is not None:
         kwargs["num_warmup"] = args.num_warmup
+    for name in ("sigma_y2", "s_noise"):
+        if getattr(args, name) is not None:
+            kwargs[name] = getattr(args, name)
     idata = fit(rel, method=args.method, seed=args.seed, num_samples=args.num_samples,
                 num_chains=args.num_chains, **kwargs)
     print(rel)
@@ -200,6 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-samples", type=int, default=1000)
     p.add_argument("--num-chains", type=int, default=4)
     p.add_argument("--num-warmup", type=int, default=None)
+    p.add_argument("--sigma-y2", type=float, default=None,
+                   help="method 'fast': fix sigma_y^2 at this value instead of the plug-in (B_y/3)^2")
+    p.add_argument("--s-noise", default=None, choices=["conditional", "eiv", "ignore"],
+                   help="method 'fast' on releases with a general noise covariance: how the noise "
+                        "on S enters z | S (default: what the release's provenance asks for)")
     p.add_argument("--out", default=None, help="write the posterior here (netCDF)")
     p.set_defaults(func=_cmd_fit)
 
@@ -208,7 +216,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_REGISTRARS = []
+def _registrars():
+    from . import cli_sampling
+
+    return [cli_sampling.register]
+
+
+_REGISTRARS = _registrars()
 
 
 def main(argv=None):
@@ -218,11 +232,11 @@ def main(argv=None):
         parser.print_help()
         return 2
     try:
-        args.func(args)
+        status = args.func(args)
     except (BayesdpError, ValueError) as exc:
         print(f"bayesdp {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    return 0
+    return int(status or 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

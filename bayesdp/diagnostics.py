@@ -157,3 +157,109 @@ def plot_pair(idata, path, var_names=None):
     fig.savefig(path, dpi=80)
     plt.close(fig)
     return Path(path)
+
+
+# -- convergence diagnostics (issue 3) ----------------------------------------------------------
+
+DEFAULT_DIAGNOSE_VARS = ("theta", "sigma_y2")
+
+
+def _plot_safely(fn, idata, path, var_names, problems):
+    try:
+        return fn(idata, path, var_names=var_names)
+    except Exception as exc:  # a plot must never hide the summary
+        problems.append(f"could not draw {Path(path).name}: {exc}")
+        return None
+
+
+def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=RHAT_MAX,
+             hdi_prob=0.9, verbose=True):
+    """Check a posterior's chains: ArviZ summary, plain-words warnings, and plots.
+
+    Parameters
+    ----------
+    idata : InferenceData or path to a netCDF file written by ``bayesdp fit``.
+    out_dir : folder for ``trace.png``, ``posterior.png`` and ``pair.png`` (None: no plots).
+    var_names : variables to check (default: theta and sigma_y2 where present).
+    ess_min, rhat_max : thresholds of the warnings (400 and 1.01, Vehtari et al. 2021).
+
+    Returns
+    -------
+    dict with ``summary`` (pandas DataFrame: mean, sd, HDI, mcse, ess_bulk, ess_tail, r_hat),
+    ``warnings`` (list of sentences), ``ok`` (no warning) and ``plots`` (paths written).
+    """
+    if isinstance(idata, (str, os.PathLike)):
+        idata = load(idata)
+    if not hasattr(idata, "posterior"):
+        raise BayesdpInputError("idata must be an ArviZ InferenceData with a posterior group")
+    if not (isinstance(ess_min, (int, float)) and ess_min > 0):
+        raise BayesdpInputError(f"ess_min must be a positive number, got {ess_min!r}")
+    if not (isinstance(rhat_max, (int, float)) and rhat_max > 1):
+        raise BayesdpInputError(f"rhat_max must be a number > 1, got {rhat_max!r}")
+    available = list(idata.posterior.data_vars)
+    if var_names is None:
+        var_names = [v for v in DEFAULT_DIAGNOSE_VARS if v in available] or available
+    else:
+        var_names = [var_names] if isinstance(var_names, str) else list(var_names)
+        missing = [v for v in var_names if v not in available]
+        if missing:
+            raise BayesdpInputError(
+                f"var_names: {missing} not in the posterior (it has {available})")
+    table = summary(idata, var_names=var_names, hdi_prob=hdi_prob)
+    n_chains = int(idata.posterior.sizes.get("chain", 1))
+    n_draws = int(idata.posterior.sizes.get("draw", 0))
+    problems = []
+    method = attrs(idata).get("method", "?")
+    if n_chains < 2:
+        problems.append(
+            f"Only {n_chains} chain: r_hat cannot detect chains that disagree; run 4 chains.")
+    if "r_hat" in table:
+        bad = table[table["r_hat"] > rhat_max]
+        for name, row in bad.iterrows():
+            problems.append(
+                f"{name}: r_hat = {row['r_hat']:.3f} > {rhat_max}: the chains have not converged "
+                f"to the same distribution; run longer (more warm-up) or use another method.")
+    for col, what in (("ess_bulk", "bulk (mean, median)"), ("ess_tail", "tail (intervals)")):
+        if col in table:
+            bad = table[table[col] < ess_min]
+            for name, row in bad.iterrows():
+                problems.append(
+                    f"{name}: {what} effective sample size {row[col]:.0f} < {ess_min}: "
+                    f"estimates are noisy; draw more samples or use a better-mixing method.")
+    if "sample_stats" in idata.groups() and "diverging" in idata.sample_stats:
+        n_div = int(np.asarray(idata.sample_stats["diverging"]).sum())
+        if n_div:
+            problems.append(f"{n_div} divergent NUTS transitions: the posterior geometry is hard "
+                            "for NUTS here (typical for large n_j); do not trust these draws.")
+    plots = []
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for fn, name in ((plot_trace, "trace.png"), (plot_posterior, "posterior.png"),
+                         (plot_pair, "pair.png")):
+            if fn is plot_pair and sum(int(np.prod(idata.posterior[v].shape[2:]))
+                                       for v in var_names) < 2:
+                continue
+            p = _plot_safely(fn, idata, out / name, var_names, problems)
+            if p is not None:
+                plots.append(p)
+    if verbose:
+        with pd.option_context("display.width", 120, "display.max_columns", 20):
+            print(f"method {method}: {n_chains} chains x {n_draws} draws")
+            print(table.to_string())
+        if problems:
+            print("\nWARNINGS:")
+            for p in problems:
+                print(" - " + p)
+        else:
+            print(f"\nAll checked variables have r_hat <= {rhat_max} and ESS >= {ess_min}.")
+        for p in plots:
+            print(f"wrote {p}")
+    return {"summary": table, "warnings": problems, "ok": not problems, "plots": plots}
+
+
+def summary_unrounded(idata, var_names=None, hdi_prob=0.9) -> pd.DataFrame:
+    """:func:`summary` without rounding (for comparisons using mcse_mean / mcse_sd)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _az().summary(idata, var_names=var_names, hdi_prob=hdi_prob, round_to="none")

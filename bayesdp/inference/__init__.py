@@ -2,5 +2,6 @@
 
 from .adassp import adassp
 from .fit import METHODS, closed_form_moments, fit, fit_nonprivate, register_method
+from . import mcmc as _mcmc  # noqa: F401  (registers normalx, normalx-collapsed, fixeds, nuts-*)
 
 __all__ = ["METHODS", "adassp", "closed_form_moments", "fit", "fit_nonprivate", "register_method"]

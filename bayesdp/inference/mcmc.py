@@ -1,0 +1,438 @@
+"""numpyro ``MCMCKernel`` wrappers of the hand-written kernels, NUTS on the same models, and the
+``fit`` methods ``"normalx"``, ``"normalx-collapsed"``, ``"fixeds"``, ``"nuts-normalx"`` and
+``"nuts-fixeds"``.
+
+Chains run through ``numpyro.infer.MCMC``; the hand-written kernels default to
+``chain_method="vectorized"`` (one compiled program for all chains, no global device setting)
+and handle a batch of keys in ``init``. Step sizes adapt during warm-up only.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import BayesdpInputError
+from .._jax import enable_x64
+from . import closed_form
+from .fit import MethodResult, register_method
+
+TARGET_ACCEPT = 0.2
+
+
+class ChainState(NamedTuple):
+    """State carried by :class:`DPKernel` through numpyro's MCMC loop.
+
+    ``z`` is the position as a dict of constrained values (the draw numpyro collects);
+    ``tuning`` the proposal parameters (adapted while ``i < num_warmup``); ``info`` the
+    acceptance diagnostics of the last sweep.
+    """
+
+    i: object
+    z: dict
+    tuning: object
+    info: object
+    rng_key: object
+
+
+def _mcmc_kernel_base():
+    from numpyro.infer.mcmc import MCMCKernel
+
+    return MCMCKernel
+
+
+def _make_kernel_class():
+    import jax
+    import jax.numpy as jnp
+    from numpyro.util import is_prng_key
+
+    from . import kernels as K
+
+    class DPKernel(_mcmc_kernel_base()):
+        """A hand-written sweep (``kernels.normalx_step``, ``collapsed_step``, ``fixeds_step``)
+        as a numpyro ``MCMCKernel``; the model's only argument is a ``ModelData``."""
+
+        sample_field = "z"
+
+        def __init__(self, model, step, state_cls, init_position, *, target_accept_S=TARGET_ACCEPT,
+                     target_accept_sigma_y2=TARGET_ACCEPT, log_alpha_init=None, log_step_init=0.0,
+                     step_kwargs=None):
+            self._model = model
+            self._step = step
+            self._state_cls = state_cls
+            self._init_position = init_position
+            self._targets = (float(target_accept_S), float(target_accept_sigma_y2))
+            self._log_alpha_init = log_alpha_init
+            self._log_step_init = float(log_step_init)
+            self._step_kwargs = dict(step_kwargs or {})
+            self._num_warmup = 0
+            self._sample_fn = None
+
+        @property
+        def model(self):
+            return self._model
+
+        @property
+        def default_fields(self):
+            return ("z",)
+
+        def _init_one(self, rng_key, data):
+            J, d = data.z_hat.shape
+            z = {k: jnp.asarray(v) for k, v in self._init_position.items()}
+            la = (jnp.zeros(J) if self._log_alpha_init is None
+                  else jnp.asarray(self._log_alpha_init, dtype=jnp.float64))
+            tuning = K.Tuning(la, jnp.asarray(self._log_step_init, dtype=jnp.float64))
+            zeros = jnp.zeros(J)
+            info = K.Info(zeros, zeros > 0, jnp.zeros(()), jnp.zeros((), bool))
+            return ChainState(jnp.zeros((), jnp.int32), z, tuning, info, rng_key)
+
+        def _sample_one(self, state, data):
+            key, sub = jax.random.split(state.rng_key)
+            position = self._state_cls(**state.z)
+            new, info = self._step(sub, position, data, state.tuning, **self._step_kwargs)
+            d = data.z_hat.shape[-1]
+            adapted = K.adapt(state.tuning, info, state.i, *self._targets,
+                              min_log_alpha=math.log(d + 1.0))
+            warm = state.i < self._num_warmup
+            tuning = jax.tree.map(lambda a, b: jnp.where(warm, a, b), adapted, state.tuning)
+            return ChainState(state.i + 1, new._asdict(), tuning, info, key)
+
+        def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+            self._num_warmup = int(num_warmup)
+            data = model_args[0]
+            if is_prng_key(rng_key):
+                self._sample_fn = self._sample_one
+                return self._init_one(rng_key, data)
+            self._sample_fn = jax.vmap(self._sample_one, in_axes=(0, None))
+            return jax.vmap(self._init_one, in_axes=(0, None))(rng_key, data)
+
+        def sample(self, state, model_args, model_kwargs):
+            return self._sample_fn(state, model_args[0])
+
+        def postprocess_fn(self, model_args, model_kwargs):
+            return lambda z: z
+
+        def get_diagnostics_str(self, state):
+            return "acc S {:.2f}, acc sigma_y2 {:.2f}".format(
+                float(jnp.mean(state.info.accept_prob_S)), float(state.info.accept_prob_sigma_y2))
+
+    return DPKernel
+
+
+_KERNEL_CLASS = None
+
+
+def dp_kernel_class():
+    """The ``DPKernel`` class (built lazily so importing bayesdp does not import JAX)."""
+    global _KERNEL_CLASS
+    if _KERNEL_CLASS is None:
+        _KERNEL_CLASS = _make_kernel_class()
+    return _KERNEL_CLASS
+
+
+# ---------------------------------------------------------------------------------------------
+# Initial values
+# ---------------------------------------------------------------------------------------------
+
+
+def initial_sigma_y2(release, priors):
+    """Start for sigma_y^2: the plug-in (B_y/3)^2 when the release has bounds, else the prior
+    mean b/(a-1) (or the mode b/(a+1) when a <= 1)."""
+    if release.bounds is not None:
+        return float((release.bounds[1] / 3.0) ** 2)
+    return float(priors.b / (priors.a - 1.0) if priors.a > 1 else priors.b / (priors.a + 1.0))
+
+
+def initial_position(release, priors, S_init, sigma_y2):
+    """theta at its conditional mean given S_init and sigma_y2; Sigma_x at the mode of its
+    conditional given S_init."""
+    mean, _, _ = closed_form.gaussian_theta_posterior(
+        S_init, release.z_hat, sigma_y2, closed_form.z_noise_covariances(release),
+        priors.m, priors.C)
+    d = release.d
+    Sx = (priors.Lambda + S_init.sum(0)) / (priors.kappa + release.n_total + d + 1.0)
+    return {"theta": mean, "sigma_y2": np.float64(sigma_y2), "Sigma_x": Sx, "S": S_init}
+
+
+def initial_log_alpha(release, alpha_init=None):
+    """log alpha_j: the authors' (n_j/10)^2 by default, at least d + 1 (the proposal needs
+    alpha > d - 1)."""
+    d = release.d
+    if alpha_init is None:
+        alpha = np.maximum((release.n / 10.0) ** 2, d + 1.0)
+    else:
+        alpha = np.broadcast_to(np.asarray(alpha_init, dtype=float), (release.J,))
+        if np.any(alpha <= d - 1) or not np.all(np.isfinite(alpha)):
+            raise BayesdpInputError(f"alpha_init must be > d - 1 = {d - 1}, got {alpha_init!r}")
+    return np.log(alpha)
+
+
+def _check_release_for_normalx(release):
+    if release.noise_cov is not None:
+        raise BayesdpInputError(
+            "release.noise_cov: the normalX model needs iid noise on S_hat (sigma_s); this "
+            "release has a general noise covariance - use method='fixeds' or 'nuts-fixeds'")
+    if np.any(release.sigma_s <= 0):
+        raise BayesdpInputError("release.sigma_s must be > 0 for the normalX model (S_hat "
+                                "would pin S exactly); use method='fixeds'")
+    if np.any(release.n < release.d):
+        raise BayesdpInputError(
+            f"release.n: the Wishart(n_j, Sigma_x) model needs n_j >= d = {release.d} rows per "
+            f"holder, got {release.n.tolist()}")
+
+
+def _check_target(name, v):
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        raise BayesdpInputError(f"{name} must be a number in (0, 1), got {v!r}") from None
+    if not 0 < v < 1:
+        raise BayesdpInputError(f"{name} must lie in (0, 1), got {v}")
+    return v
+
+
+def _progress(progress_bar):
+    if progress_bar is None:
+        return bool(getattr(sys.stderr, "isatty", lambda: False)())
+    return bool(progress_bar)
+
+
+def _chain_method(chain_method, default):
+    cm = default if chain_method is None else chain_method
+    if cm not in ("vectorized", "sequential", "parallel"):
+        raise BayesdpInputError(
+            f"chain_method must be 'vectorized', 'sequential' or 'parallel', got {cm!r}")
+    return cm
+
+
+def _keys(seed):
+    import jax
+
+    return jax.random.PRNGKey(int(seed) % (2**63))
+
+
+def _np(x):
+    return np.asarray(x)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hand-written kernels as fit methods
+# ---------------------------------------------------------------------------------------------
+
+
+def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, num_warmup,
+                     progress_bar, target_accept=TARGET_ACCEPT, target_accept_sigma_y2=None,
+                     alpha_init=None, sigma_y2_step=None, fixed_s="psd", fix_sigma_y2=None,
+                     chain_method=None, proposal_ratio=True, build_only=False):
+    enable_x64()
+    from numpyro.infer import MCMC
+
+    from ..models import regression as R
+    from . import kernels as K
+
+    ta = _check_target("target_accept", target_accept)
+    tsy = ta if target_accept_sigma_y2 is None else _check_target("target_accept_sigma_y2",
+                                                                  target_accept_sigma_y2)
+    s2_0 = initial_sigma_y2(release, priors) if fix_sigma_y2 is None else float(fix_sigma_y2)
+    if not s2_0 > 0:
+        raise BayesdpInputError(f"fix_sigma_y2 must be > 0, got {fix_sigma_y2!r}")
+    if kind == "fixeds":
+        S_fix = closed_form.fixed_s_estimate(release, fixed_s)
+        data = R.model_data(release, priors, S_fixed=S_fix)
+        model = R.fixeds_model
+        pos = initial_position(release, priors, S_fix + 1e-9 * np.eye(release.d), s2_0)
+        pos = {"theta": pos["theta"], "sigma_y2": pos["sigma_y2"]}
+        step = K.fixeds_step if fix_sigma_y2 is None else K.fixeds_theta_step
+        state_cls, step_kwargs, la = K.FixedSState, {}, np.zeros(release.J)
+    else:
+        if fixed_s != "psd" or fix_sigma_y2 is not None:
+            raise BayesdpInputError("fixed_s and fix_sigma_y2 are options of method 'fixeds' only")
+        _check_release_for_normalx(release)
+        data = R.model_data(release, priors)
+        model = R.normalx_model
+        S0 = closed_form.fixed_s_estimate(release, "psd+I")  # the authors' start
+        pos = initial_position(release, priors, S0, s2_0)
+        step = K.normalx_step if kind == "normalx" else K.collapsed_step
+        state_cls, step_kwargs = K.NormalXState, {"proposal_ratio": bool(proposal_ratio)}
+        la = initial_log_alpha(release, alpha_init)
+    if sigma_y2_step is None:
+        sigma_y2_step = 0.1 * s2_0
+    elif not float(sigma_y2_step) > 0:
+        raise BayesdpInputError(f"sigma_y2_step must be > 0, got {sigma_y2_step!r}")
+    kernel = dp_kernel_class()(model, step, state_cls, pos, target_accept_S=ta,
+                               target_accept_sigma_y2=tsy, log_alpha_init=la,
+                               log_step_init=math.log(float(sigma_y2_step)),
+                               step_kwargs=step_kwargs)
+    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
+                chain_method=_chain_method(chain_method, "vectorized"),
+                progress_bar=_progress(progress_bar), jit_model_args=True)
+    if build_only:  # for benchmarks: the MCMC object and its data, not run
+        return mcmc, data
+    mcmc.run(_keys(seed), data, extra_fields=("info", "tuning"))
+    draws = mcmc.get_samples(group_by_chain=True)
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    posterior = {k: _np(v) for k, v in draws.items()}
+    info, tuning = extra["info"], extra["tuning"]
+    stats = {
+        "acceptance_rate_sigma_y2": _np(info.accept_prob_sigma_y2),
+        "step_size_sigma_y2": np.exp(_np(tuning.log_step)),
+    }
+    dims = {}
+    attrs = {"sampler": f"bayesdp {kind} kernel", "target_accept": ta,
+             "target_accept_sigma_y2": tsy, "chain_method": mcmc.chain_method,
+             "num_warmup": num_warmup,
+             "acceptance_rate_sigma_y2_mean": float(np.mean(_np(info.accept_prob_sigma_y2)))}
+    if kind != "fixeds":
+        stats["acceptance_rate_S"] = _np(info.accept_prob_S)
+        stats["alpha_S"] = np.exp(_np(tuning.log_alpha))
+        dims = {"acceptance_rate_S": ["holder"], "alpha_S": ["holder"]}
+        attrs["acceptance_rate_S_mean"] = np.mean(_np(info.accept_prob_S), axis=(0, 1))
+        attrs["proposal_ratio"] = int(bool(proposal_ratio))
+    else:
+        attrs["fixed_s"] = fixed_s
+        if fix_sigma_y2 is not None:
+            attrs["fix_sigma_y2"] = float(fix_sigma_y2)
+    attrs.update(_jax_versions())
+    return MethodResult(posterior=posterior, sample_stats=stats, attrs=attrs, dims=dims)
+
+
+def _jax_versions():
+    import jax
+    import numpyro
+
+    return {"numpyro_version": numpyro.__version__, "jax_version": jax.__version__}
+
+
+def build_mcmc(method, release, priors, *, num_samples, num_warmup, num_chains=1, **options):
+    """The ``numpyro.infer.MCMC`` object (not run) and its model data for a method; used by
+    ``benchmarks/bench_samplers.py`` to time sampling after compilation."""
+    kw = dict(seed=0, num_samples=num_samples, num_chains=num_chains, num_warmup=num_warmup,
+              progress_bar=False, build_only=True, **options)
+    if method.startswith("nuts-"):
+        return _run_nuts(method[5:], release, priors, **kw)
+    kind = {"normalx": "normalx", "normalx-collapsed": "collapsed", "fixeds": "fixeds"}[method]
+    return _run_handwritten(kind, release, priors, **kw)
+
+
+def _no_extra(options, method):
+    if options:
+        raise BayesdpInputError(
+            f"unknown option(s) for method {method!r}: {sorted(options)}")
+
+
+def run_normalx(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
+                target_accept=TARGET_ACCEPT, target_accept_sigma_y2=None, alpha_init=None,
+                sigma_y2_step=None, chain_method=None, **options):
+    """MCMC-normalX (Algorithm 1), the paper's kernel as specified."""
+    _no_extra(options, "normalx")
+    return _run_handwritten("normalx", release, priors, seed=seed, num_samples=num_samples,
+                            num_chains=num_chains, num_warmup=num_warmup,
+                            progress_bar=progress_bar, target_accept=target_accept,
+                            target_accept_sigma_y2=target_accept_sigma_y2, alpha_init=alpha_init,
+                            sigma_y2_step=sigma_y2_step, chain_method=chain_method)
+
+
+def run_collapsed(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
+                  target_accept=TARGET_ACCEPT, target_accept_sigma_y2=None, alpha_init=None,
+                  sigma_y2_step=None, chain_method=None, **options):
+    """normalX with theta integrated out of the S_j and sigma_y^2 moves."""
+    _no_extra(options, "normalx-collapsed")
+    return _run_handwritten("collapsed", release, priors, seed=seed, num_samples=num_samples,
+                            num_chains=num_chains, num_warmup=num_warmup,
+                            progress_bar=progress_bar, target_accept=target_accept,
+                            target_accept_sigma_y2=target_accept_sigma_y2, alpha_init=alpha_init,
+                            sigma_y2_step=sigma_y2_step, chain_method=chain_method)
+
+
+def run_fixeds(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
+               target_accept=TARGET_ACCEPT, sigma_y2_step=None, fixed_s="psd",
+               fix_sigma_y2=None, chain_method=None, **options):
+    """MCMC-fixedS (Algorithm 2). ``fixed_s="psd+I"`` is the authors' code; ``fix_sigma_y2``
+    holds sigma_y^2 at a value (theta Gibbs only)."""
+    _no_extra(options, "fixeds")
+    return _run_handwritten("fixeds", release, priors, seed=seed, num_samples=num_samples,
+                            num_chains=num_chains, num_warmup=num_warmup,
+                            progress_bar=progress_bar, target_accept_sigma_y2=target_accept,
+                            sigma_y2_step=sigma_y2_step, fixed_s=fixed_s,
+                            fix_sigma_y2=fix_sigma_y2, chain_method=chain_method)
+
+
+# ---------------------------------------------------------------------------------------------
+# NUTS on the same models
+# ---------------------------------------------------------------------------------------------
+
+
+def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
+              target_accept_prob=0.8, max_tree_depth=10, fixed_s="psd", chain_method=None,
+              build_only=False, **options):
+    _no_extra(options, f"nuts-{kind}")
+    enable_x64()
+    from numpyro.infer import MCMC, NUTS, init_to_value
+
+    from ..models import regression as R
+
+    tap = _check_target("target_accept_prob", target_accept_prob)
+    s2_0 = initial_sigma_y2(release, priors)
+    if kind == "fixeds":
+        S_fix = closed_form.fixed_s_estimate(release, fixed_s)
+        data = R.model_data(release, priors, S_fixed=S_fix)
+        model = R.fixeds_model
+        pos = initial_position(release, priors, S_fix + 1e-9 * np.eye(release.d), s2_0)
+        pos = {"theta": pos["theta"], "sigma_y2": pos["sigma_y2"]}
+    else:
+        _check_release_for_normalx(release)
+        data = R.model_data(release, priors)
+        model = R.normalx_model
+        pos = initial_position(release, priors, closed_form.fixed_s_estimate(release, "psd+I"),
+                               s2_0)
+    kernel = NUTS(model, target_accept_prob=tap, max_tree_depth=int(max_tree_depth),
+                  init_strategy=init_to_value(values=pos))
+    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
+                chain_method=_chain_method(chain_method, "sequential"),
+                progress_bar=_progress(progress_bar), jit_model_args=True)
+    if build_only:
+        return mcmc, data
+    mcmc.run(_keys(seed), data,
+             extra_fields=("diverging", "accept_prob", "num_steps", "adapt_state.step_size"))
+    draws = mcmc.get_samples(group_by_chain=True)
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    posterior = {k: _np(v) for k, v in draws.items()}
+    stats = {
+        "diverging": _np(extra["diverging"]),
+        "acceptance_rate": _np(extra["accept_prob"]),
+        "n_steps": _np(extra["num_steps"]),
+        "step_size": _np(extra["adapt_state.step_size"]),
+    }
+    attrs = {"sampler": "numpyro NUTS", "target_accept_prob": tap,
+             "max_tree_depth": int(max_tree_depth), "chain_method": mcmc.chain_method,
+             "num_warmup": num_warmup, "divergences": int(np.sum(stats["diverging"])),
+             **_jax_versions()}
+    if kind == "fixeds":
+        attrs["fixed_s"] = fixed_s
+    return MethodResult(posterior=posterior, sample_stats=stats, attrs=attrs)
+
+
+def run_nuts_normalx(release, priors, **kw):
+    """numpyro NUTS on the normalX model (S_j latent, bijected to the PD cone)."""
+    return _run_nuts("normalx", release, priors, **kw)
+
+
+def run_nuts_fixeds(release, priors, **kw):
+    """numpyro NUTS on the fixedS model (theta, sigma_y^2 latent)."""
+    return _run_nuts("fixeds", release, priors, **kw)
+
+
+register_method("normalx", run_normalx,
+                "MCMC-normalX (Algorithm 1): Gibbs Sigma_x, vmapped Wishart-proposal MH on each "
+                "S_j, Gibbs theta, RW-MH sigma_y^2; the paper's kernel")
+register_method("normalx-collapsed", run_collapsed,
+                "normalX with theta integrated out of the S_j and sigma_y^2 moves, then theta | S"
+                " (same target as 'normalx', better mixing of theta)")
+register_method("fixeds", run_fixeds,
+                "MCMC-fixedS (Algorithm 2): S_j fixed at the nearest PSD matrix of S_hat_j; Gibbs"
+                " theta, RW-MH sigma_y^2")
+register_method("nuts-normalx", run_nuts_normalx, "numpyro NUTS on the normalX model")
+register_method("nuts-fixeds", run_nuts_fixeds, "numpyro NUTS on the fixedS model")

@@ -1,0 +1,140 @@
+"""numpyro model functions of the paper's generative model (section 3, eq. 10; appendix A).
+
+These two functions are the single source of truth for the joint density. The hand-written
+kernels in :mod:`bayesdp.inference.kernels` evaluate the same density by hand (sharing Cholesky
+factors), and the tests check every block of it against :func:`log_joint` below, which is
+``numpyro.infer.util.log_density`` of these models.
+
+normalX (features x_i ~ N(0, Sigma_x); z_j = X_j^T y_j integrated out, Prop. 3.1)::
+
+    Sigma_x   ~ InvWishart(kappa, Lambda)                     (numpyro: concentration, scale_matrix)
+    S_j       ~ Wishart(n_j, Sigma_x)            j = 1..J    (plate "holder")
+    S_hat_j   | S_j    : upper triangle incl. diagonal ~ N(S_j[iu], sigma_s_j^2), independent
+    theta     ~ N(m, C)
+    sigma_y^2 ~ InvGamma(a, b)
+    z_hat_j   | S_j, theta, sigma_y^2 ~ N(S_j theta, sigma_y^2 S_j + Sigma_z_j)
+
+fixedS: S_j are data (the nearest-PSD estimate of section 4.2), only theta and sigma_y^2 are
+latent, with the same z_hat_j likelihood.
+
+``Sigma_z_j`` is the (d, d) covariance of the noise on z_hat_j: sigma_z_j^2 I for the paper's
+release, a general matrix for releases that carry a ``noise_cov``
+(:func:`bayesdp.inference.closed_form.z_noise_covariances`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import BayesdpInputError
+
+
+class ModelData(NamedTuple):
+    """Everything the models condition on, as arrays (float64 under x64).
+
+    ``S_hat`` / ``z_hat`` set to None make the models sample them (prior predictive), which the
+    joint-distribution (Geweke) tests use.
+
+    S_hat (J, d, d), z_hat (J, d), n (J,), sigma_s (J,), Sigma_z (J, d, d); S_fixed (J, d, d)
+    (fixedS only; zeros for normalX); prior hyperparameters a, b, m (d,), C (d, d),
+    Lambda (d, d), kappa.
+    """
+
+    S_hat: object
+    z_hat: object
+    n: object
+    sigma_s: object
+    Sigma_z: object
+    S_fixed: object
+    a: object
+    b: object
+    m: object
+    C: object
+    Lambda: object
+    kappa: object
+
+
+def model_data(release, priors, *, S_fixed=None) -> ModelData:
+    """ModelData from a :class:`~bayesdp.release.Release` and resolved :class:`Priors`.
+
+    Call ``bayesdp._jax.enable_x64()`` first; the arrays are made float64 JAX arrays.
+    """
+    import jax.numpy as jnp
+
+    from ..inference.closed_form import z_noise_covariances
+
+    d = release.d
+    if np.asarray(priors.m).shape != (d,):
+        raise BayesdpInputError(
+            f"priors: m has shape {np.asarray(priors.m).shape} but the release has d={d} features"
+        )
+    Sz = z_noise_covariances(release)
+    S_fix = np.zeros_like(release.S_hat) if S_fixed is None else np.asarray(S_fixed, float)
+    f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64))  # noqa: E731
+    return ModelData(
+        S_hat=f(release.S_hat), z_hat=f(release.z_hat), n=f(release.n),
+        sigma_s=f(release.sigma_s), Sigma_z=f(Sz), S_fixed=f(S_fix),
+        a=f(priors.a), b=f(priors.b), m=f(priors.m), C=f(priors.C),
+        Lambda=f(priors.Lambda), kappa=f(priors.kappa),
+    )
+
+
+def _z_likelihood(data, S, theta, sigma_y2):
+    import numpyro
+    import numpyro.distributions as dist
+    import jax.numpy as jnp
+
+    J = data.Sigma_z.shape[0]
+    cov = sigma_y2 * S + data.Sigma_z
+    loc = jnp.einsum("jkl,l->jk", S, theta)
+    with numpyro.plate("holder", J):
+        numpyro.sample("z_hat", dist.MultivariateNormal(loc, covariance_matrix=cov),
+                       obs=data.z_hat)
+
+
+def _theta_sigma(data):
+    import numpyro
+    import numpyro.distributions as dist
+
+    theta = numpyro.sample("theta", dist.MultivariateNormal(data.m, covariance_matrix=data.C))
+    sigma_y2 = numpyro.sample("sigma_y2", dist.InverseGamma(data.a, data.b))
+    return theta, sigma_y2
+
+
+def normalx_model(data: ModelData):
+    """The normalX model (paper eq. 10): latent Sigma_x, S (J, d, d), theta, sigma_y2."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    J, d = data.Sigma_z.shape[0], data.m.shape[0]
+    iu = np.triu_indices(d)
+    Sigma_x = numpyro.sample(
+        "Sigma_x", dist.InverseWishart(data.kappa, scale_matrix=data.Lambda)
+    )
+    with numpyro.plate("holder", J):
+        S = numpyro.sample("S", dist.Wishart(data.n, scale_matrix=Sigma_x))
+        numpyro.sample(
+            "S_hat",
+            dist.Normal(S[:, iu[0], iu[1]], data.sigma_s[:, None]).to_event(1),
+            obs=None if data.S_hat is None else data.S_hat[:, iu[0], iu[1]],
+        )
+    theta, sigma_y2 = _theta_sigma(data)
+    _z_likelihood(data, S, theta, sigma_y2)
+
+
+def fixeds_model(data: ModelData):
+    """The fixedS model (section 4.2): S_j = data.S_fixed; latent theta, sigma_y2."""
+    theta, sigma_y2 = _theta_sigma(data)
+    _z_likelihood(data, data.S_fixed, theta, sigma_y2)
+
+
+MODELS = {"normalx": normalx_model, "fixeds": fixeds_model}
+
+
+def log_joint(model, data: ModelData, params: dict):
+    """log p(latents, data) of ``model`` at ``params`` (numpyro ``log_density``)."""
+    from numpyro.infer.util import log_density
+
+    return log_density(model, (data,), {}, params)[0]

@@ -1,0 +1,204 @@
+"""Invariance of the hand-written kernels: their log targets against the numpyro models, and
+Geweke (2004) joint-distribution tests, with a negative control (a wrong proposal ratio)."""
+
+from functools import partial
+
+import numpy as np
+import pytest
+
+from bayesdp._jax import enable_x64
+
+enable_x64()
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+import geweke_helpers as G  # noqa: E402
+from bayesdp.inference import closed_form  # noqa: E402
+from bayesdp.inference import kernels as K  # noqa: E402
+from bayesdp.models import regression as R  # noqa: E402
+
+D, J = 2, 2
+N_MC = 10_000  # independent draws (marginal-conditional simulator)
+N_SC = 40_000  # successive-conditional iterations
+# 18 test functions; under H0 P(max |z| > 4) ~ 18 * 6.3e-5 ~ 1e-3 (Bonferroni).
+Z_MAX = 4.0
+
+
+def small_data(S_hat=None, z_hat=None):
+    """d = 2, J = 2, n_j = 10, 15; priors with finite moments; sigma_s = 10, Sigma_z = 4 I."""
+    return R.ModelData(
+        S_hat=S_hat, z_hat=jnp.zeros((J, D)) if z_hat is None else z_hat,
+        n=jnp.array([10.0, 15.0]), sigma_s=jnp.array([10.0, 10.0]),
+        Sigma_z=jnp.broadcast_to(4.0 * jnp.eye(D), (J, D, D)),
+        S_fixed=jnp.array([[[12.0, 3.0], [3.0, 8.0]], [[15.0, -2.0], [-2.0, 11.0]]]),
+        a=jnp.array(6.0), b=jnp.array(5.0), m=jnp.array([0.3, -0.2]),
+        C=jnp.array([[1.0, 0.3], [0.3, 0.8]]), Lambda=3.0 * jnp.eye(D), kappa=jnp.array(6.0),
+    )
+
+
+NAMES_X = ["theta", "sigma_y2", "Sigma_x", "S"]
+NAMES_F = ["theta", "sigma_y2"]
+
+
+@pytest.fixture(scope="module")
+def normalx_setup():
+    data = small_data()
+    g_mc = G.marginal_conditional(R.normalx_model, data, jax.random.PRNGKey(0), N_MC, NAMES_X)
+    tr = G.model_draw(R.normalx_model, data, jax.random.PRNGKey(1))
+    state0 = K.NormalXState(tr["theta"], tr["sigma_y2"], tr["Sigma_x"], tr["S"])
+    data0 = G.regenerate_data(R.normalx_model, data, jax.random.PRNGKey(2), state0._asdict())
+    # alpha = 10: proposals far from symmetric, so a wrong Hastings ratio shows at once
+    tuning = K.Tuning(jnp.log(jnp.array([10.0, 10.0])), jnp.log(jnp.array(0.5)))
+    return g_mc, state0, data0, tuning
+
+
+def _geweke(setup, step, seed=3, n_iter=N_SC):
+    g_mc, state0, data0, tuning = setup
+    g_sc = G.successive_conditional(R.normalx_model, step, state0, data0, tuning,
+                                    jax.random.PRNGKey(seed), n_iter, K.NormalXState)
+    return G.geweke_z(g_mc, g_sc)
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernels' log targets are the model's log density
+# ---------------------------------------------------------------------------------------------
+
+
+def _random_params(key, data):
+    tr = G.model_draw(R.normalx_model, data, key)
+    return {k: tr[k] for k in NAMES_X}, tr
+
+
+def _observed(tr):
+    iu = np.triu_indices(D)
+    U = jnp.zeros((J, D, D)).at[:, iu[0], iu[1]].set(tr["S_hat"])
+    return small_data(S_hat=U + jnp.swapaxes(jnp.triu(U, 1), 1, 2), z_hat=tr["z_hat"])
+
+
+def test_s_move_target_is_model_density():
+    p, tr = _random_params(jax.random.PRNGKey(10), small_data())
+    data = _observed(tr)
+    p2, _ = _random_params(jax.random.PRNGKey(11), small_data())
+    U = K.sigma_x_inv_factor(p["Sigma_x"])
+    for j in range(J):
+        q = dict(p, S=p["S"].at[j].set(p2["S"][j]))
+        d_model = R.log_joint(R.normalx_model, data, q) - R.log_joint(R.normalx_model, data, p)
+
+        def t(S):
+            return K.s_log_target(S, jnp.linalg.cholesky(S), p["theta"], p["sigma_y2"], U,
+                                  data.n[j], data.S_hat[j], data.sigma_s[j], data.z_hat[j],
+                                  data.Sigma_z[j])
+
+        assert np.isclose(t(q["S"][j]) - t(p["S"][j]), d_model, rtol=1e-9, atol=1e-8)
+
+
+def test_sigma_y2_target_is_model_density():
+    p, tr = _random_params(jax.random.PRNGKey(12), small_data())
+    data = _observed(tr)
+    q = dict(p, sigma_y2=p["sigma_y2"] * 1.7)
+    d_model = R.log_joint(R.normalx_model, data, q) - R.log_joint(R.normalx_model, data, p)
+    t = partial(K.sigma_y2_log_target, S=p["S"], theta=p["theta"], data=data)
+    assert np.isclose(t(q["sigma_y2"]) - t(p["sigma_y2"]), d_model, rtol=1e-9, atol=1e-8)
+
+
+def test_collapsed_target_is_model_density_with_theta_integrated_out():
+    """log p(S, s2, Sigma_x, data) = log p(theta, ...) - log p(theta | S, s2, data) for any theta;
+    the collapsed kernel's pieces must reproduce its differences."""
+    data0 = small_data()
+    p, tr = _random_params(jax.random.PRNGKey(13), data0)
+    data = _observed(tr)
+    q, _ = _random_params(jax.random.PRNGKey(14), data0)
+    q["Sigma_x"] = p["Sigma_x"]
+    prior = K._prior_terms(data)
+    U = K.sigma_x_inv_factor(p["Sigma_x"])
+
+    def marginal_model(par):
+        R_, mean = K.theta_moments(par["S"], par["sigma_y2"], data)
+        cov = jax.scipy.linalg.cho_solve((R_, True), jnp.eye(D))
+        lpost = jax.scipy.stats.multivariate_normal.logpdf(par["theta"], mean, cov)
+        return R.log_joint(R.normalx_model, data, par) - lpost
+
+    def marginal_kernel(par):
+        tot, _ = K._totals(par["S"], par["sigma_y2"], data, prior)
+        L = jax.vmap(jnp.linalg.cholesky)(par["S"])
+        ls = jax.vmap(K.collapsed_s_log_prior, (0, 0, None, 0, 0, 0))(
+            par["S"], L, U, data.n, data.S_hat, data.sigma_s)
+        return K.collapsed_loglik(tot) + jnp.sum(ls) + K._log_invgamma(par["sigma_y2"], data.a,
+                                                                         data.b)
+
+    assert np.isclose(marginal_kernel(q) - marginal_kernel(p),
+                      marginal_model(q) - marginal_model(p), rtol=1e-8, atol=1e-7)
+
+
+def test_wishart_proposal_ratio_is_exact():
+    import numpyro.distributions as dist
+
+    S = jnp.array([[4.0, 1.0], [1.0, 3.0]])
+    for alpha in (3.5, 50.0, 1e8):
+        S_new, L_new, log_q = K.wishart_proposal(jax.random.PRNGKey(5), jnp.linalg.cholesky(S),
+                                                 jnp.array(alpha))
+        assert np.allclose(L_new @ L_new.T, S_new)
+        fwd = dist.Wishart(alpha, scale_matrix=S / alpha).log_prob(S_new)
+        bwd = dist.Wishart(alpha, scale_matrix=S_new / alpha).log_prob(S)
+        # atol: float64 rounding of the Wishart normalising constants at alpha = 1e8
+        assert np.isclose(log_q, bwd - fwd, atol=max(1e-8, 1e-14 * alpha), rtol=1e-8), alpha
+
+
+def test_theta_gibbs_moments_match_eq12():
+    data = small_data(S_hat=jnp.zeros((J, D, D)), z_hat=jnp.array([[3.0, -1.0], [2.0, 0.5]]))
+    S = data.S_fixed
+    R_, mean = K.theta_moments(S, 0.7, data)
+    m_ref, cov_ref, _ = closed_form.gaussian_theta_posterior(
+        np.asarray(S), np.asarray(data.z_hat), 0.7, np.asarray(data.Sigma_z),
+        np.asarray(data.m), np.asarray(data.C))
+    cov = jax.scipy.linalg.cho_solve((R_, True), jnp.eye(D))
+    assert np.allclose(mean, m_ref, rtol=1e-10) and np.allclose(cov, cov_ref, rtol=1e-10)
+
+
+# ---------------------------------------------------------------------------------------------
+# Geweke joint-distribution tests
+# ---------------------------------------------------------------------------------------------
+
+
+def test_geweke_normalx(normalx_setup):
+    z = _geweke(normalx_setup, K.normalx_step)
+    assert np.max(np.abs(z)) < Z_MAX, np.round(z, 2)
+
+
+def test_geweke_collapsed(normalx_setup):
+    z = _geweke(normalx_setup, K.collapsed_step)
+    assert np.max(np.abs(z)) < Z_MAX, np.round(z, 2)
+
+
+def test_geweke_negative_control_wrong_proposal_ratio(normalx_setup):
+    """Dropping the Hastings correction of the Wishart proposal must be detected."""
+    z = _geweke(normalx_setup, partial(K.normalx_step, proposal_ratio=False), n_iter=N_SC // 4)
+    assert np.max(np.abs(z)) > 3 * Z_MAX, np.round(z, 2)
+
+
+@pytest.mark.slow
+def test_geweke_negative_control_collapsed(normalx_setup):
+    z = _geweke(normalx_setup, partial(K.collapsed_step, proposal_ratio=False), n_iter=N_SC // 4)
+    assert np.max(np.abs(z)) > 3 * Z_MAX, np.round(z, 2)
+
+
+def test_geweke_fixeds():
+    data = small_data()
+    g_mc = G.marginal_conditional(R.fixeds_model, data, jax.random.PRNGKey(20), N_MC, NAMES_F)
+    tr = G.model_draw(R.fixeds_model, data, jax.random.PRNGKey(21))
+    state0 = K.FixedSState(tr["theta"], tr["sigma_y2"])
+    data0 = G.regenerate_data(R.fixeds_model, data, jax.random.PRNGKey(22), state0._asdict())
+    tuning = K.Tuning(jnp.zeros(J), jnp.log(jnp.array(0.5)))
+    g_sc = G.successive_conditional(R.fixeds_model, K.fixeds_step, state0, data0, tuning,
+                                    jax.random.PRNGKey(23), N_SC, K.FixedSState)
+    z = G.geweke_z(g_mc, g_sc)
+    assert np.max(np.abs(z)) < Z_MAX, np.round(z, 2)
+
+
+def test_bartlett_failure_flag_is_rare():
+    """The loop-free Gamma sampler fails (move skipped) rarely even at the smallest alpha."""
+    A, ok = K.bartlett(jax.random.PRNGKey(7), jnp.full((20_000,), 3.0), 2)
+    assert 0.99 < float(np.mean(ok)) <= 1.0
+    A, ok = K.bartlett(jax.random.PRNGKey(8), jnp.full((20_000,), 1e4), 5)
+    assert float(np.mean(ok)) > 0.9999

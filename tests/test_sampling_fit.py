@@ -1,0 +1,168 @@
+"""fit() with the MCMC methods: agreement with closed forms, with NUTS and with the non-private
+posterior; InferenceData layout; diagnostics; clear errors."""
+
+import argparse
+
+import numpy as np
+import pytest
+
+import bayesdp
+from bayesdp import diagnostics
+from bayesdp.errors import BayesdpInputError
+from bayesdp.inference import closed_form
+
+Z_MAX = 4.0  # |z| bound for a handful of comparisons (two-sided p ~ 6e-5 each)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return bayesdp.simulate(n=600, d=2, seed=11)
+
+
+@pytest.fixture(scope="module")
+def rel(sim):
+    return bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=2,
+                           seed=12)
+
+
+@pytest.fixture(scope="module")
+def normalx_fit(rel):
+    return bayesdp.fit(rel, method="normalx", seed=1, num_samples=1000, num_warmup=1000,
+                       progress_bar=False)
+
+
+def _z_means(a, b, var_names):
+    sa = diagnostics.summary_unrounded(a, var_names=var_names)
+    sb = diagnostics.summary_unrounded(b, var_names=var_names)
+    z_mean = (sa["mean"] - sb["mean"]) / np.sqrt(sa["mcse_mean"] ** 2 + sb["mcse_mean"] ** 2)
+    z_sd = (sa["sd"] - sb["sd"]) / np.sqrt(sa["mcse_sd"] ** 2 + sb["mcse_sd"] ** 2)
+    return np.asarray(z_mean), np.asarray(z_sd)
+
+
+def test_inference_data_layout(normalx_fit, rel):
+    post = normalx_fit.posterior
+    assert list(post["theta"].coords["feature"].values) == list(rel.feature_names)
+    assert post["theta"].dims == ("chain", "draw", "feature")
+    assert post["S"].dims == ("chain", "draw", "holder", "feature", "feature_")
+    assert post["Sigma_x"].dims == ("chain", "draw", "feature", "feature_")
+    assert post.sizes["chain"] == 4 and post.sizes["draw"] == 1000
+    ss = normalx_fit.sample_stats
+    assert ss["acceptance_rate_S"].dims == ("chain", "draw", "holder")
+    assert {"alpha_S", "acceptance_rate_sigma_y2", "step_size_sigma_y2"} <= set(ss.data_vars)
+    a = diagnostics.attrs(normalx_fit)
+    assert a["method"] == "normalx" and "numpyro_version" in a and a["epsilon"] == 1.0
+    # the adaptation hit its target (0.2) during warm-up, then froze
+    assert np.all(np.abs(np.asarray(a["acceptance_rate_S_mean"]) - 0.2) < 0.08)
+    alpha = np.asarray(ss["alpha_S"])
+    assert np.all(alpha == alpha[:, :1])
+    assert np.asarray(post["theta"]).dtype == np.float64
+
+
+def test_fixeds_with_sigma_fixed_matches_closed_form(rel):
+    pri = bayesdp.Priors().resolve(rel.d)
+    s2 = 0.04
+    idata = bayesdp.fit(rel, method="fixeds", seed=2, num_samples=2000, num_warmup=10,
+                        progress_bar=False, fix_sigma_y2=s2)
+    mean, cov, _ = closed_form.gaussian_theta_posterior(
+        closed_form.fixed_s_estimate(rel, "psd"), rel.z_hat, s2,
+        closed_form.z_noise_covariances(rel), pri.m, pri.C)
+    th = diagnostics.posterior_array(idata, "theta")
+    N = th.shape[0]  # Gibbs with sigma fixed gives independent draws
+    z = (th.mean(0) - mean) / np.sqrt(np.diag(cov) / N)
+    assert np.all(np.abs(z) < Z_MAX), z
+    emp = np.cov(th.T)
+    se = np.sqrt((cov**2 + np.outer(np.diag(cov), np.diag(cov))) / (N - 1))  # sd of a sample cov
+    assert np.all(np.abs(emp - cov) < Z_MAX * se), (emp, cov)
+
+
+def test_fixeds_agrees_with_nuts(rel):
+    a = bayesdp.fit(rel, method="fixeds", seed=3, num_samples=2000, num_warmup=1000,
+                    progress_bar=False)
+    b = bayesdp.fit(rel, method="nuts-fixeds", seed=4, num_samples=500, num_warmup=500,
+                    num_chains=2, progress_bar=False)
+    z_mean, z_sd = _z_means(a, b, ["theta", "sigma_y2"])
+    assert np.all(np.abs(z_mean) < Z_MAX) and np.all(np.abs(z_sd) < Z_MAX), (z_mean, z_sd)
+
+
+def test_collapsed_agrees_with_normalx(rel, normalx_fit):
+    b = bayesdp.fit(rel, method="normalx-collapsed", seed=5, num_samples=1000, num_warmup=1000,
+                    progress_bar=False)
+    z_mean, z_sd = _z_means(normalx_fit, b, ["theta", "sigma_y2"])
+    assert np.all(np.abs(z_mean) < Z_MAX) and np.all(np.abs(z_sd) < Z_MAX), (z_mean, z_sd)
+
+
+@pytest.mark.slow
+def test_normalx_agrees_with_nuts_at_small_n(rel, normalx_fit):
+    """A few hundred rows per holder: NUTS on the same model is a fair cross-check."""
+    b = bayesdp.fit(rel, method="nuts-normalx", seed=6, num_samples=1000, num_warmup=1000,
+                    num_chains=2, progress_bar=False)
+    assert diagnostics.attrs(b)["divergences"] <= 0.01 * 2000  # NUTS is at home at this n_j
+    z_mean, z_sd = _z_means(normalx_fit, b, ["theta", "sigma_y2"])
+    assert np.all(np.abs(z_mean) < Z_MAX) and np.all(np.abs(z_sd) < Z_MAX), (z_mean, z_sd)
+
+
+@pytest.mark.parametrize("method", ["fixeds", pytest.param("normalx-collapsed",
+                                                           marks=pytest.mark.slow)])
+def test_dp_posterior_approaches_nonprivate_as_eps_grows(method):
+    sim = bayesdp.simulate(n=4000, d=2, seed=21)
+    pri = bayesdp.Priors(a=3.0, b=3.0, C=np.eye(2))  # sigma_y^2 = 1 is plausible a priori
+    ref = bayesdp.fit_nonprivate(sim.X, sim.y, priors=pri, seed=0, num_samples=2000)
+    m_ref = diagnostics.posterior_array(ref, "theta").mean(0)
+    sd_ref = diagnostics.posterior_array(ref, "theta").std(0)
+    errs = []
+    for eps in (0.3, 3.0, 1000.0):
+        rel = bayesdp.release(sim.X, sim.y, epsilon=eps, delta=1e-5, bounds=sim.bounds, nodes=2,
+                              seed=22)
+        idata = bayesdp.fit(rel, method=method, priors=pri, seed=23, num_samples=1000,
+                            num_warmup=1000, progress_bar=False)
+        errs.append(np.max(np.abs(diagnostics.posterior_array(idata, "theta").mean(0) - m_ref)
+                           / sd_ref))
+    assert errs[2] < errs[0], errs
+    assert errs[2] < 1.0, errs  # at eps = 1000 the DP and the non-private posteriors coincide
+
+
+def test_bad_settings_give_clear_errors(rel):
+    with pytest.raises(BayesdpInputError, match="num_samples"):
+        bayesdp.fit(rel, method="normalx", num_samples=0)
+    with pytest.raises(BayesdpInputError, match="unknown method"):
+        bayesdp.fit(rel, method="normalX-typo")
+    with pytest.raises(BayesdpInputError, match="priors"):
+        bayesdp.fit(rel, method="normalx", priors=bayesdp.Priors(m=np.zeros(3)))
+    with pytest.raises(BayesdpInputError, match="target_accept"):
+        bayesdp.fit(rel, method="normalx", target_accept=1.5, num_samples=5, num_warmup=5)
+    with pytest.raises(BayesdpInputError, match="unknown option"):
+        bayesdp.fit(rel, method="fixeds", alpha=3, num_samples=5, num_warmup=5)
+    with pytest.raises(BayesdpInputError, match="fixed_s"):
+        bayesdp.fit(rel, method="fixeds", fixed_s="nearest", num_samples=5, num_warmup=5)
+
+
+def test_fixeds_authors_plus_identity_option(rel):
+    idata = bayesdp.fit(rel, method="fixeds", fixed_s="psd+I", seed=1, num_samples=50,
+                        num_warmup=50, num_chains=1, progress_bar=False)
+    assert diagnostics.attrs(idata)["fixed_s"] == "psd+I"
+
+
+def test_diagnose_summary_warnings_and_plots(normalx_fit, tmp_path, capsys):
+    res = diagnostics.diagnose(normalx_fit, out_dir=tmp_path)
+    for col in ("mean", "sd", "r_hat", "ess_bulk", "ess_tail"):
+        assert col in res["summary"].columns
+    assert sorted(p.name for p in res["plots"]) == ["pair.png", "posterior.png", "trace.png"]
+    assert all(p.stat().st_size > 1000 for p in res["plots"])
+    short = normalx_fit.sel(draw=slice(0, 30))
+    res = diagnostics.diagnose(short, ess_min=400)
+    assert not res["ok"] and any("effective sample size" in w for w in res["warnings"])
+    assert "WARNINGS" in capsys.readouterr().out
+    with pytest.raises(BayesdpInputError, match="var_names"):
+        diagnostics.diagnose(normalx_fit, var_names=["beta"])
+
+
+def test_cli_diagnose(normalx_fit, tmp_path, capsys):
+    from bayesdp import cli_sampling
+
+    path = diagnostics.save(normalx_fit, tmp_path / "posterior.nc")
+    parser = argparse.ArgumentParser()
+    cli_sampling.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["diagnose", str(path), "--out-dir", str(tmp_path / "plots")])
+    args.func(args)
+    out = capsys.readouterr().out
+    assert "r_hat" in out and (tmp_path / "plots" / "trace.png").exists()
