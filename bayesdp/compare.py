@@ -1,0 +1,501 @@
+"""``compare``: run methods over a grid of (epsilon, J, replication), as in the paper's section 5.
+
+    df = bayesdp.compare("powerplant", methods=["fast", "bs", "adassp", "nonprivate"],
+                         epsilons=[1.0], nodes=[1, 5, 10], reps=10, calibration="paper-code",
+                         seed=1, out_dir="runs/pp", data_dir="path/to/uci")
+
+For every cell (epsilon, J, rep) the data are released once for the [S, z] methods and once, with
+the larger sensitivity of appendix C.1, for MCMC-B&S (``include_yty=True``); adaSSP adds its own
+noise to the raw statistics; "nonprivate" is the normal-inverse-gamma posterior from the raw rows.
+Every DP method is called through ``bayesdp.fit(release, method=name)``, so any method registered
+in ``bayesdp.METHODS`` can be compared.
+
+Metrics (``bayesdp.metrics``; anchor report section 6):
+``estimation_mse`` (posterior mean vs the true theta, or the training least-squares fit on real
+data), ``prediction_mse`` (test rows on real data; on simulated data the trace formula averaged
+over posterior draws for the MCMC methods and at the point estimate for fast/adaSSP/non-private,
+as the authors did), ``mmd2`` and ``mmd2_paper`` (unbiased squared MMD to the non-private
+posterior, Gaussian kernel with variance h = 0.1; ``mmd2_paper`` carries the authors'
+(2 pi h)^(-d/2) factor), and ``seconds`` (wall time of the fit).
+
+Settings follow the authors' driver: delta = 1/N_train, bounds read off the (training) data (not
+private, flagged in ``config.json``), Lambda = V^T V with V iid N(0, 1) (the simulation's own
+Lambda on simulated data), kappa = d + 1, a = 20, b = 0.5, m = 0, C = b/(a-1) I.
+``calibration="paper-code"`` reproduces the authors' code everywhere it differs: their (buggy) sigma,
+Bayes-fixedS-fast with B_y/3 used as a variance, adaSSP with (eps/3, delta/3) per statistic.
+Only that setting reproduces Table 1; ``"exact"`` is the correct (eps, delta)-DP calibration.
+
+Output (when ``out_dir`` is given): ``cells/*.csv`` (one per method and cell, written as soon as it
+is finished; a rerun skips them), ``results.csv`` (tidy: method, epsilon, J, rep, metric, value),
+``summary.md`` (means with 90% intervals mean +- t_{0.95, reps-1} sd / sqrt(reps)), ``fig_*.png``
+(Figure 2/4 style) and ``config.json``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import math
+import multiprocessing
+import os
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import BayesdpInputError
+
+CALIBRATIONS = ("exact", "paper-code")
+#: methods computed by compare itself rather than through ``fit``
+BASELINES = ("adassp", "nonprivate")
+#: methods whose simulated prediction metric uses the point estimate (as the authors did)
+POINT_ESTIMATE_METHODS = ("fast", "adassp", "nonprivate")
+METRICS = ("estimation_mse", "prediction_mse", "mmd2", "mmd2_paper", "seconds")
+COLUMNS = ["method", "epsilon", "J", "rep", "metric", "value"]
+PAPER_ORDER = ("normalx", "fixeds", "fast", "bs", "adassp", "nonprivate")
+
+
+def default_methods():
+    """Every method the paper compares that is available now (normalX/fixedS once registered)."""
+    from .inference import METHODS
+
+    return [m for m in PAPER_ORDER if m in METHODS or m in BASELINES]
+
+
+# -- the data of one run ------------------------------------------------------------------------
+
+_CONTEXTS: dict = {}
+
+
+def _context(spec):
+    """Data, reference parameters and priors for a data spec (cached per process)."""
+    key = json.dumps(spec, sort_keys=True)
+    if key in _CONTEXTS:
+        return _CONTEXTS[key]
+    from .models.priors import Priors
+
+    if spec["kind"] == "simulated":
+        from .simulate import simulate
+
+        sim = simulate(n=spec["n"], d=spec["d"], seed=spec["seed"])
+        ctx = {"X": sim.X, "y": sim.y, "theta_ref": sim.theta, "Sigma_x": sim.Sigma_x,
+               "X_test": None, "y_test": None, "Lambda": sim.Lambda,
+               "public_bounds": sim.bounds, "names": list(sim.feature_names)}
+    else:
+        from .datasets import load_dataset
+
+        ds = load_dataset(spec["data"], preprocessing=spec["preprocessing"],
+                          data_dir=spec.get("data_dir"), seed=spec["seed"])
+        V = np.random.default_rng([spec["seed"], 7]).standard_normal((ds.d, ds.d))
+        ctx = {"X": ds.X_train, "y": ds.y_train, "theta_ref": ds.theta_ols, "Sigma_x": None,
+               "X_test": ds.X_test, "y_test": ds.y_test, "Lambda": V.T @ V,
+               "public_bounds": None, "names": list(ds.feature_names)}
+    X, y = ctx["X"], ctx["y"]
+    ctx["data_bounds"] = (float(np.sqrt(np.einsum("ij,ij->i", X, X)).max()), float(np.abs(y).max()))
+    ctx["delta"] = 1.0 / X.shape[0]
+    ctx["priors"] = Priors(Lambda=ctx["Lambda"])
+    _CONTEXTS[key] = ctx
+    return ctx
+
+
+def _bounds(ctx, spec):
+    if spec.get("bounds", "data") == "public" and ctx["public_bounds"] is not None:
+        return ctx["public_bounds"]
+    return ctx["data_bounds"]
+
+
+# -- one cell -----------------------------------------------------------------------------------
+
+
+def cell_path(cells_dir, method, epsilon, J, rep) -> Path:
+    return Path(cells_dir) / f"{method}__eps{epsilon:g}__J{J}__rep{rep}.csv"
+
+
+def _write_atomic(path: Path, df: pd.DataFrame):
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def _metrics_for(method, draws, ctx, ref_draws, spec, point=None):
+    """Metric rows for one method's theta draws (K, d) or point estimate (d,).
+
+    ``point``: the exact posterior mean when known (closed-form methods), else the draws' mean.
+    """
+    from . import metrics
+
+    draws = np.atleast_2d(np.asarray(draws, dtype=float))
+    est = draws.mean(axis=0) if point is None else np.asarray(point, dtype=float)
+    out = {"estimation_mse": metrics.estimation_mse(est, ctx["theta_ref"])}
+    if ctx["Sigma_x"] is not None:
+        src = est if method in POINT_ESTIMATE_METHODS or draws.shape[0] == 1 else draws
+        out["prediction_mse"] = metrics.simulated_prediction_mse(src, ctx["theta_ref"], ctx["Sigma_x"])
+    else:
+        out["prediction_mse"] = metrics.prediction_mse(est, ctx["X_test"], ctx["y_test"])
+    if spec["mmd"] and method != "adassp" and ref_draws is not None and draws.shape[0] > 1:
+        k = spec["mmd_draws"]
+        sub = draws[np.linspace(0, draws.shape[0] - 1, min(k, draws.shape[0])).astype(int)]
+        h = spec["mmd_bandwidth"]
+        out["mmd2"] = metrics.mmd2(sub, ref_draws, h)
+        out["mmd2_paper"] = out["mmd2"] * (2 * np.pi * h) ** (-draws.shape[1] / 2)
+    return out
+
+
+def _method_options(method, spec):
+    opts = dict(spec["method_options"].get(method, {}))
+    if spec["calibration"] == "paper-code" and method == "fast":
+        opts.setdefault("sigma_y_rule", "paper-code")  # B_y/3 used as a variance
+    if spec["calibration"] == "paper-code" and method == "fixeds":
+        opts.setdefault("fixed_s", "psd+I")  # the authors' S estimate
+    return opts
+
+
+def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
+    """Run ``methods`` on one (epsilon, J, rep) cell; returns tidy rows (and writes cell files).
+
+    ``modules``: modules to import first (those that registered the methods, for worker processes).
+    """
+    import importlib
+
+    from ._jax import enable_x64
+
+    enable_x64()
+    import bayesdp
+
+    for mod in modules:
+        importlib.import_module(mod)
+
+    ctx = _context(spec)
+    X, y = ctx["X"], ctx["y"]
+    bounds = _bounds(ctx, spec)
+    eps_idx = int(round(math.log(epsilon) * 1e6))
+    ss = np.random.SeedSequence([spec["seed"], eps_idx % (2**31), J, rep])
+    s_rel, s_rel_yty, s_ada, s_np, s_fit = (int(s.generate_state(1, np.uint64)[0] >> 1)
+                                            for s in ss.spawn(5))
+    rows = []
+    rel = rel_yty = None
+    ref = None
+    need_ref = spec["mmd"] and any(m != "adassp" for m in methods)
+    npv_draws = None
+    if "nonprivate" in methods or need_ref:
+        t0 = time.perf_counter()
+        npv = bayesdp.fit_nonprivate(X, y, priors=ctx["priors"], seed=s_np, num_chains=1,
+                                     num_samples=max(spec["mmd_draws"], 2))
+        npv_time = time.perf_counter() - t0
+        npv_draws = np.asarray(npv.posterior["theta"]).reshape(-1, X.shape[1])
+        ref = npv_draws if spec["mmd"] else None
+    for method in methods:
+        path = cell_path(cells_dir, method, epsilon, J, rep) if cells_dir is not None else None
+        if path is not None and path.exists():
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            t0 = time.perf_counter()
+            point = None
+            if method == "nonprivate":
+                draws = npv_draws
+                point = bayesdp.closed_form_moments(npv)[0]
+                seconds = npv_time
+                m_ref = None
+            elif method == "adassp":
+                budget = "paper-code" if spec["calibration"] == "paper-code" else "paper"
+                draws = bayesdp.adassp(X, y, epsilon=epsilon, delta=ctx["delta"], bounds=bounds,
+                                       nodes=J, seed=s_ada, budget=budget,
+                                       calibration=spec["calibration"])
+                seconds = time.perf_counter() - t0
+                m_ref = None
+            else:
+                if method == "bs":
+                    if rel_yty is None:
+                        rel_yty = bayesdp.release(X, y, epsilon=epsilon, delta=ctx["delta"],
+                                                  bounds=bounds, nodes=J, seed=s_rel_yty,
+                                                  calibration=spec["calibration"],
+                                                  include_yty=True, feature_names=ctx["names"])
+                    r = rel_yty
+                else:
+                    if rel is None:
+                        rel = bayesdp.release(X, y, epsilon=epsilon, delta=ctx["delta"],
+                                              bounds=bounds, nodes=J, seed=s_rel,
+                                              calibration=spec["calibration"],
+                                              feature_names=ctx["names"])
+                    r = rel
+                t0 = time.perf_counter()
+                idata = bayesdp.fit(r, method=method, seed=s_fit, priors=ctx["priors"],
+                                    num_samples=spec["num_samples"], num_warmup=spec["num_warmup"],
+                                    num_chains=1, progress_bar=False,
+                                    **_method_options(method, spec))
+                seconds = time.perf_counter() - t0
+                draws = np.asarray(idata.posterior["theta"]).reshape(-1, X.shape[1])
+                if "closed_form_mean" in idata.posterior.attrs:
+                    point = bayesdp.closed_form_moments(idata)[0]
+                m_ref = ref
+        vals = _metrics_for(method, draws, ctx, m_ref, spec, point)
+        vals["seconds"] = seconds
+        cell = pd.DataFrame([{"method": method, "epsilon": float(epsilon), "J": int(J),
+                              "rep": int(rep), "metric": k, "value": float(v)}
+                             for k, v in vals.items()], columns=COLUMNS)
+        if path is not None:
+            _write_atomic(path, cell)
+        rows.append(cell)
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS)
+
+
+def _worker_init():
+    from ._jax import enable_x64
+
+    enable_x64()
+
+
+# -- the grid -----------------------------------------------------------------------------------
+
+
+def _as_list(name, v, cast):
+    vals = [v] if np.isscalar(v) else list(v)
+    if not vals:
+        raise BayesdpInputError(f"{name} must not be empty")
+    try:
+        return [cast(x) for x in vals]
+    except (TypeError, ValueError):
+        raise BayesdpInputError(f"{name}: expected numbers, got {v!r}") from None
+
+
+def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), reps=5,
+            calibration="exact", seed=0, out_dir=None, n_jobs=None, num_samples=1000,
+            num_warmup=1000, *, n=100_000, d=2, data_dir=None, preprocessing="paper",
+            bounds="data", mmd=None, mmd_draws=500, mmd_bandwidth=0.1, method_options=None,
+            figures=True, verbose=False) -> pd.DataFrame:
+    """Run every method over epsilons x nodes x reps; return the tidy results DataFrame.
+
+    Parameters
+    ----------
+    data : "simulated", a data set name ("powerplant", "bikesharing", "airquality", "3droad")
+        or a file path (see ``bayesdp.datasets``).
+    methods : list of names, default every available one of normalx, fixeds, fast, bs, adassp,
+        nonprivate.
+    epsilons, nodes : grids of epsilon and of the number of holders J. reps : replications.
+    calibration : "exact" or "paper-code" (the authors' code; reproduces Table 1; not DP).
+    seed : master seed (data simulation, Lambda, and every cell's seeds derive from it).
+    out_dir : folder for cell files, results.csv, summary.md, figures; None keeps all in memory
+        (no resume).
+    n_jobs : worker processes (default: all cores); 1 runs in this process.
+    num_samples, num_warmup : kept draws and burn-in of the MCMC methods (one chain per cell).
+    n, d : simulated data size. data_dir : folder of the named data sets (else $BAYESDP_DATA_DIR).
+    preprocessing : "paper" or "sound" (real data). bounds : "data" (read off the data, as the
+        authors; not private) or "public" (simulated data only: distribution-derived bounds).
+    mmd : compute the MMD metrics (default: when d <= 5). mmd_draws, mmd_bandwidth : draws per
+        posterior and kernel variance h. method_options : {method: {option: value}} for ``fit``.
+    """
+    from .inference import METHODS
+
+    if calibration not in CALIBRATIONS:
+        raise BayesdpInputError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+    methods = default_methods() if methods is None else [str(m).lower() for m in
+                                                          ([methods] if isinstance(methods, str)
+                                                           else methods)]
+    for m in methods:
+        if m not in METHODS and m not in BASELINES:
+            raise BayesdpInputError(
+                f"methods: unknown method {m!r}; choose from {sorted(set(METHODS) | set(BASELINES))}")
+    epsilons = _as_list("epsilons", epsilons, float)
+    if any(not (e > 0 and math.isfinite(e)) for e in epsilons):
+        raise BayesdpInputError(f"epsilons must be finite and > 0, got {epsilons}")
+    nodes = _as_list("nodes", nodes, int)
+    if any(J < 1 for J in nodes):
+        raise BayesdpInputError(f"nodes must be >= 1, got {nodes}")
+    if isinstance(reps, bool) or int(reps) != reps or reps < 1:
+        raise BayesdpInputError(f"reps must be a whole number >= 1, got {reps!r}")
+    if bounds not in ("data", "public"):
+        raise BayesdpInputError(f"bounds must be 'data' or 'public', got {bounds!r}")
+    if str(data).lower() == "simulated":
+        spec = {"kind": "simulated", "n": int(n), "d": int(d), "seed": int(seed), "bounds": bounds}
+        dim = int(d)
+    else:
+        from .datasets import canonical_name, find_dataset_file
+
+        if not Path(str(data)).suffix and canonical_name(data) is not None:
+            source = str(find_dataset_file(data, data_dir).resolve())
+        elif Path(str(data)).is_file():
+            source = str(Path(data).resolve())
+        else:
+            raise BayesdpInputError(f"data: {data!r} is neither 'simulated', a known data set "
+                                    "name nor an existing file")
+        spec = {"kind": "file", "data": source, "data_dir": None,
+                "preprocessing": preprocessing, "seed": int(seed), "bounds": "data"}
+        dim = None
+    spec.update({"calibration": calibration, "num_samples": int(num_samples),
+                 "num_warmup": int(num_warmup), "mmd_draws": int(mmd_draws),
+                 "mmd_bandwidth": float(mmd_bandwidth), "method_options": method_options or {}})
+    if mmd is None:
+        if dim is None:
+            dim = _context(spec)["X"].shape[1]
+        mmd = dim <= 5
+    spec["mmd"] = bool(mmd)
+
+    cells_dir = None
+    if out_dir is not None:
+        out_dir = Path(out_dir)
+        cells_dir = out_dir / "cells"
+        cells_dir.mkdir(parents=True, exist_ok=True)
+        cfg_path = out_dir / "config.json"
+        if cfg_path.exists():
+            old = json.loads(cfg_path.read_text())
+            if old.get("spec") != json.loads(json.dumps(spec)):
+                raise BayesdpInputError(
+                    f"out_dir: {str(out_dir)!r} holds a run with different settings "
+                    f"({old.get('spec')}); use a new out_dir")
+        cfg = {"spec": spec, "methods": methods, "epsilons": epsilons, "nodes": nodes,
+               "reps": int(reps), "note": "bounds read off the data are not private"
+               if bounds == "data" else "public bounds"}
+        tmp = cfg_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(cfg, indent=2))
+        os.replace(tmp, cfg_path)
+
+    modules = sorted({METHODS[m].run.__module__ for m in methods if m in METHODS})
+    tasks = []
+    for e in epsilons:
+        for J in nodes:
+            for r in range(int(reps)):
+                todo = [m for m in methods if cells_dir is None
+                        or not cell_path(cells_dir, m, e, J, r).exists()]
+                if todo:
+                    tasks.append((e, J, r, todo))
+    n_jobs = (os.cpu_count() or 1) if n_jobs is None else int(n_jobs)
+    results = []
+    if tasks:
+        if n_jobs <= 1 or len(tasks) == 1:
+            for e, J, r, todo in tasks:
+                results.append(run_cell(spec, e, J, r, todo, cells_dir, modules))
+                if verbose:
+                    print(f"done eps={e:g} J={J} rep={r}: {todo}", flush=True)
+        else:
+            ctx = multiprocessing.get_context("spawn")
+            with cf.ProcessPoolExecutor(max_workers=min(n_jobs, len(tasks)), mp_context=ctx,
+                                        initializer=_worker_init) as pool:
+                futs = {pool.submit(run_cell, spec, e, J, r, todo, cells_dir, modules): (e, J, r)
+                        for e, J, r, todo in tasks}
+                for f in cf.as_completed(futs):
+                    results.append(f.result())
+                    if verbose:
+                        e, J, r = futs[f]
+                        print(f"done eps={e:g} J={J} rep={r}", flush=True)
+    if cells_dir is not None:
+        parts = [pd.read_csv(cell_path(cells_dir, m, e, J, r))
+                 for e in epsilons for J in nodes for r in range(int(reps)) for m in methods]
+        df = pd.concat(parts, ignore_index=True)
+    else:
+        df = pd.concat(results, ignore_index=True) if results else pd.DataFrame(columns=COLUMNS)
+    order = {m: i for i, m in enumerate(methods)}
+    df = df.sort_values(["metric", "epsilon", "J", "rep", "method"],
+                        key=lambda s: s.map(order) if s.name == "method" else s)
+    df = df.reset_index(drop=True)[COLUMNS]
+    if out_dir is not None:
+        _write_atomic(out_dir / "results.csv", df)
+        title = f"data={data}, calibration={calibration}, reps={reps}, " \
+                f"num_warmup={num_warmup}, num_samples={num_samples}, seed={seed}"
+        (out_dir / "summary.md").write_text(summary_markdown(df, title=title))
+        if figures:
+            plot_results(df, out_dir)
+    return df
+
+
+# -- reporting ----------------------------------------------------------------------------------
+
+
+def summarize(df: pd.DataFrame, level=0.90) -> pd.DataFrame:
+    """Mean and ``level`` interval (mean +- t sd/sqrt(reps)) per method, epsilon, J, metric."""
+    from .metrics import mean_interval
+
+    rows = []
+    for (metric, method, eps, J), g in df.groupby(["metric", "method", "epsilon", "J"], sort=False):
+        mean, lo, hi = mean_interval(g["value"].to_numpy(), level)
+        rows.append({"metric": metric, "method": method, "epsilon": eps, "J": J, "mean": mean,
+                     "lower": lo, "upper": hi, "reps": int(g["value"].notna().sum())})
+    return pd.DataFrame(rows)
+
+
+def _fmt(v):
+    if not np.isfinite(v):
+        return "-"
+    return f"{v:.4f}" if 1e-3 <= abs(v) < 1e3 else f"{v:.3g}"
+
+
+def summary_markdown(df: pd.DataFrame, title="") -> str:
+    """Markdown tables (one per metric): rows (epsilon, J), columns methods, 'mean [90% CI]'."""
+    s = summarize(df)
+    methods = list(dict.fromkeys(df["method"]))
+    out = [f"# compare summary\n\n{title}\n\nmean [90% interval: mean +- t(0.95, reps-1) sd/sqrt(reps)]\n"]
+    for metric in [m for m in METRICS if m in set(s["metric"])]:
+        sm = s[s["metric"] == metric]
+        out.append(f"\n## {metric}\n")
+        out.append("| epsilon | J | " + " | ".join(methods) + " |")
+        out.append("| --- | --- | " + " | ".join("---" for _ in methods) + " |")
+        for (eps, J), g in sm.groupby(["epsilon", "J"]):
+            cells = []
+            for m in methods:
+                r = g[g["method"] == m]
+                if r.empty:
+                    cells.append("")
+                else:
+                    r = r.iloc[0]
+                    ci = "" if not np.isfinite(r["lower"]) else f" [{_fmt(r['lower'])}, {_fmt(r['upper'])}]"
+                    cells.append(_fmt(r["mean"]) + ci)
+            out.append(f"| {eps:g} | {J} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def plot_results(df: pd.DataFrame, out_dir) -> list:
+    """Figure 2/4-style plots: metric mean (log) vs epsilon (log), one panel per J, a line per
+    method with 90% intervals (lower arms that would cross zero are omitted); non-private as a
+    dashed line. With one epsilon, x is J instead."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = summarize(df)
+    out_dir = Path(out_dir)
+    paths = []
+    methods = list(dict.fromkeys(df["method"]))
+    eps_vals = sorted(set(s["epsilon"]))
+    J_vals = sorted(set(s["J"]))
+    for metric in [m for m in ("estimation_mse", "prediction_mse", "mmd2_paper")
+                   if m in set(s["metric"])]:
+        sm = s[s["metric"] == metric]
+        by_J = len(eps_vals) > 1
+        panels = J_vals if by_J else [None]
+        fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
+        for ax, J in zip(axes[0], panels):
+            sub = sm[sm["J"] == J] if by_J else sm
+            xkey = "epsilon" if by_J else "J"
+            for m in methods:
+                g = sub[sub["method"] == m].sort_values(xkey)
+                if g.empty:
+                    continue
+                if m == "nonprivate":
+                    ax.axhline(g["mean"].mean(), color="k", ls="--", lw=1, label="non-private")
+                    continue
+                lower = g["lower"].to_numpy()
+                # on log axes an interval reaching below zero cannot be drawn: omit its lower arm
+                lower = np.where(lower > 0, lower, g["mean"].to_numpy())
+                yerr = np.vstack([g["mean"] - lower, g["upper"] - g["mean"]])
+                yerr = np.where(np.isfinite(yerr), np.maximum(yerr, 0), 0)
+                ax.errorbar(g[xkey], g["mean"], yerr=yerr, marker="o", ms=3, capsize=2, label=m)
+            if by_J:
+                ax.set_xscale("log")
+                ax.set_title(f"J = {J}")
+            else:
+                ax.set_xticks(J_vals)
+                ax.set_title(f"epsilon = {eps_vals[0]:g}")
+            if (sub["mean"] > 0).all():
+                ax.set_yscale("log")
+            ax.set_xlabel(xkey)
+            ax.set_ylabel(metric)
+        axes[0][0].legend(fontsize=7)
+        fig.tight_layout()
+        p = out_dir / f"fig_{metric}.png"
+        fig.savefig(p, dpi=120)
+        plt.close(fig)
+        paths.append(p)
+    return paths

@@ -1,0 +1,154 @@
+"""The observation model of MCMC-B&S (Bernstein & Sheldon 2019; paper appendix C.1).
+
+Every row contributes the statistic
+
+    s_i = [vech(x_i x_i^T), x_i y_i, y_i^2],    x_i ~ N(0, Sigma_x),  y_i = x_i^T theta + e_i,
+                                                e_i ~ N(0, sigma_y^2),
+
+and a holder releases ss_hat_j = sum_{i in j} s_i + noise. B&S replace the sum by its central
+limit approximation, ss_j ~ N(n_j mu, n_j Sigma), with mu, Sigma the exact first two moments of
+s_i. Both follow from one observation: with u = [x; y] (dimension d + 1),
+
+    u ~ N(0, Sigma_u),   Sigma_u = [[Sigma_x, Sigma_x theta], [theta^T Sigma_x, theta^T Sigma_x theta
+                                                                               + sigma_y^2]],
+
+and s_i is exactly the vector of products u_p u_q over the unique index pairs (p <= q) of
+u u^T, D' = (d + 1)(d + 2)/2 = d(d + 1)/2 + d + 1 of them. Isserlis' theorem for a zero-mean
+Gaussian vector then gives
+
+    E[u_p u_q] = Sigma_u[p, q],
+    Cov(u_p u_q, u_r u_s) = Sigma_u[p, r] Sigma_u[q, s] + Sigma_u[p, s] Sigma_u[q, r],
+
+for any d (the block formulas of the authors' ``moments_S_norm`` are these entries written out).
+The order of the entries is the order of a bayesdp release: vech(S) as the upper triangle of
+S row by row (diagonal included), then z = X^T y, then y^T y.
+
+Everything here is plain JAX (float64 when x64 is enabled); cost O(D'^2) = O(d^4) to build the
+covariance and O(D'^3) = O(d^6) to factor it, which is the cost the paper attributes to B&S.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def stat_pairs(d: int):
+    """Index pairs (p, q) into u = [x; y] of the D' statistics, in release order.
+
+    Returns two int arrays of length D' = d(d+1)/2 + d + 1: vech(x x^T) (upper triangle,
+    row-major), then x_i y (pairs (i, d)), then y^2 (pair (d, d)).
+    """
+    iu = np.triu_indices(d)
+    p = np.concatenate([iu[0], np.arange(d), [d]])
+    q = np.concatenate([iu[1], np.full(d, d), [d]])
+    return p.astype(np.int32), q.astype(np.int32)
+
+
+def stat_dim(d: int) -> int:
+    """D' = d(d+1)/2 + d + 1, the number of unique entries of [S, z, y^T y]."""
+    return d * (d + 1) // 2 + d + 1
+
+
+def joint_covariance(Sigma_x, theta, sigma_y2):
+    """Covariance of u = [x; y] under x ~ N(0, Sigma_x), y = x^T theta + N(0, sigma_y2)."""
+    import jax.numpy as jnp
+
+    Ct = Sigma_x @ theta
+    top = jnp.concatenate([Sigma_x, Ct[:, None]], axis=1)
+    bottom = jnp.concatenate([Ct, jnp.atleast_1d(theta @ Ct + sigma_y2)])[None, :]
+    return jnp.concatenate([top, bottom], axis=0)
+
+
+def row_moments(Sigma_x, theta, sigma_y2):
+    """Exact mean (D',) and covariance (D', D') of one row's [vech(x x^T), x y, y^2].
+
+    JAX arrays in and out; works under ``jit``/``vmap``. See the module docstring.
+    """
+    d = Sigma_x.shape[-1]
+    p, q = stat_pairs(d)
+    U = joint_covariance(Sigma_x, theta, sigma_y2)
+    mean = U[p, q]
+    cov = U[p[:, None], p[None, :]] * U[q[:, None], q[None, :]] \
+        + U[p[:, None], q[None, :]] * U[q[:, None], p[None, :]]
+    return mean, 0.5 * (cov + cov.T)
+
+
+def row_stats(X, y):
+    """The per-row statistics [vech(x x^T), x y, y^2] of data rows, shape (n, D') (NumPy)."""
+    X = np.asarray(X, dtype=float)
+    y = np.asarray(y, dtype=float)
+    U = np.concatenate([X, y[:, None]], axis=1)
+    p, q = stat_pairs(X.shape[1])
+    return U[:, p] * U[:, q]
+
+
+def release_stats(release):
+    """The released [vech(S_hat_j), z_hat_j, yty_hat_j] per holder, shape (J, D') (NumPy)."""
+    from ..errors import BayesdpInputError
+
+    if release.yty_hat is None:
+        raise BayesdpInputError(
+            "release.yty_hat: MCMC-B&S needs a noisy y^T y; make the release with "
+            "bayesdp.release(..., include_yty=True)"
+        )
+    d = release.d
+    iu = np.triu_indices(d)
+    return np.concatenate(
+        [release.S_hat[:, iu[0], iu[1]], release.z_hat, release.yty_hat[:, None]], axis=1
+    )
+
+
+def release_noise_covariances(release):
+    """Noise covariance of the released [vech(S), z, y^T y] per holder, (J, D', D') (NumPy).
+
+    Diagonal (sigma_s^2, sigma_z^2, sigma_yty^2) for the paper's mechanism; the release's general
+    ``noise_cov`` over [vech(S), z] is used when present, with y^T y's noise independent.
+    """
+    d, J = release.d, release.J
+    k = d * (d + 1) // 2
+    D = stat_dim(d)
+    V = np.zeros((J, D, D))
+    if release.noise_cov is not None:
+        V[:, : k + d, : k + d] = release.noise_cov
+    else:
+        idx = np.arange(D)
+        V[:, idx[:k], idx[:k]] = release.sigma_s[:, None] ** 2
+        V[:, idx[k:k + d], idx[k:k + d]] = release.sigma_z[:, None] ** 2
+    V[:, D - 1, D - 1] = release.sigma_yty**2
+    return V
+
+
+def stats_to_parts(ss, d):
+    """Split stacked statistics (..., D') into (S (..., d, d) symmetric, z (..., d), yty (...))."""
+    import jax.numpy as jnp
+
+    iu = np.triu_indices(d)
+    k = len(iu[0])
+    S = jnp.zeros(ss.shape[:-1] + (d, d), dtype=ss.dtype)
+    S = S.at[..., iu[0], iu[1]].set(ss[..., :k])
+    S = S.at[..., iu[1], iu[0]].set(ss[..., :k])
+    return S, ss[..., k:k + d], ss[..., k + d]
+
+
+def bs_model(ss_hat, noise_cov, n, priors, Lambda0):
+    """numpyro model of the B&S observation model (CLT approximation), for reference and NUTS.
+
+    Sigma_x ~ InvWishart(Lambda, kappa), sigma_y^2 ~ InvGamma(a, b),
+    theta | sigma_y^2 ~ N(m, sigma_y^2 Lambda0^{-1}), ss_j ~ N(n_j mu, n_j Sigma),
+    ss_hat_j ~ N(ss_j, V_j). ``ss_hat`` (J, D'), ``noise_cov`` (J, D', D'), ``n`` (J,).
+    The Gibbs sampler in ``bayesdp.inference.bs`` targets this joint density.
+    """
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    Sigma_x = numpyro.sample("Sigma_x", dist.InverseWishart(
+        concentration=float(priors.kappa), scale_matrix=jnp.asarray(priors.Lambda)))
+    sigma_y2 = numpyro.sample("sigma_y2", dist.InverseGamma(priors.a, priors.b))
+    cov0 = sigma_y2 * jnp.linalg.inv(jnp.asarray(Lambda0))
+    theta = numpyro.sample("theta", dist.MultivariateNormal(jnp.asarray(priors.m), cov0))
+    mu, Sig = row_moments(Sigma_x, theta, sigma_y2)
+    n = jnp.asarray(n, dtype=mu.dtype)
+    with numpyro.plate("holder", ss_hat.shape[0]):
+        ss = numpyro.sample("ss", dist.MultivariateNormal(n[:, None] * mu, n[:, None, None] * Sig))
+        numpyro.sample("ss_hat", dist.MultivariateNormal(ss, jnp.asarray(noise_cov)), obs=ss_hat)

@@ -1,0 +1,133 @@
+"""MCMC-B&S: exact row moments (Isserlis) and the sampler."""
+
+import numpy as np
+import pytest
+
+import bayesdp
+from bayesdp._jax import enable_x64
+from bayesdp.errors import BayesdpInputError
+from bayesdp.models import bs as M
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _x64():
+    enable_x64()
+
+
+def _moments(Sx, th, s2):
+    import jax.numpy as jnp
+
+    mu, Sig = M.row_moments(jnp.asarray(Sx), jnp.asarray(th), s2)
+    return np.asarray(mu), np.asarray(Sig)
+
+
+@pytest.mark.parametrize("d", [1, 2, 4])
+def test_row_moments_match_monte_carlo(d):
+    rng = np.random.default_rng(d)
+    A = rng.standard_normal((d, d))
+    Sx = A @ A.T + 0.5 * np.eye(d)
+    th = rng.standard_normal(d)
+    s2 = 0.7
+    mu, Sig = _moments(Sx, th, s2)
+    assert mu.shape == (M.stat_dim(d),) and Sig.shape == (M.stat_dim(d),) * 2
+    n = 200_000
+    X = rng.standard_normal((n, d)) @ np.linalg.cholesky(Sx).T
+    y = X @ th + np.sqrt(s2) * rng.standard_normal(n)
+    R = M.row_stats(X, y)
+    # means: |MC mean - exact| < 5 standard errors (sd / sqrt(n)) in every coordinate
+    z = (R.mean(0) - mu) / np.sqrt(np.diag(Sig) / n)
+    assert np.max(np.abs(z)) < 5
+    # covariances: compare the MC covariance entry-wise with a standard error from batches
+    B = 20
+    covs = np.stack([np.cov(b.T) for b in np.array_split(R, B)])
+    se = covs.std(axis=0, ddof=1) / np.sqrt(B)
+    Smc = np.cov(R.T)
+    z = (Smc - Sig) / np.maximum(se, 1e-12)
+    assert np.max(np.abs(z)) < 6
+
+
+def test_row_moments_isserlis_closed_forms():
+    # d = 1: Var(x^2) = 2 s^4, Cov(x^2, xy) = 2 s^4 t, E[y^2] = t^2 s^2 + s2
+    s, t, s2 = 1.3, -0.4, 0.5
+    mu, Sig = _moments(np.array([[s * s]]), np.array([t]), s2)
+    assert np.allclose(mu, [s * s, s * s * t, t * t * s * s + s2])
+    assert np.isclose(Sig[0, 0], 2 * s**4)
+    assert np.isclose(Sig[0, 1], 2 * s**4 * t)
+    vy = t * t * s * s + s2
+    assert np.isclose(Sig[2, 2], 2 * vy**2)
+
+
+def test_release_stats_order_matches_row_stats():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 3))
+    y = rng.standard_normal(50)
+    rel = bayesdp.release(X, y, epsilon=1e9, delta=1e-5, bounds=(10, 10), nodes=1, seed=0,
+                          include_yty=True)
+    assert np.allclose(M.release_stats(rel)[0], M.row_stats(X, y).sum(0), atol=0.05)
+
+
+def test_bs_needs_yty():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 2))
+    rel = bayesdp.release(X, X[:, 0], epsilon=1, delta=1e-5, bounds=(5, 5), seed=0)
+    with pytest.raises(BayesdpInputError, match="include_yty"):
+        bayesdp.fit(rel, method="bs", seed=0, num_samples=10, num_warmup=0, num_chains=1)
+
+
+def test_inv_wishart_mean():
+    import jax
+
+    from bayesdp.inference.bs import sample_inv_wishart
+
+    Psi = np.array([[4.0, 3.0], [3.0, 5.0]])
+    df = 20.0
+    keys = jax.random.split(jax.random.PRNGKey(0), 20000)
+    draws = np.asarray(jax.vmap(lambda k: sample_inv_wishart(k, Psi, df))(keys))
+    assert np.allclose(draws.mean(0), Psi / (df - 3), rtol=0.03, atol=0.005)
+
+
+def test_bs_posterior_matches_nonprivate_at_large_epsilon():
+    sim = bayesdp.simulate(n=20_000, d=2, seed=1)
+    rel = bayesdp.release(sim.X, sim.y, epsilon=1e7, delta=1e-5, bounds=sim.bounds, nodes=2,
+                          seed=3, include_yty=True)
+    idata = bayesdp.fit(rel, method="bs", seed=1, num_samples=1500, num_warmup=300, num_chains=2,
+                        priors=bayesdp.Priors(Lambda=sim.Lambda))
+    th = np.asarray(idata.posterior["theta"]).reshape(-1, 2)
+    assert np.asarray(idata.posterior["Sigma_x"]).shape[-2:] == (2, 2)
+    npv = bayesdp.fit_nonprivate(sim.X, sim.y, seed=1)
+    mean, cov = bayesdp.closed_form_moments(npv)
+    sd = np.sqrt(np.diag(cov))
+    # B&S at huge eps: its posterior spread adds the CLT/S uncertainty, so compare with slack
+    assert np.all(np.abs(th.mean(0) - mean) < 0.5 * sd + 4 * th.std(0) / np.sqrt(300))
+    assert np.all(th.std(0) > 0.7 * sd) and np.all(th.std(0) < 1.5 * sd)
+    s2 = np.asarray(idata.posterior["sigma_y2"]).mean()
+    assert abs(s2 - 1.0) < 0.05
+
+
+def test_bs_seeded_reproducible():
+    # same shapes as the test above, so the compiled sampler is reused
+    sim = bayesdp.simulate(n=2000, d=2, seed=2)
+    rel = bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-4, bounds=sim.bounds, seed=0,
+                          nodes=2, include_yty=True)
+    kw = dict(seed=5, num_samples=1500, num_warmup=300, num_chains=2)
+    a = bayesdp.fit(rel, method="bs", **kw)
+    b = bayesdp.fit(rel, method="bs", **kw)
+    assert np.array_equal(np.asarray(a.posterior["theta"]), np.asarray(b.posterior["theta"]))
+
+
+def test_numpyro_model_traces_with_release_shapes():
+    from numpyro import handlers
+
+    from bayesdp.inference import closed_form
+
+    sim = bayesdp.simulate(n=500, d=2, seed=0)
+    rel = bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-3, bounds=sim.bounds, nodes=2,
+                          seed=0, include_yty=True)
+    pri = bayesdp.Priors().resolve(2)
+    args = (M.release_stats(rel), M.release_noise_covariances(rel), rel.n, pri,
+            closed_form.nig_precision(pri))
+    tr = handlers.trace(handlers.seed(M.bs_model, 0)).get_trace(*args)
+    assert tr["ss"]["value"].shape == (2, M.stat_dim(2))
+    assert tr["ss_hat"]["is_observed"]
+    V = M.release_noise_covariances(rel)
+    assert np.allclose(np.diag(V[0])[-1], rel.sigma_yty[0] ** 2)

@@ -1,0 +1,134 @@
+"""compare: a short run has every method and metric; resume skips finished cells."""
+
+import argparse
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bayesdp
+from bayesdp.compare import METRICS, cell_path, compare, default_methods, summarize
+from bayesdp.errors import BayesdpInputError
+
+SHARED = Path(__file__).parents[1].parent / "shared" / "data" / "uci"
+SMALL = dict(epsilons=[1.0, 10.0], nodes=[1, 2], reps=2, n=3000, d=2, seed=3, n_jobs=1,
+             num_samples=100, num_warmup=50)
+
+
+def _methods():
+    return ["fast", "bs", "adassp", "nonprivate"]
+
+
+def test_paper_mcmc_methods_when_registered(tmp_path):
+    extra = [m for m in ("normalx", "fixeds") if m in bayesdp.METHODS]
+    if not extra:
+        pytest.skip("normalx / fixeds not registered")
+    df = compare("simulated", methods=extra + ["fast", "nonprivate"], epsilons=[1.0], nodes=[2],
+                 reps=1, n=2000, d=2, seed=3, n_jobs=1, num_samples=60, num_warmup=40,
+                 out_dir=tmp_path)
+    for m in extra:
+        assert set(df[df.method == m]["metric"]) == set(METRICS)
+    assert np.isfinite(df["value"]).all()
+
+
+def test_short_run_every_method_and_metric(tmp_path):
+    methods = _methods()
+    df = compare("simulated", methods=methods, out_dir=tmp_path, **SMALL)
+    assert list(df.columns) == ["method", "epsilon", "J", "rep", "metric", "value"]
+    assert set(df["method"]) == set(methods)
+    assert set(df["metric"]) == set(METRICS)
+    # every (method, eps, J, rep) has the accuracy metrics; MMD for all but adaSSP/non-private
+    for m in methods:
+        sub = df[df["method"] == m]
+        for metric in ("estimation_mse", "prediction_mse", "seconds"):
+            assert (sub["metric"] == metric).sum() == 2 * 2 * 2
+        has_mmd = (sub["metric"] == "mmd2").sum()
+        assert has_mmd == (0 if m in ("adassp", "nonprivate") else 8)
+    assert np.isfinite(df["value"]).all()
+    for f in ("results.csv", "summary.md", "config.json", "fig_estimation_mse.png",
+              "fig_prediction_mse.png", "fig_mmd2_paper.png"):
+        assert (tmp_path / f).exists(), f
+    text = (tmp_path / "summary.md").read_text()
+    assert all(m in text for m in methods) and "prediction_mse" in text
+    back = pd.read_csv(tmp_path / "results.csv")
+    assert len(back) == len(df)
+    # more privacy budget, less error (fast, averaged over J and reps)
+    s = summarize(df[(df.metric == "estimation_mse") & (df.method == "fast")])
+    assert s[s.epsilon == 10]["mean"].mean() < s[s.epsilon == 1]["mean"].mean()
+
+    # resume: nothing is recomputed; a deleted cell is recomputed alone
+    cells = sorted((tmp_path / "cells").glob("*.csv"))
+    mtimes = {p: p.stat().st_mtime_ns for p in cells}
+    victim = cell_path(tmp_path / "cells", "bs", 10.0, 2, 1)
+    victim.unlink()
+    df2 = compare("simulated", methods=methods, out_dir=tmp_path, **SMALL)
+    for p in cells:
+        if p != victim:
+            assert p.stat().st_mtime_ns == mtimes[p], p
+    assert victim.exists()
+    pd.testing.assert_frame_equal(
+        df[df.method != "bs"].reset_index(drop=True), df2[df2.method != "bs"].reset_index(drop=True))
+    # a different configuration in the same folder is refused
+    with pytest.raises(BayesdpInputError, match="different settings"):
+        compare("simulated", methods=methods, out_dir=tmp_path, **{**SMALL, "seed": 4})
+
+
+def test_in_memory_and_bad_input():
+    df = compare("simulated", methods=["fast", "adassp"], epsilons=[1.0], nodes=[1], reps=1,
+                 n=2000, d=2, n_jobs=1, mmd=False)
+    assert set(df["metric"]) == {"estimation_mse", "prediction_mse", "seconds"}
+    with pytest.raises(BayesdpInputError, match="methods"):
+        compare("simulated", methods=["nope"], reps=1)
+    with pytest.raises(BayesdpInputError, match="calibration"):
+        compare("simulated", methods=["fast"], calibration="classical", reps=1)
+    with pytest.raises(BayesdpInputError, match="data"):
+        compare("no/such/file.csv", methods=["fast"], reps=1)
+    assert "fast" in default_methods() and "bs" in default_methods()
+
+
+def test_cli_register(tmp_path):
+    from bayesdp.cli_compare import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["compare", "simulated", "--methods", "fast", "nonprivate",
+                              "--epsilons", "1", "--nodes", "1", "--reps", "1", "--n", "1000",
+                              "--n-jobs", "1", "--out-dir", str(tmp_path), "--mmd", "no",
+                              "--no-figures"])
+    args.func(args)
+    assert (tmp_path / "results.csv").exists() and (tmp_path / "summary.md").exists()
+
+
+def test_data_file_paper_code(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 3))
+    y = X @ [1.0, 0.5, -0.5] + 0.3 * rng.standard_normal(400)
+    f = tmp_path / "toy.csv"
+    pd.DataFrame(np.column_stack([X, y])).to_csv(f, header=False, index=False)
+    df = compare(f, methods=["fast", "adassp", "nonprivate"], epsilons=[1.0], nodes=[1, 2],
+                 reps=2, calibration="paper-code", n_jobs=1)
+    assert set(df["method"]) == {"fast", "adassp", "nonprivate"}
+    assert "mmd2" in set(df["metric"])  # d = 3 <= 5
+
+
+@pytest.mark.slow
+def test_parallel_workers_match_serial(tmp_path):
+    kw = dict(methods=["fast", "bs", "adassp"], epsilons=[1.0], nodes=[1, 2], reps=2, n=3000,
+              d=2, seed=5, num_samples=100, num_warmup=50)
+    a = compare("simulated", n_jobs=2, out_dir=tmp_path / "par", **kw)
+    b = compare("simulated", n_jobs=1, **kw)
+    a = a[a.metric != "seconds"].reset_index(drop=True)
+    b = b[b.metric != "seconds"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared UCI data not present")
+def test_powerplant_paper_code_near_table1(tmp_path):
+    df = compare("powerplant", data_dir=SHARED, methods=["fast", "adassp"], epsilons=[1.0],
+                 nodes=[1], reps=5, calibration="paper-code", seed=1, n_jobs=1)
+    s = summarize(df[df.metric == "prediction_mse"]).set_index("method")["mean"]
+    assert s["fast"] == pytest.approx(0.0129, abs=0.0005)   # Table 1
+    assert s["adassp"] == pytest.approx(0.0139, abs=0.0010)
