@@ -217,9 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _registrars():
-    from . import cli_compare, cli_sampling
+    from . import cli_compare, cli_network, cli_sampling
 
-    return [cli_sampling.register, cli_compare.register]
+    return [cli_sampling.register, cli_compare.register, cli_network.register]
 
 
 _REGISTRARS = _registrars()

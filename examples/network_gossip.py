@@ -1,0 +1,88 @@
+"""Gossip averaging (seed 000) end to end: simulate J independent networks of agents, each agent
+holding one regression row; every network runs SimpleGossip with bias removal under local
+Gaussian noise; adapt each consensus output to a one-holder release; fit Bayes-fixedS-fast; plot
+the posterior of theta against the truth.
+
+    python examples/network_gossip.py [--out network_gossip.png] [--seed 0]
+
+Runs in well under a minute. The wrong analysis in the plot treats 10 agents of the same network
+as 10 independent holders (it counts the same noise 10 times and is overconfident).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+
+def main(argv=None):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from scipy import stats
+
+    import bayesdp
+    from bayesdp.adapters import gossip as g
+    from bayesdp.inference import closed_form as cf
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="network_gossip.png")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--networks", type=int, default=4)
+    ap.add_argument("--agents", type=int, default=20_000)
+    ap.add_argument("--epsilon", type=float, default=200.0)
+    args = ap.parse_args(argv)
+
+    rng = np.random.default_rng(args.seed)
+    theta = np.array([1.0, 0.5])  # intercept, slope
+    sigma_y, bounds = 0.3, (2.0, 2.5)
+    outputs, X_all, y_all = [], [], []
+    for j in range(args.networks):
+        A = g.synthetic_graph(args.agents, gamma=2.0, d_max=64, seed=rng)  # power law + repair
+        n = A.shape[0]
+        X = np.column_stack([np.ones(n), rng.normal(0.5, 0.4, n)])
+        y = X @ theta + rng.normal(0, sigma_y, n)
+        out, truth = g.simulate_gossip(A, X, y, epsilon=args.epsilon, delta=1e-5, bounds=bounds,
+                                       it_go=1024, tol=1e-12, intercept=True, seed=rng)
+        print(f"network {j}: n={n}, mean degree {truth.mu_d:.2f}, gossip converged after "
+              f"{truth.iterations} iterations (spread {out.spread():.1e})")
+        outputs.append(out)
+        X_all.append(truth.X)
+        y_all.append(truth.y)
+
+    release = g.gossip_releases(outputs, feature_names=("intercept", "x"))  # one holder / network
+    print(release)
+    print("DP claim valid:", release.dp_claim_valid, "-", release.dp_claim_note[:120], "...")
+    priors = bayesdp.Priors(m=np.zeros(2), C=np.eye(2))
+    idata = bayesdp.fit(release, method="fast", priors=priors, sigma_y2=sigma_y**2, seed=args.seed)
+    mean, cov = bayesdp.closed_form_moments(idata)
+    wrong = bayesdp.combine_releases(
+        [g.gossip_release(o, agent=a, holder_name=f"{j}:{a}", feature_names=("intercept", "x"))
+         for j, o in enumerate(outputs) for a in range(10)])
+    pw = cf.fast_posterior(wrong, priors.resolve(2), sigma_y2=sigma_y**2)
+    ref = bayesdp.fit_nonprivate(np.vstack(X_all), np.concatenate(y_all), seed=args.seed,
+                                 feature_names=["intercept", "x"])
+    m_np, c_np = bayesdp.closed_form_moments(ref)
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    for i, (ax, name) in enumerate(zip(axes, ("intercept", "slope"))):
+        sd = np.sqrt(cov[i, i])
+        grid = np.linspace(mean[i] - 5 * sd, mean[i] + 5 * sd, 400)
+        ax.plot(grid, stats.norm.pdf(grid, mean[i], sd), label="gossip release (fast, eiv)")
+        ax.plot(grid, stats.norm.pdf(grid, pw["mean"][i], np.sqrt(pw["cov"][i, i])), "--",
+                label="wrong: 10 agents/network as holders")
+        ax.axvline(theta[i], color="k", lw=1, label="truth")
+        ax.axvline(m_np[i], color="g", lw=1, ls=":", label="non-private posterior mean")
+        ax.set_title(f"{name}: {mean[i]:.3f} +/- {sd:.3f}")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"{args.networks} networks x {args.agents} agents, epsilon = {args.epsilon:g} "
+                 f"(local DP)")
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=120)
+    print(f"posterior mean {mean}, sd {np.sqrt(np.diag(cov))}; truth {theta}; wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
