@@ -279,7 +279,7 @@ def test_adapter_noiseless_mapping_and_scaling(graph512):
     np.testing.assert_allclose(rel2.noise_cov[0], expect, rtol=1e-9, atol=1e-9)
     # the kappa run recovers mu_d2 exactly when noiseless
     assert rel.provenance["mu_d2_hat"] == pytest.approx(tr.mu_d2, rel=1e-9)
-    assert rel.provenance["wishart_valid"] is False and rel.provenance["s_noise"] == "eiv"
+    assert rel.provenance["wishart_S"] is False and rel.provenance["s_noise"] == "eiv"
 
 
 def test_adapter_release_roundtrip_and_normalx_refusal(tmp_path, graph512):
@@ -292,7 +292,7 @@ def test_adapter_release_roundtrip_and_normalx_refusal(tmp_path, graph512):
     path = rel.save(tmp_path / "r.json")
     back = bayesdp.load_release(path)
     np.testing.assert_array_equal(back.noise_cov, rel.noise_cov)
-    assert back.provenance["protocol"] == "gossip-sigo" and back.provenance["wishart_valid"] is False
+    assert back.provenance["protocol"] == "gossip-sigo" and back.provenance["wishart_S"] is False
     with pytest.raises(BayesdpInputError, match="Wishart"):
         cf.require_wishart_valid(back, "normalx")
     with pytest.raises(BayesdpInputError, match="agent"):

@@ -744,7 +744,7 @@ def gossip_release(output: GossipOutput, agent=0, *, bias_correct=True, mu_d2=No
         "noise_model": "delta-method covariance of the ratio N/D over [vech(S), z]; S and z errors "
                        "correlated through the shared denominator",
         "noise_cov_is_upper_bound": st["clip"] != "none",
-        "wishart_valid": False,
+        "wishart_S": False,
         "s_noise": "eiv",
         "wishart_note": "S_hat is a ratio estimate with correlated, non-Wishart noise and (paper "
                         "design) degree-derived features: methods assuming S ~ Wishart (normalX) "

@@ -12,6 +12,8 @@ variance (``sigma_y_rule="paper-code"``).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy import linalg
 
@@ -173,16 +175,25 @@ def z_given_s_noise(release, S=None, *, s_noise="conditional", theta=None):
 
 
 def require_wishart_valid(release, method):
-    """Refuse a method that assumes S_j ~ Wishart(Sigma_x, n_j) (normalX) when the release says the
-    assumption does not hold (``provenance["wishart_valid"] is False``, set by network adapters),
-    or when the noise is a general covariance the method cannot use."""
+    """Refuse a method that assumes S_j ~ Wishart(Sigma_x, n_j) (normalX) where the release says the
+    assumption does not hold, and warn where it holds only approximately.
+
+    Network adapters set ``provenance["wishart_S"]``: ``False`` (PriCER's random reweighting, the
+    gossip ratio estimator) raises; ``"approximate"`` (seed 004's consensus, Wishart in its first
+    two moments only) warns. Releases without the key (the Gaussian mechanism of eqs. (2)-(3)) pass.
+    """
     prov = release.provenance or {}
-    if prov.get("wishart_valid", True) is False:
+    flag = prov.get("wishart_S", True)
+    where = (f"{prov.get('protocol', 'adapted source')}: "
+             f"{prov.get('wishart_note', 'provenance.wishart_S = ' + repr(flag))}")
+    if flag is False:
         raise BayesdpInputError(
             f"method {method!r} assumes S_j ~ Wishart(Sigma_x, n_j), which does not hold for this "
-            f"release ({prov.get('protocol', 'adapted source')}: "
-            f"{prov.get('wishart_note', 'provenance.wishart_valid is False')}); use 'fast' or a "
-            f"fixed-S method")
+            f"release ({where}); use 'fast', 'fixeds' or 'nuts-fixeds'")
+    if flag == "approximate":
+        warnings.warn(
+            f"method {method!r} assumes S_j ~ Wishart(Sigma_x, n_j), which holds only "
+            f"approximately for this release ({where})", UserWarning, stacklevel=3)
 
 
 def gaussian_theta_posterior(S, z_hat, sigma_y2, Sigma_z, m, C):
@@ -207,15 +218,16 @@ def gaussian_theta_posterior(S, z_hat, sigma_y2, Sigma_z, m, C):
 
 
 def fast_posterior(release, priors, *, sigma_y2=None, sigma_y_rule="paper", fixed_s="psd",
-                   s_noise=None, eiv_iterations=50, eiv_rtol=1e-10):
+                   s_noise=None, eiv_iterations=500, eiv_rtol=1e-10):
     """Bayes-fixedS-fast (Algorithm 3): Gaussian posterior moments of theta.
 
     ``fixed_s`` is "psd" (nearest PSD, the paper) or "psd+I" (the authors' MCMC-fixedS variant).
     ``s_noise`` is the treatment of the noise on S (see :func:`z_given_s_noise`). ``None`` takes the
     release's recommendation ``provenance["s_noise"]`` (network adapters set "eiv") and otherwise
     "conditional", which for iid releases is exactly the paper's model. "eiv" is a fixed point:
-    the covariance is evaluated at the prior mean, then at the posterior mean, until the mean
-    changes by less than ``eiv_rtol`` (relative) or ``eiv_iterations`` passes.
+    the covariance is evaluated at theta and theta is set to the posterior mean, damped
+    (:func:`_eiv_fixed_point`), from the prior mean until the mean changes by less than
+    ``eiv_rtol`` (relative); a warning says when ``eiv_iterations`` passes were not enough.
     Returns a dict with mean, cov, sigma_y2, the fixed S, and the s_noise used.
     """
     if sigma_y2 is None:
@@ -233,17 +245,32 @@ def fast_posterior(release, priors, *, sigma_y2=None, sigma_y_rule="paper", fixe
             S, release.z_hat - shift, float(sigma_y2), Sig, priors.m, priors.C
         )
     else:
-        theta = np.asarray(priors.m, dtype=float)
-        for _ in range(max(1, int(eiv_iterations))):
-            _, Sig = z_given_s_noise(release, S, s_noise="eiv", theta=theta)
-            mean, cov, _ = gaussian_theta_posterior(
-                S, release.z_hat, float(sigma_y2), Sig, priors.m, priors.C
-            )
-            done = np.max(np.abs(mean - theta)) <= eiv_rtol * max(1.0, float(np.max(np.abs(mean))))
-            theta = mean
-            if done:
-                break
+        mean, cov = _eiv_fixed_point(release, S, float(sigma_y2), priors, eiv_iterations, eiv_rtol)
     return {"mean": mean, "cov": cov, "sigma_y2": float(sigma_y2), "S": S, "s_noise": s_noise}
+
+
+def _eiv_fixed_point(release, S, sigma_y2, priors, iterations, rtol):
+    """Solve theta = mean(theta): the posterior mean with the eiv covariance evaluated at theta.
+
+    Plain iteration can oscillate and grow (a 2-cycle) when the S noise pushed through theta is
+    large, so the step is damped: halved whenever the residual |mean - theta| grows. Warns when
+    it has not converged after ``iterations`` passes."""
+    theta = np.asarray(priors.m, dtype=float)
+    w, prev = 1.0, np.inf
+    for _ in range(max(1, int(iterations))):
+        _, Sig = z_given_s_noise(release, S, s_noise="eiv", theta=theta)
+        mean, cov, _ = gaussian_theta_posterior(S, release.z_hat, sigma_y2, Sig, priors.m, priors.C)
+        res = float(np.max(np.abs(mean - theta)))
+        if res <= rtol * max(1.0, float(np.max(np.abs(mean)))):
+            return mean, cov
+        if res >= prev:
+            w = max(0.5 * w, 1.0 / 1024)
+        prev = res
+        theta = theta + w * (mean - theta)
+    warnings.warn(f"s_noise='eiv': the fixed point theta = E[theta | z_hat; Sigma(theta)] did not "
+                  f"converge in {iterations} iterations (last change {res:.3g}); the posterior "
+                  "is evaluated at the last iterate", RuntimeWarning, stacklevel=3)
+    return mean, cov
 
 
 def fixed_s_estimate(release, fixed_s="psd"):

@@ -170,7 +170,27 @@ def initial_log_alpha(release, alpha_init=None):
     return np.log(alpha)
 
 
+def fixeds_z_noise(release, priors, S_fix, sigma_y2, fixed_s="psd", s_noise=None):
+    """Noise of z_hat given the fixed S for MCMC-fixedS and NUTS-fixedS: ``(shift, Sigma_z)``,
+    the s_noise used, and the plug-in theta (eiv only, else None).
+
+    ``s_noise`` as in :func:`closed_form.z_given_s_noise`; None takes the release's
+    ``provenance["s_noise"]``, else "conditional" (the paper's sigma_z^2 I for iid releases).
+    "eiv" needs theta in the covariance; a Gibbs step on theta cannot carry it, so the covariance
+    is evaluated at the Bayes-fixedS-fast eiv fixed point (a plug-in, as in the fast method)."""
+    if s_noise is None:
+        s_noise = (release.provenance or {}).get("s_noise", "conditional")
+    if s_noise not in closed_form.S_NOISE:
+        raise BayesdpInputError(f"s_noise must be one of {closed_form.S_NOISE}, got {s_noise!r}")
+    theta = None
+    if s_noise == "eiv":
+        theta = closed_form.fast_posterior(release, priors, sigma_y2=sigma_y2, fixed_s=fixed_s,
+                                           s_noise="eiv")["mean"]
+    return closed_form.z_given_s_noise(release, S_fix, s_noise=s_noise, theta=theta), s_noise, theta
+
+
 def _check_release_for_normalx(release):
+    closed_form.require_wishart_valid(release, "normalx")
     if release.noise_cov is not None:
         raise BayesdpInputError(
             "release.noise_cov: the normalX model needs iid noise on S_hat (sigma_s); this "
@@ -226,7 +246,7 @@ def _np(x):
 def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, num_warmup,
                      progress_bar, target_accept=TARGET_ACCEPT, target_accept_sigma_y2=None,
                      alpha_init=None, sigma_y2_step=None, fixed_s="psd", fix_sigma_y2=None,
-                     chain_method=None, proposal_ratio=True, build_only=False):
+                     chain_method=None, proposal_ratio=True, s_noise=None, build_only=False):
     enable_x64()
     from numpyro.infer import MCMC
 
@@ -241,15 +261,18 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
         raise BayesdpInputError(f"fix_sigma_y2 must be > 0, got {fix_sigma_y2!r}")
     if kind == "fixeds":
         S_fix = closed_form.fixed_s_estimate(release, fixed_s)
-        data = R.model_data(release, priors, S_fixed=S_fix)
+        z_noise, s_noise, theta_eiv = fixeds_z_noise(release, priors, S_fix, s2_0, fixed_s,
+                                                     s_noise)
+        data = R.model_data(release, priors, S_fixed=S_fix, z_noise=z_noise)
         model = R.fixeds_model
         pos = initial_position(release, priors, S_fix + 1e-9 * np.eye(release.d), s2_0)
         pos = {"theta": pos["theta"], "sigma_y2": pos["sigma_y2"]}
         step = K.fixeds_step if fix_sigma_y2 is None else K.fixeds_theta_step
         state_cls, step_kwargs, la = K.FixedSState, {}, np.zeros(release.J)
     else:
-        if fixed_s != "psd" or fix_sigma_y2 is not None:
-            raise BayesdpInputError("fixed_s and fix_sigma_y2 are options of method 'fixeds' only")
+        if fixed_s != "psd" or fix_sigma_y2 is not None or s_noise is not None:
+            raise BayesdpInputError(
+                "fixed_s, fix_sigma_y2 and s_noise are options of method 'fixeds' only")
         _check_release_for_normalx(release)
         data = R.model_data(release, priors)
         model = R.normalx_model
@@ -292,11 +315,18 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
         attrs["acceptance_rate_S_mean"] = np.mean(_np(info.accept_prob_S), axis=(0, 1))
         attrs["proposal_ratio"] = int(bool(proposal_ratio))
     else:
-        attrs["fixed_s"] = fixed_s
+        attrs.update(_s_noise_attrs(fixed_s, s_noise, theta_eiv))
         if fix_sigma_y2 is not None:
             attrs["fix_sigma_y2"] = float(fix_sigma_y2)
     attrs.update(_jax_versions())
     return MethodResult(posterior=posterior, sample_stats=stats, attrs=attrs, dims=dims)
+
+
+def _s_noise_attrs(fixed_s, s_noise, theta_eiv):
+    out = {"fixed_s": fixed_s, "s_noise": s_noise}
+    if theta_eiv is not None:
+        out["eiv_plugin_theta"] = np.asarray(theta_eiv, dtype=float)
+    return out
 
 
 def _jax_versions():
@@ -349,15 +379,17 @@ def run_collapsed(release, priors, *, seed, num_samples, num_chains, num_warmup,
 
 def run_fixeds(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
                target_accept=TARGET_ACCEPT, sigma_y2_step=None, fixed_s="psd",
-               fix_sigma_y2=None, chain_method=None, **options):
+               fix_sigma_y2=None, s_noise=None, chain_method=None, **options):
     """MCMC-fixedS (Algorithm 2). ``fixed_s="psd+I"`` is the authors' code; ``fix_sigma_y2``
-    holds sigma_y^2 at a value (theta Gibbs only)."""
+    holds sigma_y^2 at a value (theta Gibbs only); ``s_noise`` is the treatment of a general
+    noise covariance (:func:`fixeds_z_noise`)."""
     _no_extra(options, "fixeds")
     return _run_handwritten("fixeds", release, priors, seed=seed, num_samples=num_samples,
                             num_chains=num_chains, num_warmup=num_warmup,
                             progress_bar=progress_bar, target_accept_sigma_y2=target_accept,
                             sigma_y2_step=sigma_y2_step, fixed_s=fixed_s,
-                            fix_sigma_y2=fix_sigma_y2, chain_method=chain_method)
+                            fix_sigma_y2=fix_sigma_y2, s_noise=s_noise,
+                            chain_method=chain_method)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,8 +398,8 @@ def run_fixeds(release, priors, *, seed, num_samples, num_chains, num_warmup, pr
 
 
 def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
-              target_accept_prob=0.8, max_tree_depth=10, fixed_s="psd", chain_method=None,
-              build_only=False, **options):
+              target_accept_prob=0.8, max_tree_depth=10, fixed_s="psd", s_noise=None,
+              chain_method=None, build_only=False, **options):
     _no_extra(options, f"nuts-{kind}")
     enable_x64()
     from numpyro.infer import MCMC, NUTS, init_to_value
@@ -378,11 +410,15 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
     s2_0 = initial_sigma_y2(release, priors)
     if kind == "fixeds":
         S_fix = closed_form.fixed_s_estimate(release, fixed_s)
-        data = R.model_data(release, priors, S_fixed=S_fix)
+        z_noise, s_noise, theta_eiv = fixeds_z_noise(release, priors, S_fix, s2_0, fixed_s,
+                                                     s_noise)
+        data = R.model_data(release, priors, S_fixed=S_fix, z_noise=z_noise)
         model = R.fixeds_model
         pos = initial_position(release, priors, S_fix + 1e-9 * np.eye(release.d), s2_0)
         pos = {"theta": pos["theta"], "sigma_y2": pos["sigma_y2"]}
     else:
+        if fixed_s != "psd" or s_noise is not None:
+            raise BayesdpInputError("fixed_s and s_noise are options of method 'nuts-fixeds' only")
         _check_release_for_normalx(release)
         data = R.model_data(release, priors)
         model = R.normalx_model
@@ -411,7 +447,7 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
              "num_warmup": num_warmup, "divergences": int(np.sum(stats["diverging"])),
              **_jax_versions()}
     if kind == "fixeds":
-        attrs["fixed_s"] = fixed_s
+        attrs.update(_s_noise_attrs(fixed_s, s_noise, theta_eiv))
     return MethodResult(posterior=posterior, sample_stats=stats, attrs=attrs)
 
 

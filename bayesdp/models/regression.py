@@ -18,8 +18,10 @@ fixedS: S_j are data (the nearest-PSD estimate of section 4.2), only theta and s
 latent, with the same z_hat_j likelihood.
 
 ``Sigma_z_j`` is the (d, d) covariance of the noise on z_hat_j: sigma_z_j^2 I for the paper's
-release, a general matrix for releases that carry a ``noise_cov``
-(:func:`bayesdp.inference.closed_form.z_noise_covariances`).
+release (eq. 3). For a release with a general noise covariance over [vech(S), z] (network
+adapters), the fixedS model uses the noise of z_hat given S fixed
+(:func:`bayesdp.inference.closed_form.z_given_s_noise`): a mean shift, subtracted from z_hat in
+``ModelData``, and a covariance; normalX refuses such releases.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ class ModelData(NamedTuple):
 
     S_hat (J, d, d), z_hat (J, d), n (J,), sigma_s (J,), Sigma_z (J, d, d); S_fixed (J, d, d)
     (fixedS only; zeros for normalX); prior hyperparameters a, b, m (d,), C (d, d),
-    Lambda (d, d), kappa.
+    Lambda (d, d), kappa. ``z_hat`` is the released z_hat minus the noise's conditional mean
+    given S (zero for the Gaussian mechanism of eqs. (2)-(3)).
     """
 
     S_hat: object
@@ -56,9 +59,11 @@ class ModelData(NamedTuple):
     kappa: object
 
 
-def model_data(release, priors, *, S_fixed=None) -> ModelData:
+def model_data(release, priors, *, S_fixed=None, z_noise=None) -> ModelData:
     """ModelData from a :class:`~bayesdp.release.Release` and resolved :class:`Priors`.
 
+    ``z_noise`` is ``(shift (J, d), Sigma_z (J, d, d))``, the noise of z_hat given S
+    (default: no shift and the release's marginal z noise covariance).
     Call ``bayesdp._jax.enable_x64()`` first; the arrays are made float64 JAX arrays.
     """
     import jax.numpy as jnp
@@ -70,11 +75,14 @@ def model_data(release, priors, *, S_fixed=None) -> ModelData:
         raise BayesdpInputError(
             f"priors: m has shape {np.asarray(priors.m).shape} but the release has d={d} features"
         )
-    Sz = z_noise_covariances(release)
+    if z_noise is None:
+        shift, Sz = np.zeros((release.J, d)), z_noise_covariances(release)
+    else:
+        shift, Sz = z_noise
     S_fix = np.zeros_like(release.S_hat) if S_fixed is None else np.asarray(S_fixed, float)
     f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64))  # noqa: E731
     return ModelData(
-        S_hat=f(release.S_hat), z_hat=f(release.z_hat), n=f(release.n),
+        S_hat=f(release.S_hat), z_hat=f(release.z_hat - shift), n=f(release.n),
         sigma_s=f(release.sigma_s), Sigma_z=f(Sz), S_fixed=f(S_fix),
         a=f(priors.a), b=f(priors.b), m=f(priors.m), C=f(priors.C),
         Lambda=f(priors.Lambda), kappa=f(priors.kappa),
