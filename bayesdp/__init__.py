@@ -19,6 +19,10 @@ from .release import Release, combine_releases, load_release, release, release_f
 from .simulate import SimulatedData, simulate
 from .models.priors import Priors
 from .inference import METHODS, adassp, closed_form_moments, fit, fit_nonprivate
+from .diagnostics import diagnose
+from .datasets import Dataset, load_dataset
+from .compare import compare  # the function; the module stays importable as bayesdp.compare
+from . import metrics
 
 __all__ = [
     "BayesdpError",
@@ -34,10 +38,15 @@ __all__ = [
     "classical_gaussian_sigma",
     "closed_form_moments",
     "combine_releases",
+    "compare",
+    "Dataset",
+    "diagnose",
     "fit",
     "fit_nonprivate",
     "gaussian_sigma",
+    "load_dataset",
     "load_release",
+    "metrics",
     "paper_code_gaussian_sigma",
     "release",
     "release_file",
