@@ -41,6 +41,20 @@ def _write_truth(path, truth: dict):
 # -- gossip (seed 000) ------------------------------------------------------------------------------
 
 
+def _write_outputs(rels, truth, args):
+    """One holder per network: combine, save the release (and the private truth if asked)."""
+    from .release import combine_releases
+
+    rel = combine_releases(rels) if len(rels) > 1 else rels[0]
+    rel.save(args.out)
+    if args.truth_out:
+        _write_truth(args.truth_out, truth)
+    print(f"wrote {args.out}: {rel!r}")
+    if not rel.dp_claim_valid:
+        print("WARNING: " + rel.dp_claim_note)
+    return 0
+
+
 def _add_gossip(sub):
     p = sub.add_parser(
         "gossip", help="SimpleGossip with bias removal (seed 000)",
@@ -89,7 +103,6 @@ def _add_gossip(sub):
 def _cmd_gossip(args):
     from .adapters import gossip as g
     from .errors import BayesdpInputError
-    from .release import combine_releases
 
     rng = np.random.default_rng(args.seed)
     if args.networks < 1:
@@ -142,14 +155,7 @@ def _cmd_gossip(args):
                                          feature_names=names))
             truth["networks"].append({"S": tr.S, "z": tr.z, "n": int(n)})
         truth.update(theta=theta, sigma_y2=args.sigma_y**2)
-    rel = combine_releases(rels) if len(rels) > 1 else rels[0]
-    rel.save(args.out)
-    if args.truth_out:
-        _write_truth(args.truth_out, truth)
-    print(f"wrote {args.out}: {rel!r}")
-    if not rel.dp_claim_valid:
-        print("WARNING: " + rel.dp_claim_note)
-    return 0
+    return _write_outputs(rels, truth, args)
 
 
 PROTOCOLS = [_add_gossip]
@@ -196,7 +202,6 @@ def _cmd_pricer(args):
 
     from .adapters import pricer as pm
     from .errors import BayesdpInputError
-    from .release import combine_releases
 
     rng = np.random.default_rng(args.seed)
     if args.networks < 1 or args.nodes < 2 or args.rows < 1:
@@ -230,14 +235,7 @@ def _cmd_pricer(args):
         truth["networks"].append({"S": sim.truth["S"], "z": sim.truth["z"],
                                   "S_reweighted": sim.truth["S_reweighted"],
                                   "z_reweighted": sim.truth["z_reweighted"]})
-    rel = combine_releases(rels) if len(rels) > 1 else rels[0]
-    rel.save(args.out)
-    if args.truth_out:
-        _write_truth(args.truth_out, truth)
-    print(f"wrote {args.out}: {rel!r}")
-    if not rel.dp_claim_valid:
-        print("WARNING: " + rel.dp_claim_note)
-    return 0
+    return _write_outputs(rels, truth, args)
 
 
 # -- consensus / networked DP estimation (seed 004) -------------------------------------------------
@@ -276,7 +274,6 @@ def _cmd_consensus(args):
 
     from .adapters import consensus as cm
     from .errors import BayesdpInputError
-    from .release import combine_releases
 
     rng = np.random.default_rng(args.seed)
     d = args.d
@@ -313,14 +310,7 @@ def _cmd_consensus(args):
                                    agents=agents)
         rels.append(dataclasses.replace(sim.release, holder_names=(f"network{j}",)))
         truth["networks"].append({"S": sim.truth["S"], "z": sim.truth["z"]})
-    rel = combine_releases(rels) if len(rels) > 1 else rels[0]
-    rel.save(args.out)
-    if args.truth_out:
-        _write_truth(args.truth_out, truth)
-    print(f"wrote {args.out}: {rel!r}")
-    if not rel.dp_claim_valid:
-        print("WARNING: " + rel.dp_claim_note)
-    return 0
+    return _write_outputs(rels, truth, args)
 
 
 PROTOCOLS += [_add_pricer, _add_consensus]
