@@ -60,3 +60,43 @@ def plot_theta(idata, path, *, truth=None, estimates=None, prob=0.9, title=None)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return Path(path)
+
+
+def plot_gaussian_marginals(path, posteriors, *, truth=None, reference=None,
+                            reference_label="non-private posterior mean", names=None,
+                            title=None) -> Path:
+    """One panel per coordinate of theta with the marginal densities of Gaussian posteriors.
+
+    ``posteriors`` maps a legend label to ``(mean, cov)``; the first one sets each panel's range
+    (mean +/- 5 sd) and title. ``truth`` and ``reference`` (a point estimate, e.g. the non-private
+    posterior mean) are drawn as vertical lines. ``names`` label the coordinates (default
+    ``theta[i]``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from scipy import stats
+
+    items = [(label, np.asarray(m, dtype=float), np.asarray(c, dtype=float))
+             for label, (m, c) in posteriors.items()]
+    d = items[0][1].shape[0]
+    names = [f"theta[{i}]" for i in range(d)] if names is None else list(names)
+    fig, axes = plt.subplots(1, d, figsize=(4.5 * d, 3.4), squeeze=False)
+    for i, ax in enumerate(axes[0]):
+        m0, sd0 = items[0][1][i], np.sqrt(items[0][2][i, i])
+        grid = np.linspace(m0 - 5 * sd0, m0 + 5 * sd0, 400)
+        for k, (label, m, c) in enumerate(items):
+            ax.plot(grid, stats.norm.pdf(grid, m[i], np.sqrt(c[i, i])),
+                    ("-", "--", "-.", ":")[k % 4], label=label)
+        if truth is not None:
+            ax.axvline(truth[i], color="k", lw=1, label="truth")
+        if reference is not None:
+            ax.axvline(reference[i], color="g", lw=1, ls=":", label=reference_label)
+        ax.set_title(f"{names[i]}: {m0:.3f} +/- {sd0:.3f}")
+    axes[0, 0].legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)

@@ -20,16 +20,12 @@ import numpy as np
 
 
 def main(argv=None):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import scipy.sparse as sp
-    from scipy import stats
 
     import bayesdp
     from bayesdp.adapters import consensus as cm
     from bayesdp.inference import closed_form as cf
+    from bayesdp.report import plot_gaussian_marginals
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="network_consensus.png")
@@ -83,21 +79,12 @@ def main(argv=None):
     ref = bayesdp.fit_nonprivate(np.vstack(X_all), np.concatenate(y_all), seed=args.seed)
     m_np, _ = bayesdp.closed_form_moments(ref)
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    for i, ax in enumerate(axes):
-        sd = np.sqrt(cov[i, i])
-        grid = np.linspace(mean[i] - 5 * sd, mean[i] + 5 * sd, 400)
-        ax.plot(grid, stats.norm.pdf(grid, mean[i], sd), label="one agent / network (fast)")
-        ax.plot(grid, stats.norm.pdf(grid, pw["mean"][i], np.sqrt(pw["cov"][i, i])), "--",
-                label="wrong: 20 agents/network as holders")
-        ax.axvline(theta[i], color="k", lw=1, label="truth")
-        ax.axvline(m_np[i], color="g", lw=1, ls=":", label="non-private posterior mean (all rows)")
-        ax.set_title(f"theta[{i}]: {mean[i]:.3f} +/- {sd:.3f}")
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"Consensus (Alg. 3, signal DP eps = {args.epsilon:g}, T = {args.rounds}): "
-                 f"{args.networks} networks")
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
+    plot_gaussian_marginals(
+        args.out, {"one agent / network (fast, eiv)": (mean, cov),
+                   "wrong: 20 agents/network as holders": (pw["mean"], pw["cov"])},
+        truth=theta, reference=m_np, reference_label="non-private posterior mean (all rows)",
+        title=f"Consensus (Alg. 3, signal DP eps = {args.epsilon:g}, T = {args.rounds}): "
+              f"{args.networks} networks")
     print(f"posterior mean {mean}, sd {np.sqrt(np.diag(cov))}; truth {theta}; wrote {args.out}")
 
 

@@ -17,15 +17,10 @@ import numpy as np
 
 
 def main(argv=None):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from scipy import stats
-
     import bayesdp
     from bayesdp.adapters import gossip as g
     from bayesdp.inference import closed_form as cf
+    from bayesdp.report import plot_gaussian_marginals
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="network_gossip.png")
@@ -66,21 +61,12 @@ def main(argv=None):
                                  feature_names=["intercept", "x"])
     m_np, c_np = bayesdp.closed_form_moments(ref)
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    for i, (ax, name) in enumerate(zip(axes, ("intercept", "slope"))):
-        sd = np.sqrt(cov[i, i])
-        grid = np.linspace(mean[i] - 5 * sd, mean[i] + 5 * sd, 400)
-        ax.plot(grid, stats.norm.pdf(grid, mean[i], sd), label="gossip release (fast, eiv)")
-        ax.plot(grid, stats.norm.pdf(grid, pw["mean"][i], np.sqrt(pw["cov"][i, i])), "--",
-                label="wrong: 10 agents/network as holders")
-        ax.axvline(theta[i], color="k", lw=1, label="truth")
-        ax.axvline(m_np[i], color="g", lw=1, ls=":", label="non-private posterior mean")
-        ax.set_title(f"{name}: {mean[i]:.3f} +/- {sd:.3f}")
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"{args.networks} networks x {args.agents} agents, epsilon = {args.epsilon:g} "
-                 f"(local DP)")
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
+    plot_gaussian_marginals(
+        args.out, {"gossip release (fast, eiv)": (mean, cov),
+                   "wrong: 10 agents/network as holders": (pw["mean"], pw["cov"])},
+        truth=theta, reference=m_np, names=("intercept", "slope"),
+        title=f"{args.networks} networks x {args.agents} agents, epsilon = {args.epsilon:g} "
+              f"(local DP)")
     print(f"posterior mean {mean}, sd {np.sqrt(np.diag(cov))}; truth {theta}; wrote {args.out}")
 
 

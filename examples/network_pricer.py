@@ -18,15 +18,10 @@ import numpy as np
 
 
 def main(argv=None):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from scipy import stats
-
     import bayesdp
     from bayesdp.adapters import pricer as pm
     from bayesdp.inference import closed_form as cf
+    from bayesdp.report import plot_gaussian_marginals
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="network_pricer.png")
@@ -71,21 +66,12 @@ def main(argv=None):
     ref = bayesdp.fit_nonprivate(np.vstack(X_all), np.concatenate(y_all), seed=args.seed)
     m_np, _ = bayesdp.closed_form_moments(ref)
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    for i, ax in enumerate(axes):
-        sd = np.sqrt(cov[i, i])
-        grid = np.linspace(mean[i] - 5 * sd, mean[i] + 5 * sd, 400)
-        ax.plot(grid, stats.norm.pdf(grid, mean[i], sd), label="PriCER release (fast)")
-        ax.plot(grid, stats.norm.pdf(grid, pw["mean"][i], np.sqrt(pw["cov"][i, i])), "--",
-                label="wrong: relays as holders")
-        ax.axvline(theta[i], color="k", lw=1, label="truth")
-        ax.axvline(m_np[i], color="g", lw=1, ls=":", label="non-private posterior mean")
-        ax.set_title(f"theta[{i}]: {mean[i]:.3f} +/- {sd:.3f}")
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"PriCER: {args.networks} networks x {args.nodes} nodes x {args.rows} rows, "
-                 f"per-link eps = {args.epsilon:g}")
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
+    plot_gaussian_marginals(
+        args.out, {"PriCER release (fast, eiv)": (mean, cov),
+                   "wrong: relays as holders": (pw["mean"], pw["cov"])},
+        truth=theta, reference=m_np,
+        title=f"PriCER: {args.networks} networks x {args.nodes} nodes x {args.rows} rows, "
+              f"per-link eps = {args.epsilon:g}")
     print(f"posterior mean {mean}, sd {np.sqrt(np.diag(cov))}; truth {theta}; wrote {args.out}")
 
 

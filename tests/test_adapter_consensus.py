@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
+import bayesdp
 from bayesdp import BayesdpInputError, Priors
 from bayesdp.adapters.consensus import (
     consensus_release,
@@ -30,8 +31,8 @@ from bayesdp.adapters.consensus import (
     run_online,
     second_eigenvalue_modulus,
 )
-from bayesdp.inference.closed_form import fast_posterior
 from bayesdp.release import Release
+import network_helpers as nh
 
 POWER_GRID = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
 needs_grid = pytest.mark.skipif(not POWER_GRID.exists(), reason="../shared/data/networks not present")
@@ -371,15 +372,13 @@ def test_power_grid_alg5_and_full_release():
 
 
 # ---------------------------------------------------------------- end-to-end calibration
-def calibration(reps, seed, *, negative=False, n=150, T=25, d=2, eps=200.0):
-    rng = np.random.default_rng(seed)
-    pri = Priors().resolve(d)                          # the paper's prior, C = b/(a-1) I
+def calibration(reps, seed, *, negative=False, n=150, T=25, d=2, eps=200.0, prior_C=None,
+                s_noise=None):
+    """Hits of nominal 90% "fast" intervals over independent simulated networks (fast_coverage)."""
     sy = 0.5
-    z90 = stats.norm.ppf(0.95)
-    hits = []
-    for _ in range(reps):
+
+    def simulate(rng, theta):
         adj = small_world(n, n // 2, rng)
-        theta = rng.multivariate_normal(pri.m, pri.C)   # from the prior: exact Bayesian coverage
         X = rng.standard_normal((n, d))
         y = X @ theta + sy * rng.standard_normal(n)
         agent = int(rng.integers(n))
@@ -392,31 +391,59 @@ def calibration(reps, seed, *, negative=False, n=150, T=25, d=2, eps=200.0):
                           z_hat=np.concatenate([r.z_hat for r in rels]),
                           n=np.concatenate([r.n for r in rels]),
                           sigma_s=np.concatenate([r.sigma_s for r in rels]),
-                          sigma_z=np.concatenate([r.sigma_z for r in rels]))
-        post = fast_posterior(rel, pri, sigma_y2=sy ** 2)
-        sd = np.sqrt(np.diag(post["cov"]))
-        hits.append(np.abs(post["mean"] - theta) <= z90 * sd)
-    return np.asarray(hits)
+                          sigma_z=np.concatenate([r.sigma_z for r in rels]),
+                          provenance=sim.release.provenance)
+        return rel, sy ** 2
 
-
-def band(m, p=0.9):
-    h = stats.binom.ppf([0.005, 0.995], m, p)
-    return h[0] / m, h[1] / m
+    return nh.fast_coverage(reps, seed, simulate, d=d, prior_C=prior_C, s_noise=s_noise)
 
 
 def test_calibration_quick_and_negative_control():
     hits = calibration(150, seed=40)[:, 0]
-    lo, hi = band(len(hits))
+    lo, hi = nh.binomial_band(len(hits))
     assert lo <= hits.mean() <= hi, hits.mean()
     bad = calibration(40, seed=41, negative=True)[:, 0]
-    assert bad.mean() < band(len(bad))[0], bad.mean()
+    assert bad.mean() < nh.binomial_band(len(bad))[0], bad.mean()
 
 
 @pytest.mark.slow
 def test_calibration_full():
     hits = calibration(600, seed=50)[:, 0]
-    lo, hi = band(len(hits))
+    lo, hi = nh.binomial_band(len(hits))
     assert lo <= hits.mean() <= hi, hits.mean()
+
+
+@pytest.mark.slow
+def test_calibration_s_noise_eiv_and_control():
+    """theta ~ N(0, I) instead of the paper's small prior, eps = 1000 (sigma_s ~ 4.5 against
+    S ~ n_eff I ~ 125 I): the recommended errors-in-variables treatment covers; the old one (S
+    noise ignored: "conditional", sigma_z^2 I for this isotropic release) under-covers, on the
+    same networks. (With a larger S noise, eps = 200, eiv is slightly conservative: see
+    docs/adapters/consensus.md.)"""
+    nh.assert_eiv_covers_and_old_undercovers(
+        lambda k: calibration(500, seed=52, eps=1000.0, prior_C=1.0, s_noise=k))
+
+
+# ---------------------------------------------------------------- methods on an adapted release
+def test_fixeds_matches_fast_and_normalx_warns():
+    """MCMC-fixedS with sigma_y^2 held fixed reproduces Bayes-fixedS-fast on a consensus release
+    for the recommended treatment of the S noise ("eiv") and the old one, which differ here;
+    normalX runs but warns (S_hat is Wishart in its first two moments only)."""
+    rng = np.random.default_rng(60)
+    n = 150
+    theta = np.array([1.2, -0.9])
+    X = rng.standard_normal((n, 2))
+    y = X @ theta + 0.5 * rng.standard_normal(n)
+    rel = consensus_release(small_world(n, n // 2, rng), X, y, eps=200.0, bound_x=5.0,
+                            bound_y=15.0, seed=61, T=25, agents=7).release
+    assert rel.provenance["s_noise"] == "eiv"
+    priors = Priors(C=np.eye(2))
+    post = {k: nh.assert_fixeds_matches_fast(rel, priors, 0.25, k, seed=62)
+            for k in ("eiv", "conditional")}
+    assert nh.posteriors_differ(post["eiv"], post["conditional"])
+    with pytest.warns(UserWarning, match="approximately"):
+        bayesdp.fit(rel, method="normalx", seed=0, num_samples=5, num_warmup=5, num_chains=1,
+                    progress_bar=False)
 
 
 def test_online_signal_network_average_release():

@@ -6,6 +6,7 @@ so a failure is a real discrepancy, not noise.
 
 import itertools
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
+import bayesdp
 from bayesdp import BayesdpInputError, Priors
 from bayesdp.adapters import pricer as pm
 from bayesdp.adapters.pricer import (
@@ -33,7 +35,7 @@ from bayesdp.adapters.pricer import (
     simulate_round,
     unpack_suffstats,
 )
-from bayesdp.inference.closed_form import fast_posterior
+import network_helpers as nh
 
 POWER_GRID = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
 
@@ -395,15 +397,12 @@ def test_power_grid_graph_loads_and_runs():
 
 # ---------------------------------------------------------------- end-to-end calibration
 def calibration(reps, seed, *, v_mode="ps_conditional", per_relay=False, inflate=True, d=2, n=12,
-                rows=100, eps=2.0, prior_C=None):
-    rng = np.random.default_rng(seed)
-    pri = Priors(C=prior_C).resolve(d)             # default: the paper's prior, C = b/(a-1) I
+                rows=100, eps=2.0, prior_C=None, s_noise=None):
+    """Hits of nominal 90% "fast" intervals over independent simulated networks (fast_coverage)."""
     sy = 0.5
-    z90 = stats.norm.ppf(0.95)
-    hits = []
-    for _ in range(reps):
+
+    def simulate(rng, theta):
         net = PricerNetwork.erdos_renyi(n, 0.6, rng.uniform(0.3, 0.9, n))
-        theta = rng.multivariate_normal(pri.m, pri.C)   # from the prior: exact Bayesian coverage
         Xs = [rng.standard_normal((rows, d)) for _ in range(n)]
         ys = [X @ theta + sy * rng.standard_normal(rows) for X in Xs]
         sim = pricer_release(Xs, ys, net, eps=eps, delta=1e-5, bound_x=4.0, bound_y=20.0,
@@ -413,39 +412,84 @@ def calibration(reps, seed, *, v_mode="ps_conditional", per_relay=False, inflate
         if per_relay:
             rd = simulate_round(pack_suffstats(Xs, ys), net, sim.design, rng, keep_relays=True)
             rel = round_to_release(rd, net, sim.design, sim.truth["privacy"], d, per_relay=True)
-        s2 = sy ** 2 * (rel.provenance["sigma_y2_inflation"] if inflate else 1.0)
-        post = fast_posterior(rel, pri, sigma_y2=s2)
-        sd = np.sqrt(np.diag(post["cov"]))
-        hits.append(np.abs(post["mean"] - theta) <= z90 * sd)
-    return np.asarray(hits)
+        return rel, sy ** 2 * (rel.provenance["sigma_y2_inflation"] if inflate else 1.0)
 
-
-def band(m, p=0.9):
-    h = stats.binom.ppf([0.005, 0.995], m, p)
-    return h[0] / m, h[1] / m
+    return nh.fast_coverage(reps, seed, simulate, d=d, prior_C=prior_C, s_noise=s_noise)
 
 
 def test_calibration_quick_and_negative_control():
     hits = calibration(150, seed=20, prior_C=0.1)[:, 0]
-    lo, hi = band(len(hits))
+    lo, hi = nh.binomial_band(len(hits))
     assert lo <= hits.mean() <= hi, hits.mean()
     # negative control: the relays' outputs as independent holders (they share node data)
     bad = calibration(100, seed=21, per_relay=True, prior_C=0.1)[:, 0]
-    assert bad.mean() < band(len(bad))[0], bad.mean()
+    assert bad.mean() < nh.binomial_band(len(bad))[0], bad.mean()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("v_mode", ["ps_conditional", "oracle"])
 def test_calibration_full(v_mode):
     hits = calibration(500, seed=30, v_mode=v_mode, prior_C=0.1)[:, 0]
-    lo, hi = band(len(hits))
+    lo, hi = nh.binomial_band(len(hits))
     assert lo <= hits.mean() <= hi, hits.mean()
 
 
 @pytest.mark.slow
 def test_negative_control_full():
     bad = calibration(300, seed=32, per_relay=True, prior_C=0.1)[:, 0]
-    assert bad.mean() < band(len(bad))[0], bad.mean()
+    assert bad.mean() < nh.binomial_band(len(bad))[0], bad.mean()
+
+
+@pytest.mark.slow
+def test_calibration_s_noise_eiv_and_control():
+    """theta ~ N(0, I) and a moderate S noise (eps = 50: sigma_s ~ 38 against S ~ 1200 I): the
+    recommended errors-in-variables treatment covers; the old one (S noise ignored:
+    "conditional", which for this isotropic release is sigma_z^2 I) under-covers, on the same
+    networks."""
+    nh.assert_eiv_covers_and_old_undercovers(
+        lambda k: calibration(500, seed=36, eps=50.0, prior_C=1.0, s_noise=k))
+
+
+# ---------------------------------------------------------------- methods on an adapted release
+def test_eiv_fixed_point_converges_on_a_non_decaying_two_cycle():
+    """A PriCER release with a large S noise (eps = 2, sigma_s = 368 against S ~ 1200) on which
+    the plain/damped-on-growth iteration theta <- mean(Sigma(theta)) settles into a 2-cycle whose
+    residual neither grows nor decays (0.69 after 500 passes, and a RuntimeWarning); damping
+    also on a direction flip finds the fixed point."""
+    from bayesdp.inference import closed_form as cf
+    from bayesdp.release import Release
+
+    rel = Release(S_hat=[[[1074.53, -325.207], [-325.207, 469.571]]], z_hat=[[-893.961, -1567.61]],
+                  n=[1200], sigma_s=[368.006], sigma_z=[368.006])
+    pri = Priors(C=np.eye(2)).resolve(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        f = cf.fast_posterior(rel, pri, sigma_y2=0.24, s_noise="eiv")
+    _, Sig = cf.z_given_s_noise(rel, f["S"], s_noise="eiv", theta=f["mean"])
+    again, _, _ = cf.gaussian_theta_posterior(f["S"], rel.z_hat, 0.24, Sig, pri.m, pri.C)
+    np.testing.assert_allclose(again, f["mean"], rtol=1e-8)
+
+
+def test_fixeds_matches_fast_and_normalx_refused():
+    """MCMC-fixedS with sigma_y^2 held fixed reproduces Bayes-fixedS-fast on a PriCER release for
+    the recommended treatment of the S noise ("eiv") and the old one, which differ here; normalX
+    is refused (S_hat is randomly reweighted, not Wishart)."""
+    rng = np.random.default_rng(40)
+    n = 12
+    net = PricerNetwork.erdos_renyi(n, 0.6, rng.uniform(0.3, 0.9, n))
+    theta = np.array([1.2, -0.9])
+    Xs = [rng.standard_normal((100, 2)) for _ in range(n)]
+    ys = [X @ theta + 0.5 * rng.standard_normal(100) for X in Xs]
+    rel = pricer_release(Xs, ys, net, eps=50.0, delta=1e-5, bound_x=4.0, bound_y=20.0, seed=41,
+                         record_level=True, mechanism="analytic").release
+    assert rel.provenance["s_noise"] == "eiv"
+    priors = Priors(C=np.eye(2))
+    s2 = 0.25 * rel.provenance["sigma_y2_inflation"]
+    post = {k: nh.assert_fixeds_matches_fast(rel, priors, s2, k, seed=42)
+            for k in ("eiv", "conditional")}
+    assert nh.posteriors_differ(post["eiv"], post["conditional"])
+    with pytest.raises(BayesdpInputError, match="Wishart"):
+        bayesdp.fit(rel, method="normalx", num_samples=5, num_warmup=5)
 
 
 # ---------------------------------------------------------------- command line
@@ -568,5 +612,5 @@ def test_calibration_data_noise_dominated():
     """Privacy noise negligible, theta ~ N(0, I): the only misfit left is the random reweighting
     (data noise sigma_y^2 sum c_i^2 S_i); the PS-conditional sigma_y2_inflation restores coverage."""
     hits = calibration(300, seed=34, eps=1e5, prior_C=1.0)[:, 0]
-    lo, hi = band(len(hits))
+    lo, hi = nh.binomial_band(len(hits))
     assert lo <= hits.mean() <= hi, hits.mean()

@@ -385,6 +385,7 @@ def consensus_to_release(run: ConsensusRun, d, agents="all", *, feature_names=()
     n_eff = (sum w)^2/sum w^2 (Kish); S_hat = n_eff unvech(nu^S); z_hat = n_eff nu^z;
     sigma_s^2 = sigma_z^2 = n_eff^2 sum_k w_k^2 2 b_k^2 (the exact variance of the Laplace mixture;
     a Gaussian summary of it). ``n`` is round(n_eff) (the exact value is in the provenance).
+    The provenance recommends ``s_noise="eiv"`` (the S noise carried through theta).
     """
     from ..release import Release
 
@@ -431,6 +432,11 @@ def consensus_to_release(run: ConsensusRun, d, agents="all", *, feature_names=()
                          "moments only (Kish moment matching; n_eff may be fractional)"),
         "noise_gaussian_approximation": True,
         "excess_kurtosis": kurt,
+        "s_noise": "eiv",
+        "s_noise_note": ("z_hat - S_hat theta = data noise + e_z - e_S theta (every agent's S and z "
+                         "share the weights w), so the S noise is carried through theta (errors in "
+                         "variables); ignoring it under-covers when theta is not small "
+                         "(docs/adapters/consensus.md)"),
         **{f"privacy_{k2}": v for k2, v in run.privacy.items()},
     }
     if extra_provenance:

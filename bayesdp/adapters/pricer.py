@@ -894,6 +894,9 @@ def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", incl
     exact given the link states with v_mode="oracle"; a Gaussian summary of a scale mixture
     otherwise). ``n`` = the packed noisy count (rounded, >= 1) or ``rows_total``.
 
+    The provenance recommends ``s_noise="eiv"``: the S noise pushed through theta is part of the
+    pivot ``z_hat - S_hat theta``, which "fast", "fixeds" and "nuts-fixeds" then use.
+
     ``per_relay=True`` instead returns one holder per reporting relay. That is WRONG (the relays
     share node data and c_i); it exists only as the negative control of the tests.
     """
@@ -925,6 +928,11 @@ def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", incl
         "wishart_S": False,
         "wishart_note": ("S_hat estimates sum_i c_i S_i with random link weights c_i: not "
                          "Wishart(n, Sigma_x); MCMC-normalX's model does not hold"),
+        "s_noise": "eiv",
+        "s_noise_note": ("z_hat - S_hat theta = data noise + e_z - e_S theta exactly (S and z share "
+                         "the weights c_i), so the S noise is carried through theta (errors in "
+                         "variables); ignoring it under-covers when |theta| sigma_s is not small "
+                         "against sigma_z and the data noise (docs/adapters/pricer.md)"),
         "reweighting_note": ("S_hat, z_hat estimate sum_i c_i S_i and sum_i c_i z_i with random "
                              "c_i (E c_i = kappa_i); the data noise of z is sigma_y^2 sum c_i^2 S_i: "
                              "multiply sigma_y2 by sigma_y2_inflation when fixing it"),

@@ -252,21 +252,24 @@ def fast_posterior(release, priors, *, sigma_y2=None, sigma_y_rule="paper", fixe
 def _eiv_fixed_point(release, S, sigma_y2, priors, iterations, rtol):
     """Solve theta = mean(theta): the posterior mean with the eiv covariance evaluated at theta.
 
-    Plain iteration can oscillate and grow (a 2-cycle) when the S noise pushed through theta is
-    large, so the step is damped: halved whenever the residual |mean - theta| grows. Warns when
-    it has not converged after ``iterations`` passes."""
+    Plain iteration can oscillate (a 2-cycle) when the S noise pushed through theta is large, so
+    the step is damped: halved whenever the residual |mean - theta| grows, or flips direction
+    without at least halving (a 2-cycle that neither grows nor decays, which a test on growth
+    alone never damps). Warns when it has not converged after ``iterations`` passes."""
     theta = np.asarray(priors.m, dtype=float)
-    w, prev = 1.0, np.inf
+    w, prev, prev_step = 1.0, np.inf, None
     for _ in range(max(1, int(iterations))):
         _, Sig = z_given_s_noise(release, S, s_noise="eiv", theta=theta)
         mean, cov, _ = gaussian_theta_posterior(S, release.z_hat, sigma_y2, Sig, priors.m, priors.C)
-        res = float(np.max(np.abs(mean - theta)))
+        step = mean - theta
+        res = float(np.max(np.abs(step)))
         if res <= rtol * max(1.0, float(np.max(np.abs(mean)))):
             return mean, cov
-        if res >= prev:
+        flipped = prev_step is not None and float(step @ prev_step) < 0
+        if res >= prev or (flipped and res > 0.5 * prev):
             w = max(0.5 * w, 1.0 / 1024)
-        prev = res
-        theta = theta + w * (mean - theta)
+        prev, prev_step = res, step
+        theta = theta + w * step
     warnings.warn(f"s_noise='eiv': the fixed point theta = E[theta | z_hat; Sigma(theta)] did not "
                   f"converge in {iterations} iterations (last change {res:.3g}); the posterior "
                   "is evaluated at the last iterate", RuntimeWarning, stacklevel=3)
