@@ -13,16 +13,27 @@ covariance of z_hat_j given (S_j, theta, sigma_y^2), and
 
 are the precision and the precision-times-mean of theta | S, sigma_y^2, z_hat (eq. 12).
 
-All linear algebra uses Cholesky factors and triangular solves; no explicit inverse is formed.
-Run under float64 (``bayesdp._jax.enable_x64()``).
+All linear algebra uses Cholesky factors and triangular solves; no explicit inverse of a
+covariance is formed (the only inverses are of triangular factors). Run under float64
+(``bayesdp._jax.enable_x64()``).
+
+Speed (see docs/methods.md): at the sizes of the paper (d <= 8, J ~ 10) a sweep is dominated by
+XLA's fixed cost per operation on CPU, not by flops. The sweeps therefore draw all their random
+numbers in a few flat calls, do all Cholesky factorisations and triangular inverses that do not
+depend on each other in one batched call, and, for d <= ``SMALL_D``, use unrolled Cholesky /
+triangular-solve / matmul code that XLA fuses into a few loops (no LAPACK custom calls, no dot
+thunks). The maths is that of the reference functions below (``s_log_target``,
+``sample_sigma_x``, ``sample_theta``, ...), which the tests check against the numpyro models.
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.linalg import solve_triangular
 
 _LOG_2PI = 1.8378770664093453
@@ -49,23 +60,33 @@ class FixedSState(NamedTuple):
     sigma_y2: jax.Array
 
 
+LOG_GROUP_STEP_INIT = -4.6  # log 0.01: initial scale of the collapsed kernel's group move
+
+
 class Tuning(NamedTuple):
     """Proposal parameters: log alpha_j (J,) of the Wishart proposals W(S_j/alpha_j, alpha_j)
-    (larger alpha = smaller moves) and the log of the random-walk step on sigma_y^2."""
+    (larger alpha = smaller moves), the log of the random-walk step on sigma_y^2, and the log
+    scale of the collapsed kernel's group move (unused by the other kernels)."""
 
     log_alpha: jax.Array
     log_step: jax.Array
+    log_group_step: jax.Array = LOG_GROUP_STEP_INIT
 
 
 class Info(NamedTuple):
     """Diagnostics of one sweep: MH acceptance probabilities min(1, ratio) and decisions, for
     each holder's S_j move (J,) and for the sigma_y^2 move (scalar). fixedS reports the S
-    entries as zeros (no S move)."""
+    entries as zeros (no S move). The collapsed kernel also reports its prior-proposal moves
+    (J,) and its group move (scalar); the other kernels leave these None."""
 
     accept_prob_S: jax.Array
     is_accepted_S: jax.Array
     accept_prob_sigma_y2: jax.Array
     is_accepted_sigma_y2: jax.Array
+    accept_prob_prior: jax.Array = None
+    is_accepted_prior: jax.Array = None
+    accept_prob_group: jax.Array = None
+    is_accepted_group: jax.Array = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -73,12 +94,94 @@ class Info(NamedTuple):
 # ---------------------------------------------------------------------------------------------
 
 
+SMALL_D = 8  # up to this d, Cholesky / triangular solves / matmuls are unrolled (see module doc)
+
+
 def _sym(A):
     return 0.5 * (A + jnp.swapaxes(A, -1, -2))
 
 
+def _mT(A):
+    return jnp.swapaxes(A, -1, -2)
+
+
+def _assemble(X, like):
+    """Stack a d x d nested list of (...)-shaped arrays (None = 0) into a (..., d, d) array."""
+    zero = jnp.zeros_like(like[..., 0, 0])
+    return jnp.stack([jnp.stack([zero if x is None else x for x in row], -1) for row in X], -2)
+
+
 def _chol(A):
-    return jnp.linalg.cholesky(_sym(A))
+    """Lower Cholesky factor of the symmetrised A (batched). For d <= SMALL_D an unrolled
+    Cholesky-Banachiewicz (the algorithm of LAPACK's dpotf2, same rounding behaviour); a matrix
+    that is not positive definite gives NaN entries, as LAPACK's path does."""
+    A = _sym(A)
+    d = A.shape[-1]
+    if d > SMALL_D:
+        return jnp.linalg.cholesky(A)
+    return _assemble(_chol_entries(lambda i, j: A[..., i, j], d), A)
+
+
+def _chol_entries(a, d):
+    """Unrolled Cholesky of the symmetric matrix with lower entries a(i, j) (i >= j), as a
+    nested list L[i][j] (None above the diagonal)."""
+    L = [[None] * d for _ in range(d)]
+    for j in range(d):
+        s = a(j, j)
+        for k in range(j):
+            s = s - L[j][k] * L[j][k]
+        L[j][j] = jnp.sqrt(s)
+        r = 1.0 / L[j][j]
+        for i in range(j + 1, d):
+            s = a(i, j)
+            for k in range(j):
+                s = s - L[i][k] * L[j][k]
+            L[i][j] = s * r
+    return L
+
+
+def _tri_inv(L):
+    """Inverse of a lower-triangular matrix (batched)."""
+    d = L.shape[-1]
+    if d > SMALL_D:
+        eye = jnp.broadcast_to(jnp.eye(d, dtype=L.dtype), L.shape)
+        return solve_triangular(L, eye, lower=True)
+    X = [[None] * d for _ in range(d)]
+    for i in range(d):
+        X[i][i] = 1.0 / L[..., i, i]
+    for j in range(d):
+        for i in range(j + 1, d):
+            s = L[..., i, j] * X[j][j]
+            for k in range(j + 1, i):
+                s = s + L[..., i, k] * X[k][j]
+            X[i][j] = -s * X[i][i]
+    return _assemble(X, L)
+
+
+def _solve_lower(L, B):
+    """L^{-1} B for lower-triangular L (..., d, d) and B (..., d, m) (forward substitution)."""
+    d = L.shape[-1]
+    if d > SMALL_D:
+        return solve_triangular(L, B, lower=True)
+    Y = []
+    for i in range(d):
+        s = B[..., i, :]
+        for k in range(i):
+            s = s - L[..., i, k, None] * Y[k]
+        Y.append(s / L[..., i, i, None])
+    return jnp.stack(Y, -2)
+
+
+def _mm(A, B):
+    """A @ B, batched; for small matrices as a fused multiply-and-sum (no dot thunk)."""
+    if A.shape[-1] > SMALL_D:
+        return A @ B
+    return jnp.sum(A[..., :, :, None] * B[..., None, :, :], axis=-2)
+
+
+def _mv(A, x):
+    """A @ x for (..., d, d) and (..., d)."""
+    return jnp.sum(A * x[..., None, :], axis=-1)
 
 
 def _logdet_chol(L):
@@ -101,27 +204,55 @@ def bartlett(rng_key, df, d, n_candidates=N_CANDIDATES):
     ``jax.random.gamma``. Each candidate is accepted with probability >= 0.95 for shape >= 1 and
     -> 1 as the shape grows, so with 2 candidates a factor fails (``ok`` False) with probability
     below 0.0025 per diagonal entry at worst (df near d + 1), and negligibly often for the large
-    alpha_j used in practice. That probability depends on df only, never on the chain's state, so a kernel that
-    simply skips its move when ``ok`` is False is the mixture "(1 - f) move + f stay" of two
-    valid kernels, and leaves the target exactly invariant.
+    alpha_j used in practice. That probability depends on df only, never on the chain's state, so
+    a kernel that simply skips its move when ``ok`` is False is the mixture "(1 - f) move + f stay"
+    of two valid kernels, and leaves the target exactly invariant.
+
+    The normals and uniforms come from one threefry call (:func:`_draw`).
     """
-    dt = jnp.float64
-    df = jnp.asarray(df, dtype=dt)
-    k1, k2 = jax.random.split(rng_key)
-    N = jax.random.normal(k1, df.shape + (d, d + n_candidates), dtype=dt)
-    u = jax.random.uniform(k2, df.shape + (d, n_candidates), dtype=dt)
-    shape = ((df[..., None] - jnp.arange(d)) / 2.0)[..., None]  # (..., d, 1)
-    dd = shape - 1.0 / 3.0
+    df = jnp.asarray(df, dtype=jnp.float64)
+    n_n, n_u = _bartlett_sizes(df.shape, d, n_candidates)
+    N, u = _draw(rng_key, n_n, n_u)
+    return _bartlett_from(N, u, df, d, n_candidates)
+
+
+def _bartlett_sizes(shape, d, n_candidates=N_CANDIDATES):
+    """Numbers of normals and uniforms :func:`_bartlett_from` needs for factors of this shape."""
+    size = math.prod(shape)
+    return size * d * (d + n_candidates), size * d * n_candidates
+
+
+def _draw(rng_key, n_normal, n_uniform):
+    """``n_normal`` standard normals and ``n_uniform`` U[0, 1) numbers (float64) from ONE
+    threefry call, converted as jax.random does (52 random mantissa bits; normals as
+    sqrt(2) erfinv(U(-1, 1))). On CPU each jax.random call runs threefry as a rolled loop whose
+    fixed cost dominates at these sizes, so a sweep draws all its random numbers at once."""
+    bits = jax.random.bits(rng_key, (n_normal + n_uniform,), jnp.uint64)
+    f = jax.lax.bitcast_convert_type((bits >> jnp.uint64(12)) | jnp.uint64(0x3FF0000000000000),
+                                     jnp.float64) - 1.0
+    lo = np.nextafter(-1.0, 0.0)
+    x = jnp.maximum(lo, f[:n_normal] * (1.0 - lo) + lo)
+    return np.sqrt(2.0) * jax.lax.erf_inv(x), f[n_normal:]
+
+
+def _bartlett_from(N, u, df, d, nc=N_CANDIDATES):
+    """:func:`bartlett` from flat standard normals N and uniforms u (:func:`_bartlett_sizes`)."""
+    N = N.reshape(df.shape + (d, d + nc))
+    u = u.reshape(df.shape + (d, nc))
+    shape = (df[..., None] - jnp.arange(d)) / 2.0  # (..., d)
+    dd = (shape - 1.0 / 3.0)[..., None]
     z = N[..., d:]
     v = (1.0 + z / jnp.sqrt(9.0 * dd)) ** 3
     vpos = jnp.where(v > 0, v, 1.0)
     acc = (v > 0) & (jnp.log(u) < 0.5 * z**2 + dd - dd * vpos + dd * jnp.log(vpos))
-    first = jnp.argmax(acc, axis=-1)
-    g = jnp.take_along_axis(dd * vpos, first[..., None], axis=-1)[..., 0]
-    ok = jnp.all(jnp.any(acc, axis=-1), axis=-1)
-    eye = jnp.eye(d, dtype=dt)
+    g, ok = vpos[..., nc - 1], acc[..., nc - 1]
+    for c in reversed(range(nc - 1)):  # keep the first accepted candidate
+        g = jnp.where(acc[..., c], vpos[..., c], g)
+        ok = ok | acc[..., c]
+    g = dd[..., 0] * g
+    eye = jnp.eye(d, dtype=N.dtype)
     A = jnp.tril(N[..., :d], -1) + jnp.sqrt(2.0 * g)[..., None] * eye
-    return A, ok
+    return A, jnp.all(ok, axis=-1)
 
 
 def sample_inverse_wishart(rng_key, df, Psi):
@@ -276,11 +407,155 @@ def _rw_sigma_y2(rng_key, sigma_y2, log_target, log_step):
     return jnp.where(accept, safe, sigma_y2), acc_prob, accept
 
 
-def _mh_decide(rng_key, log_r):
-    log_r = jnp.where(jnp.isnan(log_r), -jnp.inf, log_r)
-    u = jax.random.uniform(rng_key, jnp.shape(log_r), dtype=log_r.dtype)
-    accept = jnp.log(u) < log_r
-    return accept, jnp.exp(jnp.minimum(0.0, log_r))
+# ---------------------------------------------------------------------------------------------
+# Fused building blocks of the normalX sweeps (the same maths as above, batched)
+# ---------------------------------------------------------------------------------------------
+
+
+class _Prelude(NamedTuple):
+    Sigma_x: jax.Array  # Gibbs draw of Sigma_x | S (the old value if its Bartlett draw failed)
+    W: jax.Array  # Sigma_x^{-1}
+    F: jax.Array  # a square root, F F^T = Sigma_x
+    L_S: jax.Array  # chol S_j (J, d, d)
+    Cinv: jax.Array  # C^{-1}
+    Cm: jax.Array  # C^{-1} m
+    mCm: jax.Array  # m^T C^{-1} m
+    tri_inv: jax.Array  # inverses of the extra lower-triangular matrices passed in
+    chol: jax.Array  # Cholesky factors of the extra SPD matrices passed in (or None)
+
+
+def _prelude(S, Sigma_x_old, data, A_x, ok_x, lower, spd=None):
+    """Step 1 of both normalX sweeps and the factors the rest of the sweep needs, with ONE
+    batched Cholesky (S_1..S_J, Psi = Lambda + sum_j S_j, the old Sigma_x, C) and ONE batched
+    triangular inverse (chol Psi, the Bartlett factor A_x, chol of the old Sigma_x, chol C and
+    the caller's ``lower`` matrices, e.g. the Bartlett factors of the S_j proposals). The
+    caller's ``spd`` matrices, if any, are factorised in the same call.
+
+    Sigma_x ~ InvWishart(kappa + n, Psi) as in :func:`sample_inverse_wishart`: with
+    Psi = L L^T, Sigma_x = T^T T, T = A_x^{-1} L^T, so Sigma_x^{-1} = V V^T with V = L^{-T} A_x
+    and F = T^T is a square root of Sigma_x. If the Bartlett draw failed (``ok_x`` False) the old
+    Sigma_x is kept (see :func:`sample_sigma_x`)."""
+    J, d = S.shape[0], S.shape[-1]
+    Psi = data.Lambda + jnp.sum(S, axis=0)
+    mats = [S, jnp.stack([Psi, Sigma_x_old, data.C])] + ([] if spd is None else [spd])
+    L = _chol(jnp.concatenate(mats))
+    L_S, L_psi, L_old, L_C = L[:J], L[J], L[J + 1], L[J + 2]
+    inv = _tri_inv(jnp.concatenate([jnp.stack([L_psi, A_x, L_old, L_C]), lower]))
+    L_psi_i, A_x_i, L_old_i, L_C_i = inv[0], inv[1], inv[2], inv[3]
+    T = _mm(A_x_i, _mT(L_psi))
+    V = _mm(_mT(L_psi_i), A_x)
+    Sigma_x = jnp.where(ok_x, _sym(_mm(_mT(T), T)), Sigma_x_old)
+    W = jnp.where(ok_x, _sym(_mm(V, _mT(V))), _mm(_mT(L_old_i), L_old_i))
+    F = jnp.where(ok_x, _mT(T), L_old)
+    Cinv = _mm(_mT(L_C_i), L_C_i)
+    Cm = _mv(Cinv, data.m)
+    return _Prelude(Sigma_x, W, F, L_S, Cinv, Cm, data.m @ Cm, inv[4:],
+                    None if spd is None else L[J + 3:])
+
+
+def _wishart_rw(L_S, B, B_inv, alpha):
+    """The Wishart random-walk proposal of :func:`wishart_proposal` from a given scaled Bartlett
+    factor B = A / sqrt(alpha) and its inverse: S' = (L_S B)(L_S B)^T. Returns S', the exact log
+    proposal ratio log q(S | S') - log q(S' | S) and log|S'| - log|S| = 2 sum_i log B_ii."""
+    d = L_S.shape[-1]
+    L_new = _mm(L_S, B)
+    logdiag = jnp.sum(jnp.log(jnp.diagonal(B, axis1=-2, axis2=-1)), axis=-1)
+    log_q = (alpha - 0.5 * (d + 1.0)) * (-2.0 * logdiag) + 0.5 * alpha * (
+        jnp.sum(B**2, axis=(-2, -1)) - jnp.sum(B_inv**2, axis=(-2, -1)))
+    return _sym(_mm(L_new, _mT(L_new))), log_q, 2.0 * logdiag
+
+
+def _noise_loglik(S, S_hat, sigma_s):
+    """log N(S_hat_j; S_j, sigma_s_j^2) over the upper triangle incl. the diagonal, up to a
+    constant; batched over leading axes."""
+    d = S.shape[-1]
+    upper = np.triu(np.ones((d, d)))
+    return -0.5 * jnp.sum(upper * (S_hat - S) ** 2, axis=(-2, -1)) / sigma_s**2
+
+
+def _wishart_loglik_diff(S_new, S, logdet_diff, W, n):
+    """log W(S_new; n, Sigma_x) - log W(S; n, Sigma_x) with W = Sigma_x^{-1}."""
+    d = S.shape[-1]
+    return (0.5 * (n - d - 1.0) * logdet_diff
+            - 0.5 * jnp.sum(W * (S_new - S), axis=(-2, -1)))
+
+
+class _ZTerms(NamedTuple):
+    """Per-holder solves with K_j = sigma_y^2 S_j + Sigma_z_j = L_K L_K^T:
+    G = L_K^{-1} S_j, g = L_K^{-1} z_hat_j, half_logdet = log|K_j| / 2."""
+
+    G: jax.Array
+    g: jax.Array
+    half_logdet: jax.Array
+
+
+def _z_terms(S, sigma_y2, z_hat, Sigma_z):
+    """:class:`_ZTerms` for a batch of S (M, d, d) with sigma_y2 scalar or (M,): one batched
+    Cholesky and one batched triangular solve with d + 1 right-hand sides. Then
+    log N(z_hat; S theta, K) = -|g - G theta|^2/2 - half_logdet - d log(2 pi)/2, and the eq. (12)
+    terms are S K^{-1} S = G^T G, S K^{-1} z_hat = G^T g, z_hat^T K^{-1} z_hat = |g|^2."""
+    s2 = jnp.asarray(sigma_y2)[..., None, None]
+    return _z_terms_chol(_chol(s2 * S + Sigma_z), S, z_hat)
+
+
+def _z_terms_chol(LK, S, z_hat):
+    """:func:`_z_terms` from given Cholesky factors LK of the K_j."""
+    d = S.shape[-1]
+    Y = _solve_lower(LK, jnp.concatenate([S, z_hat[..., None]], axis=-1))
+    hl = jnp.sum(jnp.log(jnp.diagonal(LK, axis1=-2, axis2=-1)), axis=-1)
+    return _ZTerms(Y[..., :d], Y[..., d], hl)
+
+
+def _z_loglik_terms(t: _ZTerms, theta):
+    """log N(z_hat_j; S_j theta, K_j) + d log(2 pi)/2, per holder, from :func:`_z_terms`."""
+    w = t.g - _mv(t.G, theta)
+    return -0.5 * jnp.sum(w**2, axis=-1) - t.half_logdet
+
+
+def _select(mask, a, b):
+    """Per-holder where over the leaves of two pytrees with leading axis J."""
+    return jax.tree.map(lambda x, y: jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)),
+                                               x, y), a, b)
+
+
+def _theta_from_precision(P, h, eps):
+    """theta ~ N(P^{-1} h, P^{-1}) from standard normals eps: with P = R R^T,
+    theta = R^{-T}(R^{-1} h + eps) (= m_p + R^{-T} eps, as in :func:`sample_theta`)."""
+    R_inv = _tri_inv(_chol(P))
+    return _mv(_mT(R_inv), _mv(R_inv, h) + eps)
+
+
+def _normalx_s_moves(pre: _Prelude, B, B_inv, ok, alpha, state: NormalXState, data,
+                     proposal_ratio=True, sigma_y2_prop=None):
+    """Step 2 of Algorithm 1 for all holders at once: proposals, log acceptance ratios
+    log p(S_j'|.) - log p(S_j|.) + log q(S_j|S_j') - log q(S_j'|S_j) (the change of
+    :func:`s_log_target` plus the proposal ratio; -inf where the Bartlett draw failed), and the
+    :class:`_ZTerms` of the current and proposed S_j at sigma_y^2 (2J, reused by steps 3 and 4).
+
+    With ``sigma_y2_prop`` (the sigma_y^2 proposal of step 4, drawn up front), the terms at it
+    are computed in the same batched calls and appended (4J: current, proposed at sigma_y^2;
+    current, proposed at sigma_y2_prop); ``pre.chol`` must then hold chol K_j of the current
+    S_j at both values (2J), factorised with the prelude."""
+    J = state.S.shape[0]
+    S, s2, zh, Sz = state.S, state.sigma_y2, data.z_hat, data.Sigma_z
+    S_new, log_q, logdet_diff = _wishart_rw(pre.L_S, B, B_inv, alpha)
+    if sigma_y2_prop is None:
+        zt = _z_terms(jnp.concatenate([S, S_new]), s2, jnp.concatenate([zh, zh]),
+                      jnp.concatenate([Sz, Sz]))
+    else:
+        LK_new = _chol(jnp.concatenate([s2 * S_new + Sz, sigma_y2_prop * S_new + Sz]))
+        LK = jnp.concatenate([pre.chol[:J], LK_new[:J], pre.chol[J:], LK_new[J:]])
+        zt = _z_terms_chol(LK, jnp.concatenate([S, S_new, S, S_new]),
+                           jnp.concatenate([zh, zh, zh, zh]))
+    lz = _z_loglik_terms(jax.tree.map(lambda x: x[:2 * J], zt), state.theta)
+    noise = _noise_loglik(jnp.concatenate([S, S_new]), jnp.concatenate([data.S_hat, data.S_hat]),
+                          jnp.concatenate([data.sigma_s, data.sigma_s]))
+    log_r = (_wishart_loglik_diff(S_new, S, logdet_diff, pre.W, data.n)
+             + noise[J:] - noise[:J] + lz[J:] - lz[:J])
+    if proposal_ratio:
+        log_r = log_r + log_q
+    log_r = jnp.where(ok & ~jnp.isnan(log_r), log_r, -jnp.inf)
+    return S_new, log_r, zt
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,32 +575,53 @@ def normalx_step(rng_key, state: NormalXState, data, tuning: Tuning, proposal_ra
 
     ``proposal_ratio=False`` drops the Hastings correction of step 2: a deliberately WRONG
     kernel, kept only as the negative control of the invariance tests.
+
+    Implementation: all random numbers are drawn up front (the proposals depend on no other
+    step's outcome); the Bartlett factors of Sigma_x and of the J proposals are one batched
+    draw, and so is the sigma_y^2 proposal of step 4; the factorisations are shared between
+    steps and batched: chol K_j of the current and proposed S_j at the current and proposed
+    sigma_y^2 (4J) serve steps 2-4 (see :func:`_prelude`, :func:`_normalx_s_moves`).
     """
-    k_sx, k_prop, k_acc, k_theta, k_sy = jax.random.split(rng_key, 5)
     J, d = data.z_hat.shape
-    Sigma_x = sample_sigma_x(k_sx, state.S, data, state.Sigma_x)
-    U = sigma_x_inv_factor(Sigma_x)
-    L_S = jax.vmap(_chol)(state.S)
     alpha = jnp.exp(tuning.log_alpha)
+    df = jnp.concatenate([alpha, (data.kappa + jnp.sum(data.n))[None]])
+    n_n, n_u = _bartlett_sizes(df.shape, d)
+    N, u = _draw(rng_key, n_n + d + 1, n_u + J + 1)
+    A, ok = _bartlett_from(N[:n_n], u[:n_u], df, d)
+    eps, log_u = N[n_n:], jnp.log(u[n_u:])
+    B = A[:J] / jnp.sqrt(alpha)[:, None, None]
 
-    def target(S, L, n, S_hat, sigma_s, z_hat, Sigma_z):
-        return s_log_target(S, L, state.theta, state.sigma_y2, U, n, S_hat, sigma_s, z_hat,
-                            Sigma_z)
-
-    S_new, L_new, log_q = wishart_proposal(k_prop, L_S, alpha)
-    args = (data.n, data.S_hat, data.sigma_s, data.z_hat, data.Sigma_z)
-    lt_new = jax.vmap(target)(S_new, L_new, *args)
-    lt_old = jax.vmap(target)(state.S, L_S, *args)
-    log_r = lt_new - lt_old + (log_q if proposal_ratio else 0.0)
-    accept, acc_prob = _mh_decide(k_acc, log_r)
+    # The sigma_y^2 proposal of step 4 is drawn now, so that the factors of K_j at it can join
+    # the batched factorisations of steps 1 and 2.
+    s2 = state.sigma_y2
+    prop = s2 + jnp.exp(tuning.log_step) * eps[d]
+    safe = jnp.where(prop > 0, prop, s2)
+    # 1. Sigma_x | S (and the factors of the whole sweep)
+    pre = _prelude(state.S, state.Sigma_x, data, A[J], ok[J], B,
+                   spd=jnp.concatenate([s2 * state.S + data.Sigma_z,
+                                        safe * state.S + data.Sigma_z]))
+    # 2. MH on every S_j at once
+    S_new, log_r, zt = _normalx_s_moves(pre, B, pre.tri_inv, ok[:J], alpha, state, data,
+                                        proposal_ratio, sigma_y2_prop=safe)
+    accept = log_u[:J] < log_r
+    acc_prob = jnp.exp(jnp.minimum(0.0, log_r))
     S = jnp.where(accept[:, None, None], S_new, state.S)
-
-    theta = sample_theta(k_theta, S, state.sigma_y2, data)
-    sigma_y2, acc_sy, accept_sy = _rw_sigma_y2(
-        k_sy, state.sigma_y2, lambda s2: sigma_y2_log_target(s2, S, theta, data), tuning.log_step
-    )
-    new = NormalXState(theta=theta, sigma_y2=sigma_y2, Sigma_x=Sigma_x, S=S)
-    return new, Info(acc_prob, accept, acc_sy, accept_sy)
+    blk = lambda i: jax.tree.map(lambda x: x[i * J:(i + 1) * J], zt)  # noqa: E731
+    za, zp = _select(accept, blk(1), blk(0)), _select(accept, blk(3), blk(2))
+    # 3. theta | S, sigma_y^2 (eq. 12): P = C^{-1} + sum_j G_j^T G_j, h = C^{-1} m + sum_j G_j^T g_j
+    P = pre.Cinv + jnp.sum(_mm(_mT(za.G), za.G), axis=0)
+    h = pre.Cm + jnp.sum(_mv(_mT(za.G), za.g), axis=0)
+    theta = _theta_from_precision(P, h, eps[:d])
+    # 4. RW-MH on sigma_y^2 (targets as in sigma_y2_log_target)
+    lt_new = jnp.where(prop > 0, _log_invgamma(safe, data.a, data.b)
+                       + jnp.sum(_z_loglik_terms(zp, theta)), -jnp.inf)
+    lt_old = _log_invgamma(s2, data.a, data.b) + jnp.sum(_z_loglik_terms(za, theta))
+    log_r_sy = lt_new - lt_old
+    log_r_sy = jnp.where(jnp.isnan(log_r_sy), -jnp.inf, log_r_sy)
+    accept_sy = log_u[J] < log_r_sy
+    sigma_y2 = jnp.where(accept_sy, safe, s2)
+    new = NormalXState(theta=theta, sigma_y2=sigma_y2, Sigma_x=pre.Sigma_x, S=S)
+    return new, Info(acc_prob, accept, jnp.exp(jnp.minimum(0.0, log_r_sy)), accept_sy)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -373,10 +669,11 @@ def collapsed_loglik(tot: _Totals):
     (-log|C|/2 - J d log(2 pi)/2):
 
         -(Q - h^T P^{-1} h)/2 - sum_j log|K_j|/2 - log|P|/2.
-    """
+
+    Batched over leading axes of the totals."""
     R = _chol(tot.P)
-    w = solve_triangular(R, tot.h, lower=True)
-    return -0.5 * (tot.Q - w @ w) - 0.5 * tot.LD - 0.5 * _logdet_chol(R)
+    w = _solve_lower(R, tot.h[..., None])[..., 0]
+    return -0.5 * (tot.Q - jnp.sum(w**2, axis=-1)) - 0.5 * tot.LD - 0.5 * _logdet_chol(R)
 
 
 def _totals(S, sigma_y2, data, prior):
@@ -397,69 +694,245 @@ def collapsed_s_log_prior(S, L_S, U, n, S_hat, sigma_s):
             - 0.5 * jnp.sum((S_hat[iu] - S[iu]) ** 2) / sigma_s**2)
 
 
-def collapsed_step(rng_key, state: NormalXState, data, tuning: Tuning, proposal_ratio=True):
+def _holder_totals(t: _ZTerms):
+    """Per-holder terms of :class:`_Totals` (S K^{-1} S, S K^{-1} z, z K^{-1} z, log|K|)."""
+    return _Totals(_mm(_mT(t.G), t.G), _mv(_mT(t.G), t.g), jnp.sum(t.g**2, axis=-1),
+                   2.0 * t.half_logdet)
+
+
+def _sum_totals(prior: _Totals, per_holder: _Totals, n_blocks=1):
+    """prior + sum over holders, for ``n_blocks`` consecutive blocks of J holders (batched)."""
+    def s(p, x):
+        x = x.reshape((n_blocks, -1) + x.shape[1:])
+        return jnp.squeeze(p + jnp.sum(x, axis=1), 0) if n_blocks == 1 else p + jnp.sum(x, 1)
+    return jax.tree.map(s, prior, per_holder)
+
+
+def group_transform(H):
+    """The Cayley transform G = (I - H/2)^{-1} (I + H/2) of a lower-triangular H, its inverse
+    (the transform of -H) and log|det G| = sum_i log|1 + H_ii/2| - log|1 - H_ii/2|."""
+    d = H.shape[-1]
+    eye = jnp.eye(d, dtype=H.dtype)
+    inv = _tri_inv(jnp.stack([eye - 0.5 * H, eye + 0.5 * H]))
+    return _group_from(H, inv[0], inv[1])
+
+
+def _group_from(H, inv_minus, inv_plus):
+    d = H.shape[-1]
+    eye = jnp.eye(d, dtype=H.dtype)
+    h = jnp.diagonal(H)
+    logdet = jnp.sum(jnp.log(jnp.abs(1.0 + 0.5 * h)) - jnp.log(jnp.abs(1.0 - 0.5 * h)))
+    return _mm(inv_minus, eye + 0.5 * H), _mm(inv_plus, eye - 0.5 * H), logdet
+
+
+def group_move_log_ratio(G, G_inv, logdet_G, S, Sigma_x, W, S_g, ll, ll_g, data, jacobian=True):
+    """log acceptance ratio of the group move (Sigma_x, S_j) -> (G Sigma_x G^T, G S_j G^T),
+    theta integrated out (``ll``, ``ll_g``: :func:`collapsed_loglik` before and after).
+
+    The move maps the J + 1 symmetric matrices by X -> G X G^T (Jacobian |G|^{d+1} each). Each
+    Wishart factor is invariant up to W(G S G^T; n, G Sigma G^T) = |G|^{-(d+1)} W(S; n, Sigma),
+    and InvWishart(kappa, Lambda) contributes |G|^{-(kappa + d + 1)} and the trace term, so
+
+        log r = -kappa log|G| - tr(Lambda (Sigma_x'^{-1} - Sigma_x^{-1}))/2
+                + sum_j [log N(S_hat_j; G S_j G^T) - log N(S_hat_j; S_j)] + ll_g - ll.
+
+    ``jacobian=False`` drops the Jacobian (J + 1)(d + 1) log|G|: a deliberately WRONG ratio for
+    the negative control of the invariance tests. Returns (log r, Sigma_x', Sigma_x'^{-1})."""
+    J, d = S.shape[0], S.shape[-1]
+    Sx_g = _sym(_mm(_mm(G, Sigma_x), _mT(G)))
+    W_g = _sym(_mm(_mm(_mT(G_inv), W), G_inv))
+    noise = _noise_loglik(jnp.concatenate([S_g, S]), jnp.concatenate([data.S_hat, data.S_hat]),
+                          jnp.concatenate([data.sigma_s, data.sigma_s]))
+    log_r = (-data.kappa * logdet_G - 0.5 * jnp.sum(data.Lambda * (W_g - W))
+             + jnp.sum(noise[:J]) - jnp.sum(noise[J:]) + ll_g - ll)
+    if not jacobian:
+        log_r = log_r - (J + 1.0) * (d + 1.0) * logdet_G
+    return log_r, Sx_g, W_g
+
+
+def _nan_to_reject(log_r):
+    return jnp.where(jnp.isnan(log_r), -jnp.inf, log_r)
+
+
+def _flat_totals(t: _Totals):
+    """(..., d*d + d + 2) vector [P, h, Q, LD]: the sequential moves carry one array, so each
+    update is one fused operation (XLA's cost per operation dominates at these sizes)."""
+    lead = t.h.shape[:-1]
+    return jnp.concatenate([t.P.reshape(lead + (-1,)), t.h, t.Q[..., None], t.LD[..., None]],
+                           axis=-1)
+
+
+def _unflat_totals(v, d):
+    return _Totals(v[..., :d * d].reshape(v.shape[:-1] + (d, d)), v[..., d * d:d * d + d],
+                   v[..., -2], v[..., -1])
+
+
+def _collapsed_loglik_flat(v, d):
+    """:func:`collapsed_loglik` of :func:`_flat_totals` (scalar-unrolled for d <= SMALL_D)."""
+    if d > SMALL_D:
+        return collapsed_loglik(_unflat_totals(v, d))
+    P = lambda i, j: 0.5 * (v[..., i * d + j] + v[..., j * d + i])  # noqa: E731
+    L = _chol_entries(P, d)
+    quad, logdet = 0.0, 0.0
+    w = []
+    for i in range(d):
+        s = v[..., d * d + i]
+        for k in range(i):
+            s = s - L[i][k] * w[k]
+        w.append(s / L[i][i])
+        quad = quad + w[i] * w[i]
+        logdet = logdet + jnp.log(L[i][i])
+    return -0.5 * (v[..., -2] - quad) - 0.5 * v[..., -1] - logdet
+
+
+def collapsed_step(rng_key, state: NormalXState, data, tuning: Tuning, proposal_ratio=True,
+                   rw_moves=True, prior_moves=True, group_move=True):
     """One sweep of the collapsed normalX kernel (method ``"normalx-collapsed"``).
 
-    Same target as Algorithm 1, but theta is integrated out of every MH move, which removes the
-    tight coupling z_hat_j ~ S_j theta that makes Algorithm 1 mix slowly:
+    Same target as Algorithm 1, but theta is integrated out of every MH move (which removes the
+    tight coupling z_hat_j ~ S_j theta), and two kinds of moves are added for the S_j, whose
+    random walk otherwise limits mixing:
 
     1. Sigma_x ~ InvWishart(kappa + n, Lambda + sum_j S_j)               (A.1; theta-free)
-    2. for j = 1..J in turn: MH on S_j with the Wishart proposal of A.3 targeting
-       p(S_j | S_-j, Sigma_x, sigma_y^2, z_hat, S_hat) with theta integrated out:
-       W(S_j; n_j, Sigma_x) N(S_hat_j; S_j) p(z_hat | S, sigma_y^2), where
-       p(z_hat | S, sigma_y^2) is :func:`collapsed_loglik` (O(d^3) per move: only holder j's
-       terms of P, h, Q change; the J proposals are drawn batched, the accept/reject
-       decisions run in sequence with lax.scan)
-    3. random-walk MH on sigma_y^2 targeting IG(sigma_y^2; a, b) p(z_hat | S, sigma_y^2)
-    4. theta ~ N(m_p, Sigma_p) given the new S, sigma_y^2                (eq. 12)
+    2. for j = 1..J in turn, two MH moves on S_j, each targeting
+       p(S_j | S_-j, Sigma_x, sigma_y^2, z_hat, S_hat) with theta integrated out,
+       W(S_j; n_j, Sigma_x) N(S_hat_j; S_j) p(z_hat | S, sigma_y^2), where p(z_hat | S, s2) is
+       :func:`collapsed_loglik` (O(d^3) per move: only holder j's terms of P, h, Q change):
+       a. the Wishart random walk of A.3, S_j' ~ W(S_j/alpha_j, alpha_j) (``rw_moves``);
+       b. an independence proposal from the Wishart prior, S_j' ~ W(n_j, Sigma_x), accepted
+          with the likelihood ratio N(S_hat_j; S_j') p(z_hat | S') / (N(S_hat_j; S_j) p(z_hat | S))
+          (``prior_moves``). When the noise on S_hat is large compared with the Wishart spread
+          of S_j (sqrt(n_j) Sigma_x: large n_j, small eps) it is accepted often and moves S_j
+          across its conditional in one step; the random walk covers the opposite regime.
+       The J proposals of each kind are drawn together; only the accept/reject decisions run
+       in sequence (lax.scan).
+    3. a group move on (Sigma_x, S_1..S_J) -> (G Sigma_x G^T, G S_j G^T), G the Cayley
+       transform of a random lower-triangular H with N(0, tau^2) entries (``group_move``; tau
+       adapted in warm-up; ratio :func:`group_move_log_ratio`). It moves all the S_j and
+       Sigma_x together along the directions in which Sigma_x | S and S_j | Sigma_x are tightly
+       coupled (at n_j ~ 1e4 their common scale otherwise moves by ~1/sqrt(n) per sweep). H and
+       -H are equally likely and give G and G^{-1}, so the proposal is an involution and the
+       ratio needs only the target and the Jacobian.
+    4. random-walk MH on sigma_y^2 targeting IG(sigma_y^2; a, b) p(z_hat | S, sigma_y^2)
+    5. theta ~ N(m_p, Sigma_p) given the new S, sigma_y^2                (eq. 12)
 
-    Steps 1-3 leave p(Sigma_x, S, sigma_y^2 | data) invariant (theta is not conditioned on),
-    and step 4 draws theta from its exact conditional, so the sweep leaves the joint posterior
+    Steps 1-4 leave p(Sigma_x, S, sigma_y^2 | data) invariant (theta is not conditioned on),
+    and step 5 draws theta from its exact conditional, so the sweep leaves the joint posterior
     invariant (a partially collapsed Gibbs sampler, van Dyk & Park 2008).
+
+    ``proposal_ratio=False`` drops the Hastings correction of the random walk and the Jacobian
+    of the group move: a deliberately WRONG kernel, for the negative control of the tests.
     """
-    k_sx, k_prop, k_acc, k_sy, k_theta = jax.random.split(rng_key, 5)
     J, d = data.z_hat.shape
-    Sigma_x = sample_sigma_x(k_sx, state.S, data, state.Sigma_x)
-    U = sigma_x_inv_factor(Sigma_x)
-    prior = _prior_terms(data)
-    s2 = state.sigma_y2
-    tot, old = _totals(state.S, s2, data, prior)
-    # Holder j's move changes only S_j, so every proposal and every per-holder term can be
-    # computed up front, batched; only the accept/reject decisions run in sequence.
-    L_S = jax.vmap(_chol)(state.S)
+    S, s2 = state.S, state.sigma_y2
     alpha = jnp.exp(tuning.log_alpha)
-    S_new, L_new, log_q = wishart_proposal(k_prop, L_S, alpha)
-    new = jax.vmap(theta_precision_terms, (0, None, 0, 0))(S_new, s2, data.z_hat, data.Sigma_z)
-    lp = jax.vmap(collapsed_s_log_prior, (0, 0, None, 0, 0, 0))
-    args = (data.n, data.S_hat, data.sigma_s)
-    dprior = lp(S_new, L_new, U, *args) - lp(state.S, L_S, U, *args)
+    # All random numbers at once: Bartlett factors (RW proposals, prior proposals, Sigma_x),
+    # H of the group move, theta's normals, the sigma_y^2 step; the MH uniforms.
+    df = jnp.concatenate([alpha, data.n, (data.kappa + jnp.sum(data.n))[None]])
+    n_n, n_u = _bartlett_sizes(df.shape, d)
+    N, u = _draw(rng_key, n_n + d * d + d + 1, n_u + 2 * J + 2)
+    A, ok = _bartlett_from(N[:n_n], u[:n_u], df, d)
+    H = jnp.tril(N[n_n:n_n + d * d].reshape(d, d)) * jnp.exp(tuning.log_group_step)
+    eps_theta, eps_sy = N[n_n + d * d:n_n + d * d + d], N[-1]
+    log_u = jnp.log(u[n_u:])
+    lu_rw, lu_pr, lu_g, lu_sy = log_u[:J], log_u[J:2 * J], log_u[2 * J], log_u[2 * J + 1]
+    B = A[:J] / jnp.sqrt(alpha)[:, None, None]
+    eye = jnp.eye(d, dtype=S.dtype)
+
+    # 1. Sigma_x | S, and every factor that does not depend on a decision
+    pre = _prelude(S, state.Sigma_x, data, A[2 * J], ok[2 * J],
+                   jnp.concatenate([B, jnp.stack([eye - 0.5 * H, eye + 0.5 * H])]))
+    B_inv = pre.tri_inv[:J]
+    prior = _Totals(pre.Cinv, pre.Cm, pre.mCm, jnp.zeros((), S.dtype))
+
+    # 2. holder-wise moves. Terms of the current S_j, the RW and the prior proposals (3J).
+    S_rw, log_q, logdet_diff = _wishart_rw(pre.L_S, B, B_inv, alpha)
+    FA = _mm(pre.F, A[J:2 * J])
+    S_pr = _sym(_mm(FA, _mT(FA)))
+    S3 = jnp.concatenate([S, S_rw, S_pr])
+    tile = lambda x: jnp.concatenate([x, x, x])  # noqa: E731
+    per = _holder_totals(_z_terms(S3, s2, tile(data.z_hat), tile(data.Sigma_z)))
+    noise = _noise_loglik(S3, tile(data.S_hat), tile(data.sigma_s))
+    n_old, n_rw, n_pr = noise[:J], noise[J:2 * J], noise[2 * J:]
+    d_rw = _wishart_loglik_diff(S_rw, S, logdet_diff, pre.W, data.n) + n_rw - n_old
     if proposal_ratio:
-        dprior = dprior + log_q
-    log_u = jnp.log(jax.random.uniform(k_acc, (J,), dtype=s2.dtype))
+        d_rw = d_rw + log_q
+    d_rw = jnp.where(ok[:J], d_rw, -jnp.inf)
+    flat = _flat_totals(per)  # (3J, m): current S_j, RW proposals, prior proposals
+    old, rw, pr = flat[:J], flat[J:2 * J], flat[2 * J:]
+    tot = _flat_totals(prior) + jnp.sum(old, axis=0)
 
     def move(carry, xs):
         tot, ll = carry
-        o, n, dp, lu = xs
-        tot_new = jax.tree.map(lambda t, a, b: t - a + b, tot, _Totals(*o), _Totals(*n))
-        ll_new = collapsed_loglik(tot_new)
-        log_r = dp + ll_new - ll
-        log_r = jnp.where(jnp.isnan(log_r), -jnp.inf, log_r)
-        accept = lu < log_r
-        tot = jax.tree.map(lambda a, b: jnp.where(accept, a, b), tot_new, tot)
-        return (tot, jnp.where(accept, ll_new, ll)), (jnp.exp(jnp.minimum(0.0, log_r)), accept)
+        old, rw, pr, d_rw, n_old, n_rw, n_pr, ok_pr, lu_rw, lu_pr = xs
+        cur, n_cur = old, n_old
+        p_rw = p_pr = jnp.zeros((), ll.dtype)
+        a_rw = a_pr = jnp.zeros((), bool)
+        if rw_moves:
+            t1 = tot - old + rw
+            ll1 = _collapsed_loglik_flat(t1, d)
+            lr = _nan_to_reject(d_rw + ll1 - ll)
+            a_rw, p_rw = lu_rw < lr, jnp.exp(jnp.minimum(0.0, lr))
+            tot, ll = jnp.where(a_rw, t1, tot), jnp.where(a_rw, ll1, ll)
+            cur, n_cur = jnp.where(a_rw, rw, old), jnp.where(a_rw, n_rw, n_old)
+        if prior_moves:
+            t2 = tot - cur + pr
+            ll2 = _collapsed_loglik_flat(t2, d)
+            lr = jnp.where(ok_pr, _nan_to_reject(n_pr - n_cur + ll2 - ll), -jnp.inf)
+            a_pr, p_pr = lu_pr < lr, jnp.exp(jnp.minimum(0.0, lr))
+            tot, ll = jnp.where(a_pr, t2, tot), jnp.where(a_pr, ll2, ll)
+        return (tot, ll), (p_rw, a_rw, p_pr, a_pr)
 
-    (_, _), (acc_prob, accept) = jax.lax.scan(
-        move, (tot, collapsed_loglik(tot)), (old, new, dprior, log_u))
-    S = jnp.where(accept[:, None, None], S_new, state.S)
+    xs = (old, rw, pr, d_rw, n_old, n_rw, n_pr, ok[J:2 * J], lu_rw, lu_pr)
+    (tot, ll), (p_rw, a_rw, p_pr, a_pr) = jax.lax.scan(
+        move, (tot, _collapsed_loglik_flat(tot, d)), xs)
+    tot = _unflat_totals(tot, d)
+    S = jnp.where(a_pr[:, None, None], S_pr, jnp.where(a_rw[:, None, None], S_rw, S))
+    n_cur = jnp.where(a_pr, n_pr, jnp.where(a_rw, n_rw, n_old))
 
-    def sy_target(s2):
-        t, _ = _totals(S, s2, data, prior)
-        return _log_invgamma(s2, data.a, data.b) + collapsed_loglik(t)
+    # 3. group move, and 4. sigma_y^2, whose proposal is drawn already: the totals at
+    # (G S G^T, s2), (S, s2') and (G S G^T, s2') are computed together before the decisions.
+    s2p = s2 + jnp.exp(tuning.log_step) * eps_sy
+    s2p_safe = jnp.where(s2p > 0, s2p, s2)
+    Sigma_x, p_g, a_g = pre.Sigma_x, jnp.zeros((), s2.dtype), jnp.zeros((), bool)
+    if group_move:
+        G, G_inv, logdet_G = _group_from(H, pre.tri_inv[J], pre.tri_inv[J + 1])
+        S_g = _sym(_mm(_mm(G, S), _mT(G)))
+        s2s = jnp.concatenate([jnp.full((J,), s2), jnp.full((2 * J,), s2p_safe)])
+        per2 = _holder_totals(_z_terms(jnp.concatenate([S_g, S, S_g]), s2s, tile(data.z_hat),
+                                       tile(data.Sigma_z)))
+        tots = _sum_totals(prior, per2, 3)
+        lls = collapsed_loglik(tots)
+        lr_g, Sx_g, _ = group_move_log_ratio(G, G_inv, logdet_G, S, pre.Sigma_x, pre.W, S_g, ll,
+                                             lls[0], data, jacobian=proposal_ratio)
+        lr_g = _nan_to_reject(lr_g)
+        a_g, p_g = lu_g < lr_g, jnp.exp(jnp.minimum(0.0, lr_g))
+        pick = lambda i: jax.tree.map(lambda x: x[i], tots)  # noqa: E731
+        S = jnp.where(a_g, S_g, S)
+        Sigma_x = jnp.where(a_g, Sx_g, pre.Sigma_x)
+        tot = jax.tree.map(lambda a, b: jnp.where(a_g, a, b), pick(0), tot)
+        ll = jnp.where(a_g, lls[0], ll)
+        tot_p = jax.tree.map(lambda a, b: jnp.where(a_g, a, b), pick(2), pick(1))
+        ll_p = jnp.where(a_g, lls[2], lls[1])
+    else:
+        per2 = _holder_totals(_z_terms(S, s2p_safe, data.z_hat, data.Sigma_z))
+        tot_p = _sum_totals(prior, per2)
+        ll_p = collapsed_loglik(tot_p)
 
-    sigma_y2, acc_sy, accept_sy = _rw_sigma_y2(k_sy, state.sigma_y2, sy_target, tuning.log_step)
-    theta = sample_theta(k_theta, S, sigma_y2, data)
+    # 4. sigma_y^2 with theta integrated out
+    lt_old = _log_invgamma(s2, data.a, data.b) + ll
+    lt_new = jnp.where(s2p > 0, _log_invgamma(s2p_safe, data.a, data.b) + ll_p, -jnp.inf)
+    lr_sy = _nan_to_reject(lt_new - lt_old)
+    a_sy = lu_sy < lr_sy
+    sigma_y2 = jnp.where(a_sy, s2p_safe, s2)
+    tot = jax.tree.map(lambda a, b: jnp.where(a_sy, a, b), tot_p, tot)
+
+    # 5. theta | S, sigma_y^2
+    theta = _theta_from_precision(tot.P, tot.h, eps_theta)
     new = NormalXState(theta=theta, sigma_y2=sigma_y2, Sigma_x=Sigma_x, S=S)
-    return new, Info(acc_prob, accept, acc_sy, accept_sy)
+    info = Info(p_rw, a_rw, jnp.exp(jnp.minimum(0.0, lr_sy)), a_sy,
+                p_pr, a_pr, p_g, a_g)
+    return new, info
 
 
 # ---------------------------------------------------------------------------------------------
@@ -474,6 +947,7 @@ def adapt(tuning: Tuning, info: Info, i, target_accept_S=0.2, target_accept_sigm
 
         log alpha_j <- log alpha_j - gamma_i (accept_prob_S_j - target)   (larger alpha = smaller)
         log step    <- log step    + gamma_i (accept_prob_sigma_y2 - target)
+        log tau     <- log tau     + gamma_i (accept_prob_group - target_S)   (collapsed only)
 
     Used only during warm-up, so the kept draws come from a fixed, valid kernel.
     """
@@ -482,4 +956,7 @@ def adapt(tuning: Tuning, info: Info, i, target_accept_S=0.2, target_accept_sigm
     if min_log_alpha is not None:
         log_alpha = jnp.maximum(log_alpha, min_log_alpha)
     log_step = tuning.log_step + gamma * (info.accept_prob_sigma_y2 - target_accept_sigma_y2)
-    return Tuning(log_alpha, log_step)
+    log_group = tuning.log_group_step
+    if info.accept_prob_group is not None:
+        log_group = log_group + gamma * (info.accept_prob_group - target_accept_S)
+    return Tuning(log_alpha, log_step, log_group)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
@@ -70,6 +71,14 @@ def _make_kernel_class():
             self._step_kwargs = dict(step_kwargs or {})
             self._num_warmup = 0
             self._sample_fn = None
+            self._info_shapes = None
+
+        def set_initial_values(self, init_position, log_alpha_init, log_step_init):
+            """New starting values for the next ``init`` (they are not part of the compiled
+            sweep, so a cached kernel can be reused for another release of the same shape)."""
+            self._init_position = init_position
+            self._log_alpha_init = log_alpha_init
+            self._log_step_init = float(log_step_init)
 
         @property
         def model(self):
@@ -84,9 +93,16 @@ def _make_kernel_class():
             z = {k: jnp.asarray(v) for k, v in self._init_position.items()}
             la = (jnp.zeros(J) if self._log_alpha_init is None
                   else jnp.asarray(self._log_alpha_init, dtype=jnp.float64))
-            tuning = K.Tuning(la, jnp.asarray(self._log_step_init, dtype=jnp.float64))
-            zeros = jnp.zeros(J)
-            info = K.Info(zeros, zeros > 0, jnp.zeros(()), jnp.zeros((), bool))
+            tuning = K.Tuning(la, jnp.asarray(self._log_step_init, dtype=jnp.float64),
+                              jnp.asarray(K.LOG_GROUP_STEP_INIT, dtype=jnp.float64))
+            # zeros shaped like the step's own Info (kernels report different fields)
+            key = (J, d)
+            if self._info_shapes is None or self._info_shapes[0] != key:
+                shapes = jax.eval_shape(
+                    lambda k: self._step(k, self._state_cls(**z), data, tuning,
+                                         **self._step_kwargs)[1], rng_key)
+                self._info_shapes = (key, shapes)
+            info = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), self._info_shapes[1])
             return ChainState(jnp.zeros((), jnp.int32), z, tuning, info, rng_key)
 
         def _sample_one(self, state, data):
@@ -131,6 +147,71 @@ def dp_kernel_class():
     if _KERNEL_CLASS is None:
         _KERNEL_CLASS = _make_kernel_class()
     return _KERNEL_CLASS
+
+
+_MCMC_CACHE = OrderedDict()
+MCMC_CACHE_SIZE = 4
+
+
+def _cached_mcmc(key, make):
+    """The ``numpyro.infer.MCMC`` object for ``key``, made by ``make()`` on a miss.
+
+    numpyro compiles ``MCMC.run``'s sampling loop once per MCMC object: with
+    ``jit_model_args=True`` the model data is a traced argument, and the object caches its
+    sample function, so jax's compilation cache is hit when the same object runs again on data
+    of the same shapes (numpyro ``MCMC._get_cached_fns`` and ``util.fori_collect``'s
+    ``cached_by``). A new object per ``fit`` call would recompile every time (2-10 s).
+    ``key`` must hold everything that is baked into the compiled loop: the kernel and its static
+    options, the data's shapes, and the run settings. Least recently used objects beyond
+    ``MCMC_CACHE_SIZE`` are dropped (each holds its last run's draws until reused)."""
+    mcmc = _MCMC_CACHE.pop(key, None)
+    if mcmc is None:
+        mcmc = make()
+    _MCMC_CACHE[key] = mcmc
+    while len(_MCMC_CACHE) > MCMC_CACHE_SIZE:
+        _MCMC_CACHE.popitem(last=False)
+    return mcmc
+
+
+def clear_mcmc_cache():
+    """Forget the cached compiled samplers (frees their memory; the next fit recompiles)."""
+    _MCMC_CACHE.clear()
+
+
+COMPILATION_CACHE_ENV = "BAYESDP_COMPILATION_CACHE"
+
+
+def enable_compilation_cache(path=None, min_compile_time_secs=0.5):
+    """Turn on JAX's persistent compilation cache (a process-wide JAX setting) in ``path``
+    (default ``$BAYESDP_COMPILATION_CACHE``, else ``~/.cache/bayesdp/jax``); returns the path.
+
+    ``numpyro.infer.MCMC.run`` lowers its sampling loop afresh on every call (its
+    ``fori_collect`` wraps the cached loop body in a new ``jax.jit`` each time, so jax's
+    in-memory cache misses even when the same MCMC object runs again), which costs 2-10 s of
+    XLA compilation per ``fit``. With this cache the identical program is loaded from disk
+    instead: repeated fits of releases of the same shape, in this process or later ones, skip
+    the compilation. Off by default because it writes to disk; setting the environment variable
+    ``BAYESDP_COMPILATION_CACHE`` to a directory turns it on for every ``fit``."""
+    import os
+
+    import jax
+
+    if path is None:
+        path = os.environ.get(COMPILATION_CACHE_ENV) or os.path.join(
+            os.path.expanduser("~"), ".cache", "bayesdp", "jax")
+    os.makedirs(path, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_secs))
+    return str(path)
+
+
+def _compilation_cache_from_env():
+    import os
+
+    import jax
+
+    if os.environ.get(COMPILATION_CACHE_ENV) and not jax.config.jax_compilation_cache_dir:
+        enable_compilation_cache()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,6 +329,7 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
                      alpha_init=None, sigma_y2_step=None, fixed_s="psd", fix_sigma_y2=None,
                      chain_method=None, proposal_ratio=True, s_noise=None, build_only=False):
     enable_x64()
+    _compilation_cache_from_env()
     from numpyro.infer import MCMC
 
     from ..models import regression as R
@@ -285,15 +367,24 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
         sigma_y2_step = 0.1 * s2_0
     elif not float(sigma_y2_step) > 0:
         raise BayesdpInputError(f"sigma_y2_step must be > 0, got {sigma_y2_step!r}")
-    kernel = dp_kernel_class()(model, step, state_cls, pos, target_accept_S=ta,
-                               target_accept_sigma_y2=tsy, log_alpha_init=la,
-                               log_step_init=math.log(float(sigma_y2_step)),
-                               step_kwargs=step_kwargs)
-    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-                chain_method=_chain_method(chain_method, "vectorized"),
-                progress_bar=_progress(progress_bar), jit_model_args=True)
-    if build_only:  # for benchmarks: the MCMC object and its data, not run
-        return mcmc, data
+    cm, pb = _chain_method(chain_method, "vectorized"), _progress(progress_bar)
+    log_step0 = math.log(float(sigma_y2_step))
+
+    def make():
+        kernel = dp_kernel_class()(model, step, state_cls, pos, target_accept_S=ta,
+                                   target_accept_sigma_y2=tsy, log_alpha_init=la,
+                                   log_step_init=log_step0, step_kwargs=step_kwargs)
+        return MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples,
+                    num_chains=num_chains, chain_method=cm, progress_bar=pb, jit_model_args=True)
+
+    if build_only:  # for benchmarks: a fresh MCMC object and its data, not run
+        return make(), data
+    # Reuse the compiled sampler of an earlier fit with the same kernel, options and shapes.
+    shapes = tuple((k, np.shape(v), str(np.asarray(v).dtype)) for k, v in data._asdict().items())
+    key = ("handwritten", step, model, tuple(sorted(step_kwargs.items())), ta, tsy,
+           int(num_warmup), int(num_samples), int(num_chains), cm, pb, shapes)
+    mcmc = _cached_mcmc(key, make)
+    mcmc.sampler.set_initial_values(pos, la, log_step0)
     mcmc.run(_keys(seed), data, extra_fields=("info", "tuning"))
     draws = mcmc.get_samples(group_by_chain=True)
     extra = mcmc.get_extra_fields(group_by_chain=True)
@@ -314,6 +405,14 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
         dims = {"acceptance_rate_S": ["holder"], "alpha_S": ["holder"]}
         attrs["acceptance_rate_S_mean"] = np.mean(_np(info.accept_prob_S), axis=(0, 1))
         attrs["proposal_ratio"] = int(bool(proposal_ratio))
+        if info.accept_prob_group is not None:  # normalx-collapsed's extra moves
+            stats["acceptance_rate_S_prior"] = _np(info.accept_prob_prior)
+            stats["acceptance_rate_group"] = _np(info.accept_prob_group)
+            stats["step_size_group"] = np.exp(_np(tuning.log_group_step))
+            dims["acceptance_rate_S_prior"] = ["holder"]
+            attrs["acceptance_rate_S_prior_mean"] = np.mean(_np(info.accept_prob_prior),
+                                                            axis=(0, 1))
+            attrs["acceptance_rate_group_mean"] = float(np.mean(_np(info.accept_prob_group)))
     else:
         attrs.update(_s_noise_attrs(fixed_s, s_noise, theta_eiv))
         if fix_sigma_y2 is not None:
