@@ -321,20 +321,9 @@ def wishart_proposal(rng_key, L_S, alpha):
     d = L_S.shape[-1]
     alpha = jnp.asarray(alpha, dtype=L_S.dtype)
     A, ok = bartlett(rng_key, alpha, d)
-    S_new, L_new, log_ratio = _wishart_move(L_S, A / jnp.sqrt(alpha)[..., None, None], alpha)
-    return S_new, L_new, jnp.where(ok, log_ratio, -jnp.inf)
-
-
-def _wishart_move(L_S, B, alpha):
-    d = L_S.shape[-1]
-    L_new = L_S @ B
-    eye = jnp.broadcast_to(jnp.eye(d, dtype=B.dtype), B.shape)
-    Binv = solve_triangular(B, eye, lower=True)
-    logdiag = jnp.sum(jnp.log(jnp.diagonal(B, axis1=-2, axis2=-1)), axis=-1)
-    log_ratio = (alpha - 0.5 * (d + 1.0)) * (-2.0 * logdiag) + 0.5 * alpha * (
-        jnp.sum(B**2, axis=(-2, -1)) - jnp.sum(Binv**2, axis=(-2, -1))
-    )
-    return _sym(L_new @ jnp.swapaxes(L_new, -1, -2)), L_new, log_ratio
+    B = A / jnp.sqrt(alpha)[..., None, None]
+    S_new, log_ratio, _ = _wishart_rw(L_S, B, _tri_inv(B), alpha)
+    return S_new, _mm(L_S, B), jnp.where(ok, log_ratio, -jnp.inf)
 
 
 def sigma_x_inv_factor(Sigma_x):
