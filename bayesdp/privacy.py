@@ -130,6 +130,10 @@ def paper_code_gaussian_sigma(epsilon, delta, sensitivity=1.0):
     """
     eps, dlt = check_epsilon_delta(epsilon, delta)
     sens = _check_sensitivity(sensitivity)
+    if eps > 700.0:  # e^eps overflows float64 in the authors' formula (MATLAB gives Inf/NaN)
+        raise BayesdpInputError(
+            f"epsilon: calibration='paper-code' works for epsilon <= 700 (the authors' formula "
+            f"overflows beyond), got {eps}; use calibration='exact'")
     ncdf = special.ndtr
     delta_0 = ncdf(0.0) - math.exp(eps) * ncdf(-2.0 * math.sqrt(eps))
     grid = np.arange(1001) * 0.001

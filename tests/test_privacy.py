@@ -296,3 +296,9 @@ def test_clip_rows():
     np.testing.assert_allclose(Xc[over], X[over] * (bx / norms[over])[:, None], rtol=1e-14)
     assert np.array_equal(yc, np.clip(y, -by, by))
     assert np.array_equal(clipped, over | (np.abs(y) > by))
+
+
+def test_paper_code_refuses_epsilon_where_its_formula_overflows():
+    with pytest.raises(BayesdpInputError, match="epsilon"):
+        privacy.paper_code_gaussian_sigma(1000.0, 1e-5)
+    assert np.isfinite(privacy.paper_code_gaussian_sigma(50.0, 1e-5))
