@@ -374,3 +374,15 @@ def test_bartlett_failure_flag_is_rare():
     assert 0.99 < float(np.mean(ok)) <= 1.0
     A, ok = K.bartlett(jax.random.PRNGKey(8), jnp.full((20_000,), 1e4), 5)
     assert float(np.mean(ok)) > 0.9999
+
+
+@pytest.mark.parametrize("d", [3, K.SMALL_D + 2])
+def test_collapsed_loglik_flat_is_collapsed_loglik(d):
+    """The scalar-unrolled form the sequential S moves use (d <= SMALL_D) and the general form."""
+    rng = np.random.default_rng(d)
+    A = rng.standard_normal((4, d, d))
+    tot = K._Totals(jnp.asarray(A @ np.swapaxes(A, 1, 2) + d * np.eye(d)),
+                    jnp.asarray(rng.standard_normal((4, d))),
+                    jnp.asarray(rng.uniform(1, 5, 4)), jnp.asarray(rng.standard_normal(4)))
+    flat = K._collapsed_loglik_flat(K._flat_totals(tot), d)
+    assert np.allclose(flat, K.collapsed_loglik(tot), rtol=1e-12, atol=1e-10)

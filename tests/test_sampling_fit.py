@@ -242,3 +242,21 @@ def test_repeated_fits_do_not_leak_compiled_code(sim):
     for r in rels[2:]:
         bayesdp.fit(r, seed=2, **kw)
     assert n_maps() - before < 300, (before, n_maps())  # a leak adds ~700 over these 6 fits
+
+
+def test_compilation_cache_env_writes_the_cache(tmp_path):
+    """BAYESDP_COMPILATION_CACHE=dir makes fit store its compiled programs in dir (run in a
+    subprocess: the setting is process-wide)."""
+    import subprocess
+    import sys
+
+    code = ("import warnings; warnings.simplefilter('ignore'); import bayesdp\n"
+            "sim = bayesdp.simulate(n=600, d=2, seed=1)\n"
+            "rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, "
+            "nodes=2, seed=2)\n"
+            "bayesdp.fit(rel, method='normalx', seed=0, num_samples=20, num_warmup=20, "
+            "num_chains=1, progress_bar=False)\n")
+    cache = tmp_path / "jax-cache"
+    env = dict(os.environ, BAYESDP_COMPILATION_CACHE=str(cache))
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=600)
+    assert cache.is_dir() and any(cache.iterdir())

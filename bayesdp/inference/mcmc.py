@@ -156,13 +156,13 @@ MCMC_CACHE_SIZE = 4
 def _cached_mcmc(key, make):
     """The ``numpyro.infer.MCMC`` object for ``key``, made by ``make()`` on a miss.
 
-    numpyro compiles ``MCMC.run``'s sampling loop once per MCMC object: with
-    ``jit_model_args=True`` the model data is a traced argument, and the object caches its
-    sample function, so jax's compilation cache is hit when the same object runs again on data
-    of the same shapes (numpyro ``MCMC._get_cached_fns`` and ``util.fori_collect``'s
-    ``cached_by``). A new object per ``fit`` call would recompile every time (2-10 s).
-    ``key`` must hold everything that is baked into the compiled loop: the kernel and its static
-    options, the data's shapes, and the run settings. Least recently used objects beyond
+    numpyro caches, per MCMC object, the jitted pieces of a run (``MCMC._get_cached_fns``: the
+    kernel's init and sample functions, with the model data as a traced argument), so running
+    the same object again on data of the same shapes reuses them; its outer collection loop is
+    still lowered again on every run (see :func:`_run_mcmc`). Measured: 5.2 s for a first
+    11,000-iteration normalx fit at d = 5, J = 10, 3.1 s for the next (0.9 s of sampling).
+    ``key`` must hold everything that is baked into the compiled functions: the kernel and its
+    static options, the data's shapes, and the run settings. Least recently used objects beyond
     ``MCMC_CACHE_SIZE`` are dropped (each holds its last run's draws until reused)."""
     mcmc = _MCMC_CACHE.pop(key, None)
     if mcmc is None:
@@ -171,11 +171,6 @@ def _cached_mcmc(key, make):
     while len(_MCMC_CACHE) > MCMC_CACHE_SIZE:
         _MCMC_CACHE.popitem(last=False)
     return mcmc
-
-
-def clear_mcmc_cache():
-    """Forget the cached compiled samplers (frees their memory; the next fit recompiles)."""
-    _MCMC_CACHE.clear()
 
 
 def _run_mcmc(mcmc, seed, data, extra_fields):
