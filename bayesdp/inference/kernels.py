@@ -77,7 +77,10 @@ class Info(NamedTuple):
     """Diagnostics of one sweep: MH acceptance probabilities min(1, ratio) and decisions, for
     each holder's S_j move (J,) and for the sigma_y^2 move (scalar). fixedS reports the S
     entries as zeros (no S move). The collapsed kernel also reports its prior-proposal moves
-    (J,) and its group move (scalar); the other kernels leave these None."""
+    (J,) and its group move (scalar); the other kernels leave these None. Kernels that slice
+    sample log sigma_y^2 report its move as accepted (a slice sampler always moves), the size
+    of the move |log sigma_y2' - log sigma_y2| (``jump_log_sigma_y2``, which adapts the slice
+    width in warm-up) and the number of log-density evaluations it took (``evals_sigma_y2``)."""
 
     accept_prob_S: jax.Array
     is_accepted_S: jax.Array
@@ -87,6 +90,8 @@ class Info(NamedTuple):
     is_accepted_prior: jax.Array = None
     accept_prob_group: jax.Array = None
     is_accepted_group: jax.Array = None
+    jump_log_sigma_y2: jax.Array = None
+    evals_sigma_y2: jax.Array = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -618,8 +623,166 @@ def normalx_step(rng_key, state: NormalXState, data, tuning: Tuning, proposal_ra
 # ---------------------------------------------------------------------------------------------
 
 
+SLICE_MAX_STEPS = 8  # stepping-out budget m of the slice sampler (Neal 2003, fig. 3)
+SLICE_MAX_SHRINK = 100  # shrinkage steps before giving up (never reached in float64)
+SLICE_N_UNIFORMS = 3 + SLICE_MAX_SHRINK  # uniforms one slice update uses
+
+
+def slice_1d(u, x0, log_f, width):
+    """One update of the univariate slice sampler with stepping out and shrinkage (Neal 2003,
+    section 4, figs. 3 and 5), which leaves the density exp(log_f) invariant for any fixed
+    ``width`` w > 0:
+
+        y ~ U(0, f(x0)); an interval of width w placed at random around x0 is stepped out by
+        w at most m times in total (split at random between the two ends) until both ends are
+        outside the slice {f > y}; then x1 ~ U(interval), shrinking the interval towards x0
+        after each x1 outside the slice.
+
+    No tuning parameter affects correctness, and one update moves across the whole slice, so
+    the chain mixes whatever the scale of the target (the width only changes the number of
+    evaluations). Stepping out is done by evaluating the 2m candidate ends at once (one
+    batched call, no loop: the first candidate outside the slice, within each end's budget,
+    is the end Neal's loop stops at); shrinkage is a loop. ``u`` holds ``SLICE_N_UNIFORMS``
+    U[0, 1) numbers, drawn by the caller with the rest of its sweep. ``log_f(x)`` returns
+    (log density, aux), -inf (NaN is read as -inf) outside the support. Returns (x1, aux at
+    x1, number of evaluations). If the shrinkage budget were ever exhausted x0 is kept;
+    Neal's reversibility argument pairs paths of equal length, so the cap keeps the kernel
+    valid."""
+    dtype = jnp.result_type(x0, float)
+    m = SLICE_MAX_STEPS
+
+    def lf(x):
+        v, aux = log_f(x)
+        return _nan_to_reject(v), aux
+
+    left0 = x0 - width * u[0]
+    k = jnp.arange(m, dtype=dtype)
+    pts = jnp.concatenate([x0[None], left0 - width * k, left0 + width * (k + 1.0)])
+    f_pts, aux_pts = jax.vmap(lf)(pts)
+    log_y = f_pts[0] + jnp.log1p(-u[1])  # log(f(x0) U), U in (0, 1]
+    aux0 = jax.tree.map(lambda a: a[0], aux_pts)
+    n_left = jnp.floor(m * u[2]).astype(jnp.int32)
+    n_right = m - 1 - n_left
+
+    def end(f_side, budget):
+        inside = f_side > log_y
+        first_out = jnp.argmin(inside)  # first index outside the slice (0 if all inside...)
+        first_out = jnp.where(jnp.all(inside), m, first_out)  # ...unless none is outside
+        return jnp.minimum(first_out, budget)
+
+    left = (left0 - width * k)[end(f_pts[1:m + 1], n_left)]
+    right = (left0 + width * (k + 1.0))[end(f_pts[m + 1:], n_right)]
+    u = u[3:]
+
+    def shrinking(c):
+        left, right, x1, f1, aux1, i = c
+        return (f1 <= log_y) & (i < SLICE_MAX_SHRINK)
+
+    def shrink(c):
+        left, right, x1, f1, aux1, i = c
+        left = jnp.where((i > 0) & (x1 < x0), x1, left)  # i = 0: no point drawn yet
+        right = jnp.where((i > 0) & (x1 >= x0), x1, right)
+        x1 = left + u[i] * (right - left)
+        f1, aux1 = lf(x1)
+        return left, right, x1, f1, aux1, i + 1
+
+    c0 = (left, right, x0, -jnp.inf * jnp.ones((), dtype), aux0, jnp.zeros((), jnp.int32))
+    _, _, x1, f1, aux1, i = jax.lax.while_loop(shrinking, shrink, c0)
+    ok = f1 > log_y
+    aux = jax.tree.map(lambda a, b: jnp.where(ok, a, b), aux1, aux0)
+    return jnp.where(ok, x1, x0), aux, 2 * m + 1 + i
+
+
+class SpectralTerms(NamedTuple):
+    """The S_j and z_hat_j in the basis that diagonalises every K_j(s2) = s2 S_j + Sigma_z_j at
+    once: with Sigma_z_j = L L^T and L^{-1} S_j L^{-T} = V diag(lam) V^T,
+
+        K_j = L V diag(s2 lam + 1) V^T L^T,   M_j = V^T L^{-1} S_j,   w_j = V^T L^{-1} z_hat_j,
+
+    so S_j K_j^{-1} S_j = M_j^T diag(1/(s2 lam + 1)) M_j, S_j K_j^{-1} z_hat_j = M_j^T D w_j,
+    z_hat_j^T K_j^{-1} z_hat_j = w_j^T D w_j and log|K_j| = log|Sigma_z_j| + sum log(s2 lam + 1).
+    One eigendecomposition per holder then makes every evaluation at a new sigma_y^2 a few
+    elementwise products (no factorisation per holder), which is what a slice sampler on
+    sigma_y^2 needs."""
+
+    lam: jax.Array  # (J, d)
+    M: jax.Array  # (J, d, d)
+    w: jax.Array  # (J, d)
+    logdet_z: jax.Array  # (J,)
+
+
+def spectral_terms(S, data):
+    """:class:`SpectralTerms` of the S_j (J, d, d) under the release's z-noise covariances."""
+    Lz = _chol(data.Sigma_z)
+    Lz_inv = _tri_inv(Lz)
+    A = _mm(Lz_inv, S)
+    lam, V = jnp.linalg.eigh(_sym(_mm(A, _mT(Lz_inv))))
+    Vt = _mT(V)
+    return SpectralTerms(lam, _mm(Vt, A), _mv(Vt, _mv(Lz_inv, data.z_hat)), _logdet_chol(Lz))
+
+
+def _spectral_totals(sp: SpectralTerms, sigma_y2, prior: "_Totals"):
+    """:class:`_Totals` at sigma_y^2 from :class:`SpectralTerms` (theta integrated out)."""
+    q = sigma_y2 * sp.lam + 1.0
+    D = 1.0 / q
+    P = prior.P + jnp.einsum("jki,jk,jkl->il", sp.M, D, sp.M)
+    h = prior.h + jnp.einsum("jki,jk,jk->i", sp.M, D, sp.w)
+    Q = prior.Q + jnp.sum(D * sp.w**2)
+    LD = jnp.sum(sp.logdet_z) + jnp.sum(jnp.log(q))
+    return _Totals(P, h, Q, LD)
+
+
+def _fixed_s_prior_totals(data):
+    Cinv, Cm, mCm, _ = _prior_terms(data)
+    return _Totals(Cinv, Cm, mCm, jnp.zeros((), Cinv.dtype))
+
+
+def log_sigma_y2_marginal(log_s2, sp: SpectralTerms, data, prior):
+    """log p(u | S, z_hat) + const for u = log sigma_y^2, theta integrated out:
+    log InvGamma(e^u; a, b) + u (the Jacobian) + :func:`collapsed_loglik` at S, e^u
+    (``sp`` = :func:`spectral_terms` of S). Returns (log density, totals)."""
+    s2 = jnp.exp(log_s2)
+    tot = _spectral_totals(sp, s2, prior)
+    # LAPACK Cholesky here, not the unrolled one: it is evaluated at several call sites of the
+    # slice sampler and compiles in half the time
+    R = jnp.linalg.cholesky(tot.P)
+    w = solve_triangular(R, tot.h, lower=True)
+    ll = -0.5 * (tot.Q - w @ w) - 0.5 * tot.LD - 0.5 * _logdet_chol(R)
+    return _log_invgamma(s2, data.a, data.b) + log_s2 + ll, tot
+
+
 def fixeds_step(rng_key, state: FixedSState, data, tuning: Tuning):
-    """One sweep of MCMC-fixedS (Algorithm 2): S_j = data.S_fixed throughout;
+    """One sweep of MCMC-fixedS (the target of Algorithm 2: S_j = data.S_fixed, latent theta and
+    sigma_y^2), as a collapsed Gibbs sampler:
+
+    1. u = log sigma_y^2 from p(u | S, z_hat), theta integrated out (:func:`log_sigma_y2_marginal`),
+       by one univariate slice-sampling update (:func:`slice_1d`; width exp(tuning.log_step),
+       adapted in warm-up only);
+    2. theta ~ N(m_p, Sigma_p) given sigma_y^2 (eq. 12).
+
+    Step 1 leaves p(sigma_y^2 | z_hat) invariant and step 2 draws theta from its exact
+    conditional, so the pair (sigma_y^2, theta) is a Markov chain with the joint posterior as
+    its stationary law whose only autocorrelation is that of a 1-d slice sampler. (The paper's
+    Gibbs theta + random walk on sigma_y^2 is :func:`fixeds_paper_step`: its step size, started
+    far from the posterior's scale, often did not adapt within warm-up.)"""
+    S = data.S_fixed
+    J, d = data.z_hat.shape
+    eps, uni = _draw(rng_key, d, SLICE_N_UNIFORMS)
+    prior = _fixed_s_prior_totals(data)
+    sp = spectral_terms(S, data)
+    u0 = jnp.log(state.sigma_y2)
+    u1, tot, evals = slice_1d(uni, u0, lambda u: log_sigma_y2_marginal(u, sp, data, prior),
+                              jnp.exp(tuning.log_step))
+    s2 = jnp.exp(u1)
+    theta = _theta_from_precision(tot.P, tot.h, eps)
+    zeros = jnp.zeros((J,), dtype=theta.dtype)
+    one = jnp.ones((), dtype=theta.dtype)
+    return FixedSState(theta, s2), Info(zeros, zeros > 0, one, one > 0,
+                                        jump_log_sigma_y2=jnp.abs(u1 - u0), evals_sigma_y2=evals)
+
+
+def fixeds_paper_step(rng_key, state: FixedSState, data, tuning: Tuning):
+    """One sweep of MCMC-fixedS exactly as Algorithm 2: S_j = data.S_fixed throughout;
     theta ~ N(m_p, Sigma_p) (eq. 12), then random-walk MH on sigma_y^2 (A.4)."""
     k_theta, k_sy = jax.random.split(rng_key)
     S = data.S_fixed
@@ -937,6 +1100,7 @@ def adapt(tuning: Tuning, info: Info, i, target_accept_S=0.2, target_accept_sigm
         log alpha_j <- log alpha_j - gamma_i (accept_prob_S_j - target)   (larger alpha = smaller)
         log step    <- log step    + gamma_i (accept_prob_sigma_y2 - target)
         log tau     <- log tau     + gamma_i (accept_prob_group - target_S)   (collapsed only)
+        log w       <- log w + gamma_i (log(3 |jump|) - log w)     (slice width, slice kernels)
 
     Used only during warm-up, so the kept draws come from a fixed, valid kernel.
     """
@@ -945,7 +1109,13 @@ def adapt(tuning: Tuning, info: Info, i, target_accept_S=0.2, target_accept_sigm
     if min_log_alpha is not None:
         log_alpha = jnp.maximum(log_alpha, min_log_alpha)
     log_step = tuning.log_step + gamma * (info.accept_prob_sigma_y2 - target_accept_sigma_y2)
+    if info.jump_log_sigma_y2 is not None:  # slice width: towards 3 x the typical move
+        log_step = tuning.log_step + gamma * (
+            jnp.log(3.0 * info.jump_log_sigma_y2 + 1e-12) - tuning.log_step)
     log_group = tuning.log_group_step
     if info.accept_prob_group is not None:
         log_group = log_group + gamma * (info.accept_prob_group - target_accept_S)
     return Tuning(log_alpha, log_step, log_group)
+
+
+SLICE_SIGMA_Y2_STEPS = (fixeds_step,)  # kernels whose sigma_y^2 update is a slice sampler

@@ -356,7 +356,7 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
     s2_0 = initial_sigma_y2(release, priors) if fix_sigma_y2 is None else float(fix_sigma_y2)
     if not s2_0 > 0:
         raise BayesdpInputError(f"fix_sigma_y2 must be > 0, got {fix_sigma_y2!r}")
-    if kind == "fixeds":
+    if kind in ("fixeds", "fixeds-paper"):
         S_fix = closed_form.fixed_s_estimate(release, fixed_s)
         z_noise, s_noise, theta_eiv = fixeds_z_noise(release, priors, S_fix, s2_0, fixed_s,
                                                      s_noise)
@@ -364,7 +364,8 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
         model = R.fixeds_model
         pos = initial_position(release, priors, S_fix + 1e-9 * np.eye(release.d), s2_0)
         pos = {"theta": pos["theta"], "sigma_y2": pos["sigma_y2"]}
-        step = K.fixeds_step if fix_sigma_y2 is None else K.fixeds_theta_step
+        step = {"fixeds": K.fixeds_step, "fixeds-paper": K.fixeds_paper_step}[kind] \
+            if fix_sigma_y2 is None else K.fixeds_theta_step
         state_cls, step_kwargs, la = K.FixedSState, {}, np.zeros(release.J)
     else:
         if fixed_s != "psd" or fix_sigma_y2 is not None or s_noise is not None:
@@ -378,8 +379,9 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
         step = K.normalx_step if kind == "normalx" else K.collapsed_step
         state_cls, step_kwargs = K.NormalXState, {"proposal_ratio": bool(proposal_ratio)}
         la = initial_log_alpha(release, alpha_init)
+    slice_s2 = step in K.SLICE_SIGMA_Y2_STEPS
     if sigma_y2_step is None:
-        sigma_y2_step = 0.1 * s2_0
+        sigma_y2_step = 1.0 if slice_s2 else 0.1 * s2_0  # slice: a width on the log scale
     elif not float(sigma_y2_step) > 0:
         raise BayesdpInputError(f"sigma_y2_step must be > 0, got {sigma_y2_step!r}")
     cm, pb = _chain_method(chain_method, "vectorized"), _progress(progress_bar)
@@ -414,7 +416,13 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
              "target_accept_sigma_y2": tsy, "chain_method": mcmc.chain_method,
              "num_warmup": num_warmup,
              "acceptance_rate_sigma_y2_mean": float(np.mean(_np(info.accept_prob_sigma_y2)))}
-    if kind != "fixeds":
+    if slice_s2:
+        stats = {"slice_width_log_sigma_y2": stats["step_size_sigma_y2"],
+                 "n_evals_sigma_y2": _np(info.evals_sigma_y2)}
+        attrs["sigma_y2_update"] = "slice sampler on log sigma_y2, theta integrated out"
+        attrs["n_evals_sigma_y2_mean"] = float(np.mean(_np(info.evals_sigma_y2)))
+        del attrs["acceptance_rate_sigma_y2_mean"]
+    if not kind.startswith("fixeds"):
         stats["acceptance_rate_S"] = _np(info.accept_prob_S)
         stats["alpha_S"] = np.exp(_np(tuning.log_alpha))
         dims = {"acceptance_rate_S": ["holder"], "alpha_S": ["holder"]}
@@ -457,7 +465,8 @@ def build_mcmc(method, release, priors, *, num_samples, num_warmup, num_chains=1
               progress_bar=False, build_only=True, **options)
     if method.startswith("nuts-"):
         return _run_nuts(method[5:], release, priors, **kw)
-    kind = {"normalx": "normalx", "normalx-collapsed": "collapsed", "fixeds": "fixeds"}[method]
+    kind = {"normalx": "normalx", "normalx-collapsed": "collapsed", "fixeds": "fixeds",
+            "fixeds-paper": "fixeds-paper"}[method]
     return _run_handwritten(kind, release, priors, **kw)
 
 
@@ -493,12 +502,14 @@ def run_collapsed(release, priors, *, seed, num_samples, num_chains, num_warmup,
 
 def run_fixeds(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
                target_accept=TARGET_ACCEPT, sigma_y2_step=None, fixed_s="psd",
-               fix_sigma_y2=None, s_noise=None, chain_method=None, **options):
-    """MCMC-fixedS (Algorithm 2). ``fixed_s="psd+I"`` is the authors' code; ``fix_sigma_y2``
-    holds sigma_y^2 at a value (theta Gibbs only); ``s_noise`` is the treatment of a general
-    noise covariance (:func:`fixeds_z_noise`)."""
-    _no_extra(options, "fixeds")
-    return _run_handwritten("fixeds", release, priors, seed=seed, num_samples=num_samples,
+               fix_sigma_y2=None, s_noise=None, chain_method=None, _kind="fixeds", **options):
+    """MCMC-fixedS (the target of Algorithm 2) by collapsed Gibbs: slice sampling of
+    log sigma_y^2 with theta integrated out, then theta | sigma_y^2 (``kernels.fixeds_step``).
+    ``fixed_s="psd+I"`` is the authors' code; ``fix_sigma_y2`` holds sigma_y^2 at a value
+    (theta Gibbs only); ``s_noise`` is the treatment of a general noise covariance
+    (:func:`fixeds_z_noise`); ``sigma_y2_step`` is the initial slice width on the log scale."""
+    _no_extra(options, _kind)
+    return _run_handwritten(_kind, release, priors, seed=seed, num_samples=num_samples,
                             num_chains=num_chains, num_warmup=num_warmup,
                             progress_bar=progress_bar, target_accept_sigma_y2=target_accept,
                             sigma_y2_step=sigma_y2_step, fixed_s=fixed_s,
@@ -582,7 +593,16 @@ register_method("normalx-collapsed", run_collapsed,
                 "normalX with theta integrated out of the S_j and sigma_y^2 moves, then theta | S"
                 " (same target as 'normalx', better mixing of theta)")
 register_method("fixeds", run_fixeds,
-                "MCMC-fixedS (Algorithm 2): S_j fixed at the nearest PSD matrix of S_hat_j; Gibbs"
-                " theta, RW-MH sigma_y^2")
+                "MCMC-fixedS (Algorithm 2's target): S_j fixed at the nearest PSD matrix of "
+                "S_hat_j; slice sampling of log sigma_y^2 with theta integrated out, Gibbs theta")
+def run_fixeds_paper(release, priors, **kw):
+    """MCMC-fixedS exactly as Algorithm 2: Gibbs theta, random-walk MH on sigma_y^2 with the
+    authors' step adaptation (``kernels.fixeds_paper_step``); for reproducing the paper."""
+    return run_fixeds(release, priors, _kind="fixeds-paper", **kw)
+
+
+register_method("fixeds-paper", run_fixeds_paper,
+                "MCMC-fixedS exactly as Algorithm 2 (Gibbs theta, RW-MH sigma_y^2), for "
+                "reproducing the paper; 'fixeds' samples the same posterior and mixes better")
 register_method("nuts-normalx", run_nuts_normalx, "numpyro NUTS on the normalX model")
 register_method("nuts-fixeds", run_nuts_fixeds, "numpyro NUTS on the fixedS model")
