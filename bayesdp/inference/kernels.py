@@ -80,7 +80,8 @@ class Info(NamedTuple):
     (J,) and its group move (scalar); the other kernels leave these None. Kernels that slice
     sample log sigma_y^2 report its move as accepted (a slice sampler always moves), the size
     of the move |log sigma_y2' - log sigma_y2| (``jump_log_sigma_y2``, which adapts the slice
-    width in warm-up) and the number of log-density evaluations it took (``evals_sigma_y2``)."""
+    width in warm-up) and the number of log-density evaluations it took (``evals_sigma_y2``).
+    :func:`normalx_step` reports its non-centred (Sigma_x, S) move in ``*_noncentred``."""
 
     accept_prob_S: jax.Array
     is_accepted_S: jax.Array
@@ -92,6 +93,8 @@ class Info(NamedTuple):
     is_accepted_group: jax.Array = None
     jump_log_sigma_y2: jax.Array = None
     evals_sigma_y2: jax.Array = None
+    accept_prob_noncentred: jax.Array = None
+    is_accepted_noncentred: jax.Array = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -557,8 +560,10 @@ def _normalx_s_moves(pre: _Prelude, B, B_inv, ok, alpha, state: NormalXState, da
 # ---------------------------------------------------------------------------------------------
 
 
-def normalx_step(rng_key, state: NormalXState, data, tuning: Tuning, proposal_ratio=True):
-    """One sweep of MCMC-normalX (Algorithm 1), in the paper's order:
+def normalx_paper_step(rng_key, state: NormalXState, data, tuning: Tuning,
+                       proposal_ratio=True):
+    """One sweep of MCMC-normalX exactly as Algorithm 1 (method ``"normalx-paper"``), in the
+    paper's order:
 
     1. Sigma_x ~ InvWishart(kappa + n, Lambda + sum_j S_j)                         (eq. 11, A.1)
     2. for all j at once (vmapped; the J factors are independent given the rest, section 4.1):
@@ -937,64 +942,44 @@ def _collapsed_loglik_flat(v, d):
     return -0.5 * (v[..., -2] - quad) - 0.5 * v[..., -1] - logdet
 
 
-def collapsed_step(rng_key, state: NormalXState, data, tuning: Tuning, proposal_ratio=True,
-                   rw_moves=True, prior_moves=True, group_move=True):
-    """One sweep of the collapsed normalX kernel (method ``"normalx-collapsed"``).
+class _HolderMoves(NamedTuple):
+    pre: _Prelude  # Sigma_x | S and the sweep's factors (tri_inv: the caller's extra inverses)
+    S: jax.Array  # S after the holder-wise moves
+    tot: _Totals  # totals of S at sigma_y^2 (theta integrated out)
+    ll: jax.Array  # collapsed_loglik(tot)
+    prior: _Totals  # theta's prior terms
+    p_rw: jax.Array
+    a_rw: jax.Array
+    p_pr: jax.Array
+    a_pr: jax.Array
 
-    Same target as Algorithm 1, but theta is integrated out of every MH move (which removes the
-    tight coupling z_hat_j ~ S_j theta), and two kinds of moves are added for the S_j, whose
-    random walk otherwise limits mixing:
 
-    1. Sigma_x ~ InvWishart(kappa + n, Lambda + sum_j S_j)               (A.1; theta-free)
-    2. for j = 1..J in turn, two MH moves on S_j, each targeting
-       p(S_j | S_-j, Sigma_x, sigma_y^2, z_hat, S_hat) with theta integrated out,
-       W(S_j; n_j, Sigma_x) N(S_hat_j; S_j) p(z_hat | S, sigma_y^2), where p(z_hat | S, s2) is
-       :func:`collapsed_loglik` (O(d^3) per move: only holder j's terms of P, h, Q change):
-       a. the Wishart random walk of A.3, S_j' ~ W(S_j/alpha_j, alpha_j) (``rw_moves``);
-       b. an independence proposal from the Wishart prior, S_j' ~ W(n_j, Sigma_x), accepted
-          with the likelihood ratio N(S_hat_j; S_j') p(z_hat | S') / (N(S_hat_j; S_j) p(z_hat | S))
-          (``prior_moves``). When the noise on S_hat is large compared with the Wishart spread
-          of S_j (sqrt(n_j) Sigma_x: large n_j, small eps) it is accepted often and moves S_j
-          across its conditional in one step; the random walk covers the opposite regime.
-       The J proposals of each kind are drawn together; only the accept/reject decisions run
-       in sequence (lax.scan).
-    3. a group move on (Sigma_x, S_1..S_J) -> (G Sigma_x G^T, G S_j G^T), G the Cayley
-       transform of a random lower-triangular H with N(0, tau^2) entries (``group_move``; tau
-       adapted in warm-up; ratio :func:`group_move_log_ratio`). It moves all the S_j and
-       Sigma_x together along the directions in which Sigma_x | S and S_j | Sigma_x are tightly
-       coupled (at n_j ~ 1e4 their common scale otherwise moves by ~1/sqrt(n) per sweep). H and
-       -H are equally likely and give G and G^{-1}, so the proposal is an involution and the
-       ratio needs only the target and the Jacobian.
-    4. random-walk MH on sigma_y^2 targeting IG(sigma_y^2; a, b) p(z_hat | S, sigma_y^2)
-    5. theta ~ N(m_p, Sigma_p) given the new S, sigma_y^2                (eq. 12)
+def _holder_move_df(data, tuning):
+    """Degrees of freedom of the Bartlett factors a collapsed sweep draws: the J random-walk
+    proposals (alpha_j), the J prior proposals (n_j) and Sigma_x's Gibbs draw."""
+    return jnp.concatenate([jnp.exp(tuning.log_alpha), data.n,
+                            (data.kappa + jnp.sum(data.n))[None]])
 
-    Steps 1-4 leave p(Sigma_x, S, sigma_y^2 | data) invariant (theta is not conditioned on),
-    and step 5 draws theta from its exact conditional, so the sweep leaves the joint posterior
-    invariant (a partially collapsed Gibbs sampler, van Dyk & Park 2008).
 
-    ``proposal_ratio=False`` drops the Hastings correction of the random walk and the Jacobian
-    of the group move: a deliberately WRONG kernel, for the negative control of the tests.
-    """
+def _collapsed_holder_moves(N, u, log_u, df, state, data, extra_lower, proposal_ratio=True,
+                            rw_moves=True, prior_moves=True):
+    """Steps 1-2 of :func:`collapsed_step` (shared with :func:`normalx_step`): Sigma_x | S, then
+    for each holder in turn the Wishart random walk and the prior-proposal move, theta
+    integrated out. ``N``, ``u``: the Bartlett normals and uniforms for ``df``; ``log_u``: 2J
+    log-uniforms of the MH decisions; ``extra_lower``: lower-triangular matrices the caller
+    wants inverted in the prelude's batched call."""
     J, d = data.z_hat.shape
     S, s2 = state.S, state.sigma_y2
-    alpha = jnp.exp(tuning.log_alpha)
-    # All random numbers at once: Bartlett factors (RW proposals, prior proposals, Sigma_x),
-    # H of the group move, theta's normals, the sigma_y^2 step; the MH uniforms.
-    df = jnp.concatenate([alpha, data.n, (data.kappa + jnp.sum(data.n))[None]])
-    n_n, n_u = _bartlett_sizes(df.shape, d)
-    N, u = _draw(rng_key, n_n + d * d + d + 1, n_u + 2 * J + 2)
-    A, ok = _bartlett_from(N[:n_n], u[:n_u], df, d)
-    H = jnp.tril(N[n_n:n_n + d * d].reshape(d, d)) * jnp.exp(tuning.log_group_step)
-    eps_theta, eps_sy = N[n_n + d * d:n_n + d * d + d], N[-1]
-    log_u = jnp.log(u[n_u:])
-    lu_rw, lu_pr, lu_g, lu_sy = log_u[:J], log_u[J:2 * J], log_u[2 * J], log_u[2 * J + 1]
+    alpha = df[:J]
+    A, ok = _bartlett_from(N, u, df, d)
+    lu_rw, lu_pr = log_u[:J], log_u[J:2 * J]
     B = A[:J] / jnp.sqrt(alpha)[:, None, None]
-    eye = jnp.eye(d, dtype=S.dtype)
 
     # 1. Sigma_x | S, and every factor that does not depend on a decision
     pre = _prelude(S, state.Sigma_x, data, A[2 * J], ok[2 * J],
-                   jnp.concatenate([B, jnp.stack([eye - 0.5 * H, eye + 0.5 * H])]))
+                   jnp.concatenate([B, extra_lower]))
     B_inv = pre.tri_inv[:J]
+    pre = pre._replace(tri_inv=pre.tri_inv[J:])
     prior = _Totals(pre.Cinv, pre.Cm, pre.mCm, jnp.zeros((), S.dtype))
 
     # 2. holder-wise moves. Terms of the current S_j, the RW and the prior proposals (3J).
@@ -1040,7 +1025,66 @@ def collapsed_step(rng_key, state: NormalXState, data, tuning: Tuning, proposal_
         move, (tot, _collapsed_loglik_flat(tot, d)), xs)
     tot = _unflat_totals(tot, d)
     S = jnp.where(a_pr[:, None, None], S_pr, jnp.where(a_rw[:, None, None], S_rw, S))
-    n_cur = jnp.where(a_pr, n_pr, jnp.where(a_rw, n_rw, n_old))
+    return _HolderMoves(pre, S, tot, ll, prior, p_rw, a_rw, p_pr, a_pr)
+
+
+def collapsed_step(rng_key, state: NormalXState, data, tuning: Tuning, proposal_ratio=True,
+                   rw_moves=True, prior_moves=True, group_move=True):
+    """One sweep of the collapsed normalX kernel (method ``"normalx-collapsed"``).
+
+    Same target as Algorithm 1, but theta is integrated out of every MH move (which removes the
+    tight coupling z_hat_j ~ S_j theta), and two kinds of moves are added for the S_j, whose
+    random walk otherwise limits mixing:
+
+    1. Sigma_x ~ InvWishart(kappa + n, Lambda + sum_j S_j)               (A.1; theta-free)
+    2. for j = 1..J in turn, two MH moves on S_j, each targeting
+       p(S_j | S_-j, Sigma_x, sigma_y^2, z_hat, S_hat) with theta integrated out,
+       W(S_j; n_j, Sigma_x) N(S_hat_j; S_j) p(z_hat | S, sigma_y^2), where p(z_hat | S, s2) is
+       :func:`collapsed_loglik` (O(d^3) per move: only holder j's terms of P, h, Q change):
+       a. the Wishart random walk of A.3, S_j' ~ W(S_j/alpha_j, alpha_j) (``rw_moves``);
+       b. an independence proposal from the Wishart prior, S_j' ~ W(n_j, Sigma_x), accepted
+          with the likelihood ratio N(S_hat_j; S_j') p(z_hat | S') / (N(S_hat_j; S_j) p(z_hat | S))
+          (``prior_moves``). When the noise on S_hat is large compared with the Wishart spread
+          of S_j (sqrt(n_j) Sigma_x: large n_j, small eps) it is accepted often and moves S_j
+          across its conditional in one step; the random walk covers the opposite regime.
+       The J proposals of each kind are drawn together; only the accept/reject decisions run
+       in sequence (lax.scan).
+    3. a group move on (Sigma_x, S_1..S_J) -> (G Sigma_x G^T, G S_j G^T), G the Cayley
+       transform of a random lower-triangular H with N(0, tau^2) entries (``group_move``; tau
+       adapted in warm-up; ratio :func:`group_move_log_ratio`). It moves all the S_j and
+       Sigma_x together along the directions in which Sigma_x | S and S_j | Sigma_x are tightly
+       coupled (at n_j ~ 1e4 their common scale otherwise moves by ~1/sqrt(n) per sweep). H and
+       -H are equally likely and give G and G^{-1}, so the proposal is an involution and the
+       ratio needs only the target and the Jacobian.
+    4. random-walk MH on sigma_y^2 targeting IG(sigma_y^2; a, b) p(z_hat | S, sigma_y^2)
+    5. theta ~ N(m_p, Sigma_p) given the new S, sigma_y^2                (eq. 12)
+
+    Steps 1-4 leave p(Sigma_x, S, sigma_y^2 | data) invariant (theta is not conditioned on),
+    and step 5 draws theta from its exact conditional, so the sweep leaves the joint posterior
+    invariant (a partially collapsed Gibbs sampler, van Dyk & Park 2008).
+
+    ``proposal_ratio=False`` drops the Hastings correction of the random walk and the Jacobian
+    of the group move: a deliberately WRONG kernel, for the negative control of the tests.
+    """
+    J, d = data.z_hat.shape
+    S, s2 = state.S, state.sigma_y2
+    # All random numbers at once: Bartlett factors (RW proposals, prior proposals, Sigma_x),
+    # H of the group move, theta's normals, the sigma_y^2 step; the MH uniforms.
+    df = _holder_move_df(data, tuning)
+    n_n, n_u = _bartlett_sizes(df.shape, d)
+    N, u = _draw(rng_key, n_n + d * d + d + 1, n_u + 2 * J + 2)
+    H = jnp.tril(N[n_n:n_n + d * d].reshape(d, d)) * jnp.exp(tuning.log_group_step)
+    eps_theta, eps_sy = N[n_n + d * d:n_n + d * d + d], N[-1]
+    log_u = jnp.log(u[n_u:])
+    lu_g, lu_sy = log_u[2 * J], log_u[2 * J + 1]
+    eye = jnp.eye(d, dtype=S.dtype)
+    # 1.-2. Sigma_x | S and the holder-wise moves
+    hm = _collapsed_holder_moves(N[:n_n], u[:n_u], log_u[:2 * J], df, state, data,
+                                 jnp.stack([eye - 0.5 * H, eye + 0.5 * H]), proposal_ratio,
+                                 rw_moves, prior_moves)
+    pre, S, tot, ll, prior = hm.pre, hm.S, hm.tot, hm.ll, hm.prior
+    p_rw, a_rw, p_pr, a_pr = hm.p_rw, hm.a_rw, hm.p_pr, hm.a_pr
+    tile = lambda x: jnp.concatenate([x, x, x])  # noqa: E731
 
     # 3. group move, and 4. sigma_y^2, whose proposal is drawn already: the totals at
     # (G S G^T, s2), (S, s2') and (G S G^T, s2') are computed together before the decisions.
@@ -1048,7 +1092,7 @@ def collapsed_step(rng_key, state: NormalXState, data, tuning: Tuning, proposal_
     s2p_safe = jnp.where(s2p > 0, s2p, s2)
     Sigma_x, p_g, a_g = pre.Sigma_x, jnp.zeros((), s2.dtype), jnp.zeros((), bool)
     if group_move:
-        G, G_inv, logdet_G = _group_from(H, pre.tri_inv[J], pre.tri_inv[J + 1])
+        G, G_inv, logdet_G = _group_from(H, pre.tri_inv[0], pre.tri_inv[1])
         S_g = _sym(_mm(_mm(G, S), _mT(G)))
         s2s = jnp.concatenate([jnp.full((J,), s2), jnp.full((2 * J,), s2p_safe)])
         per2 = _holder_totals(_z_terms(jnp.concatenate([S_g, S, S_g]), s2s, tile(data.z_hat),
@@ -1088,6 +1132,197 @@ def collapsed_step(rng_key, state: NormalXState, data, tuning: Tuning, proposal_
 
 
 # ---------------------------------------------------------------------------------------------
+# normalX, default: collapsed moves + a non-centred (Sigma_x, S) move + slice on sigma_y^2
+# ---------------------------------------------------------------------------------------------
+
+TARGET_NONCENTRED = 0.5  # acceptance the scale of the non-centred move is adapted to
+NONCENTRED_MOVES = 3  # non-centred moves per sweep
+
+
+def _lower_from_vector(h, d):
+    """The lower-triangular (incl. diagonal) d x d matrix with entries h (row-major order)."""
+    il = np.tril_indices(d)
+    return jnp.zeros((d, d), h.dtype).at[il].set(h)
+
+
+def noncentred_design(M):
+    """The matrix A with vech_u(H M + M H^T) = A vech_l(H) for a symmetric M and
+    lower-triangular H (vech_u: upper triangle incl. diagonal, row-major, the S_hat layout;
+    vech_l: lower triangle incl. diagonal, row-major). Batched over leading axes of M."""
+    d = M.shape[-1]
+    iu, il = np.triu_indices(d), np.tril_indices(d)
+    eye = jnp.eye(d, dtype=M.dtype)
+    T = (jnp.einsum("ak,...lb->...abkl", eye, M) + jnp.einsum("...al,bk->...abkl", M, eye))
+    return T[..., iu[0], iu[1], :, :][..., il[0], il[1]]
+
+
+def noncentred_log_ratio(h, Sigma_x, W, S, sigma_y2, ll, data, prior):
+    """log pi(x') - log pi(x) + log|Jacobian| for the move x = (Sigma_x, S_1..S_J) ->
+    x' = (G Sigma_x G^T, G S_j G^T), G the Cayley transform of the lower-triangular H with
+    entries h, sigma_y^2 fixed and theta integrated out (:func:`group_move_log_ratio`). Written
+    with LAPACK linear algebra so that it can be differentiated in h. Returns (log ratio,
+    (S', Sigma_x', Sigma_x'^{-1}, totals at S', collapsed log-likelihood at S'))."""
+    d = S.shape[-1]
+    H = _lower_from_vector(h, d)
+    eye = jnp.eye(d, dtype=S.dtype)
+    inv_m = solve_triangular(eye - 0.5 * H, eye, lower=True)
+    inv_p = solve_triangular(eye + 0.5 * H, eye, lower=True)
+    G, G_inv, logdet = _group_from(H, inv_m, inv_p)
+    S_g = _sym(G @ S @ G.T)
+    K = jnp.linalg.cholesky(sigma_y2 * S_g + data.Sigma_z)
+    Y = solve_triangular(K, jnp.concatenate([S_g, data.z_hat[..., None]], axis=-1), lower=True)
+    zt = _ZTerms(Y[..., :d], Y[..., d], jnp.sum(jnp.log(jnp.diagonal(K, axis1=-2, axis2=-1)), -1))
+    tot_g = _sum_totals(prior, _holder_totals(zt))
+    R = jnp.linalg.cholesky(tot_g.P)
+    w = solve_triangular(R, tot_g.h, lower=True)
+    ll_g = -0.5 * (tot_g.Q - w @ w) - 0.5 * tot_g.LD - 0.5 * _logdet_chol(R)
+    log_r, Sx_g, W_g = group_move_log_ratio(G, G_inv, logdet, S, Sigma_x, W, S_g, ll, ll_g, data)
+    return log_r, (S_g, Sx_g, W_g, tot_g, ll_g)
+
+
+def noncentred_proposal(Sigma_x, W, S, sigma_y2, ll, tot, data, prior):
+    """Gauss-Newton approximation N(m, P^{-1}) of the target of the non-centred move in h
+    (x fixed). To first order S_j' = S_j + H S_j + S_j H^T, so the S_hat_j terms have
+    curvature A_j^T A_j / sigma_s_j^2 with A_j = :func:`noncentred_design` (S_j), and with theta
+    at its conditional mean theta_hat = P_theta^{-1} h_theta (``tot``) the z_hat_j terms
+    N(z_hat_j; S_j' theta_hat, K_j) have curvature B_j^T K_j^{-1} B_j, B_j h = (H S_j + S_j H^T)
+    theta_hat. Then P = I + sum_j (A_j^T A_j / sigma_s_j^2 + B_j^T K_j^{-1} B_j) and
+    m = P^{-1} g, g the exact gradient of :func:`noncentred_log_ratio` at h = 0.
+    Returns (m, chol P)."""
+    J, d = S.shape[0], S.shape[-1]
+    D = d * (d + 1) // 2
+    il = np.tril_indices(d)
+    zero = jnp.zeros(D, S.dtype)
+    g = jax.grad(lambda h: noncentred_log_ratio(h, Sigma_x, W, S, sigma_y2, ll, data,
+                                                prior)[0])(zero)
+    A = noncentred_design(S)
+    theta = jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(tot.P), True), tot.h)
+    v = jnp.einsum("jab,b->ja", S, theta)  # S_j theta_hat
+    eye = jnp.eye(d, dtype=S.dtype)
+    # B_j[a, (k, l)] = delta_ak v_jl + S_j,al theta_k   (k >= l)
+    B = (eye[None, :, il[0]] * v[:, il[1]][:, None, :]
+         + S[:, :, il[1]] * theta[il[0]][None, None, :])
+    LK = jnp.linalg.cholesky(sigma_y2 * S + data.Sigma_z)
+    KB = solve_triangular(LK, B, lower=True)
+    P = (jnp.eye(D, dtype=S.dtype) + jnp.einsum("jpq,jpr,j->qr", A, A, 1.0 / data.sigma_s**2)
+         + jnp.einsum("jpq,jpr->qr", KB, KB))
+    R = jnp.linalg.cholesky(P)
+    return jax.scipy.linalg.cho_solve((R, True), g), R
+
+
+def _noncentred_log_q(h, m, R, c):
+    """log N(h; (1 - sqrt(1 - c^2)) m, c^2 P^{-1}) + const, P = R R^T."""
+    r = R.T @ (h - (1.0 - jnp.sqrt(1.0 - c**2)) * m) / c
+    return -0.5 * r @ r + jnp.sum(jnp.log(jnp.diagonal(R))) - h.shape[0] * jnp.log(c)
+
+
+def noncentred_move(xi, log_u, Sigma_x, W, S, sigma_y2, ll, tot, data, prior, log_c,
+                    jacobian=True):
+    """The non-centred move of :func:`normalx_step`: propose h from the Gauss-Newton
+    approximation at x, h = (1 - sqrt(1 - c^2)) m(x) + c R(x)^{-T} xi (c <= 1; c = 1 is an
+    independence-like draw from the approximation, smaller c an autoregressive step around
+    x that is exactly reversible for a Gaussian target), move x -> x' = G(h) x, and accept
+    with
+
+        log r = noncentred_log_ratio(h) + log q(-h | x') - log q(h | x),
+
+    since G(-h) = G(h)^{-1} maps x' back to x (so (x, h) -> (x', -h) is an involution whose
+    Jacobian is in :func:`noncentred_log_ratio`). ``jacobian=False`` drops the Jacobian: a
+    deliberately WRONG ratio for the tests' negative control. Returns (accepted, accept
+    probability, S, Sigma_x, W, totals, ll) after the decision (totals None if rejected...)."""
+    c = jnp.exp(log_c)
+    m, R = noncentred_proposal(Sigma_x, W, S, sigma_y2, ll, tot, data, prior)
+    mean = (1.0 - jnp.sqrt(1.0 - c**2)) * m
+    h = mean + c * solve_triangular(R.T, xi, lower=False)
+    log_r, (S_g, Sx_g, W_g, tot_g, ll_g) = noncentred_log_ratio(h, Sigma_x, W, S, sigma_y2, ll,
+                                                                data, prior)
+    if not jacobian:
+        J, d = S.shape[0], S.shape[-1]
+        logdet = jnp.sum(jnp.log(jnp.abs((1.0 + 0.5 * h[_diag_positions(d)])
+                                         / (1.0 - 0.5 * h[_diag_positions(d)]))))
+        log_r = log_r - (J + 1.0) * (d + 1.0) * logdet
+    m_b, R_b = noncentred_proposal(Sx_g, W_g, S_g, sigma_y2, ll_g, tot_g, data, prior)
+    log_r = log_r + _noncentred_log_q(-h, m_b, R_b, c) - _noncentred_log_q(h, m, R, c)
+    log_r = _nan_to_reject(log_r)
+    accept = log_u < log_r
+    return accept, jnp.exp(jnp.minimum(0.0, log_r)), S_g, Sx_g, W_g, tot_g, ll_g
+
+
+def _diag_positions(d):
+    """Positions of the diagonal entries in vech_l (row-major lower triangle)."""
+    return np.array([i * (i + 1) // 2 + i for i in range(d)])
+
+
+def normalx_step(rng_key, state: NormalXState, data, tuning: Tuning, proposal_ratio=True,
+                 noncentred=True, rw_moves=True, prior_moves=True):
+    """One sweep of the default normalX sampler (method ``"normalx"``): the target of
+    Algorithm 1 (the joint posterior of the normalX model, eq. 10), sampled by a partially
+    collapsed Gibbs sampler that interweaves the centred and the non-centred parametrisation
+    of (Sigma_x, S) (Yu & Meng 2011):
+
+    1. Sigma_x ~ InvWishart(kappa + n, Lambda + sum_j S_j) (A.1): the centred step, exact;
+    2. for each holder, the Wishart random walk and the prior-proposal move on S_j with theta
+       integrated out (as in :func:`collapsed_step`);
+    3. the non-centred step: with W_j = L^{-1} S_j L^{-T} (L L^T = Sigma_x), whose law
+       Wishart(n_j, I) does not involve Sigma_x, move Sigma_x with the W_j held fixed, i.e.
+       (Sigma_x, S_j) -> (G Sigma_x G^T, G S_j G^T), by MH with a Gauss-Newton proposal
+       (:func:`noncentred_move`). When S_hat measures S_j weakly compared with its Wishart
+       spread (large n_j, small eps) step 1 can move Sigma_x only by ~1/sqrt(n) per sweep
+       while this step moves it across its posterior; when S_hat measures S_j well, step 1
+       does. ``noncentred=False`` leaves it out (for the tests and the benchmark);
+    4. u = log sigma_y^2 | S from its marginal with theta integrated out, by slice sampling
+       (:func:`slice_1d`, :func:`log_sigma_y2_marginal`);
+    5. theta ~ N(m_p, Sigma_p) given S, sigma_y^2 (eq. 12).
+
+    Steps 1-4 leave p(Sigma_x, S, sigma_y^2 | data) invariant (theta integrated out), and step
+    5 draws theta from its exact conditional, so the sweep leaves the joint posterior invariant.
+    ``proposal_ratio=False`` drops the random walk's Hastings correction and the non-centred
+    move's Jacobian: a deliberately WRONG kernel, for the tests' negative control.
+    """
+    J, d = data.z_hat.shape
+    D = d * (d + 1) // 2
+    k = NONCENTRED_MOVES
+    df = _holder_move_df(data, tuning)
+    n_n, n_u = _bartlett_sizes(df.shape, d)
+    N, u = _draw(rng_key, n_n + k * D + d, n_u + 2 * J + k + SLICE_N_UNIFORMS)
+    xi, eps_theta = N[n_n:n_n + k * D].reshape(k, D), N[n_n + k * D:]
+    log_u = jnp.log(u[n_u:n_u + 2 * J + k])
+    u_slice = u[n_u + 2 * J + k:]
+    # 1.-2. Sigma_x | S and the holder-wise moves
+    hm = _collapsed_holder_moves(N[:n_n], u[:n_u], log_u[:2 * J], df, state, data,
+                                 jnp.zeros((0, d, d), state.S.dtype), proposal_ratio,
+                                 rw_moves, prior_moves)
+    S, Sigma_x = hm.S, hm.pre.Sigma_x
+    # 3. non-centred moves of (Sigma_x, S)
+    p_nc, a_nc = jnp.zeros((), S.dtype), jnp.zeros((), bool)
+    if noncentred:
+        def nc(carry, x):
+            S, Sigma_x, W, tot, ll = carry
+            a, p, *new = noncentred_move(x[0], x[1], Sigma_x, W, S, state.sigma_y2, ll, tot,
+                                         data, hm.prior, tuning.log_group_step,
+                                         jacobian=proposal_ratio)
+            carry = jax.tree.map(lambda n, o: jnp.where(a, n, o), tuple(new), carry)
+            return carry, (p, a)
+        (S, Sigma_x, _, _, _), (p_nc, a_nc) = jax.lax.scan(
+            nc, (S, Sigma_x, hm.pre.W, hm.tot, hm.ll), (xi, log_u[2 * J:]))
+        p_nc, a_nc = jnp.mean(p_nc), jnp.mean(a_nc)
+    # 4. log sigma_y^2 | S by slice sampling, theta integrated out
+    sp = spectral_terms(S, data)
+    u0 = jnp.log(state.sigma_y2)
+    u1, tot, evals = slice_1d(u_slice, u0,
+                              lambda v: log_sigma_y2_marginal(v, sp, data, hm.prior),
+                              jnp.exp(tuning.log_step))
+    # 5. theta | S, sigma_y^2
+    theta = _theta_from_precision(tot.P, tot.h, eps_theta)
+    new = NormalXState(theta=theta, sigma_y2=jnp.exp(u1), Sigma_x=Sigma_x, S=S)
+    one = jnp.ones((), S.dtype)
+    info = Info(hm.p_rw, hm.a_rw, one, one > 0, hm.p_pr, hm.a_pr,
+                jump_log_sigma_y2=jnp.abs(u1 - u0), evals_sigma_y2=evals,
+                accept_prob_noncentred=p_nc, is_accepted_noncentred=a_nc)
+    return new, info
+
+
+# ---------------------------------------------------------------------------------------------
 # Adaptation (warm-up only)
 # ---------------------------------------------------------------------------------------------
 
@@ -1101,6 +1336,7 @@ def adapt(tuning: Tuning, info: Info, i, target_accept_S=0.2, target_accept_sigm
         log step    <- log step    + gamma_i (accept_prob_sigma_y2 - target)
         log tau     <- log tau     + gamma_i (accept_prob_group - target_S)   (collapsed only)
         log w       <- log w + gamma_i (log(3 |jump|) - log w)     (slice width, slice kernels)
+        log c       <- min(0, log c + gamma_i (accept_prob_noncentred - 0.5))   (normalx_step)
 
     Used only during warm-up, so the kept draws come from a fixed, valid kernel.
     """
@@ -1109,13 +1345,21 @@ def adapt(tuning: Tuning, info: Info, i, target_accept_S=0.2, target_accept_sigm
     if min_log_alpha is not None:
         log_alpha = jnp.maximum(log_alpha, min_log_alpha)
     log_step = tuning.log_step + gamma * (info.accept_prob_sigma_y2 - target_accept_sigma_y2)
+    if info.accept_prob_noncentred is not None:  # scale c <= 1 of the non-centred move
+        log_group = jnp.minimum(0.0, tuning.log_group_step
+                                + gamma * (info.accept_prob_noncentred - TARGET_NONCENTRED))
+        return Tuning(log_alpha, _adapt_slice(tuning, info, gamma), log_group)
     if info.jump_log_sigma_y2 is not None:  # slice width: towards 3 x the typical move
-        log_step = tuning.log_step + gamma * (
-            jnp.log(3.0 * info.jump_log_sigma_y2 + 1e-12) - tuning.log_step)
+        log_step = _adapt_slice(tuning, info, gamma)
     log_group = tuning.log_group_step
     if info.accept_prob_group is not None:
         log_group = log_group + gamma * (info.accept_prob_group - target_accept_S)
     return Tuning(log_alpha, log_step, log_group)
 
 
-SLICE_SIGMA_Y2_STEPS = (fixeds_step,)  # kernels whose sigma_y^2 update is a slice sampler
+SLICE_SIGMA_Y2_STEPS = (fixeds_step, normalx_step)  # kernels whose sigma_y^2 update is a slice sampler
+
+
+def _adapt_slice(tuning, info, gamma):
+    return tuning.log_step + gamma * (jnp.log(3.0 * info.jump_log_sigma_y2 + 1e-12)
+                                      - tuning.log_step)

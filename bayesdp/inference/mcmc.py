@@ -93,8 +93,9 @@ def _make_kernel_class():
             z = {k: jnp.asarray(v) for k, v in self._init_position.items()}
             la = (jnp.zeros(J) if self._log_alpha_init is None
                   else jnp.asarray(self._log_alpha_init, dtype=jnp.float64))
+            log_group = 0.0 if self._step is K.normalx_step else K.LOG_GROUP_STEP_INIT
             tuning = K.Tuning(la, jnp.asarray(self._log_step_init, dtype=jnp.float64),
-                              jnp.asarray(K.LOG_GROUP_STEP_INIT, dtype=jnp.float64))
+                              jnp.asarray(log_group, dtype=jnp.float64))
             # zeros shaped like the step's own Info (kernels report different fields)
             key = (J, d)
             if self._info_shapes is None or self._info_shapes[0] != key:
@@ -376,7 +377,8 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
         model = R.normalx_model
         S0 = closed_form.fixed_s_estimate(release, "psd+I")  # the authors' start
         pos = initial_position(release, priors, S0, s2_0)
-        step = K.normalx_step if kind == "normalx" else K.collapsed_step
+        step = {"normalx": K.normalx_step, "normalx-paper": K.normalx_paper_step,
+                "collapsed": K.collapsed_step}[kind]
         state_cls, step_kwargs = K.NormalXState, {"proposal_ratio": bool(proposal_ratio)}
         la = initial_log_alpha(release, alpha_init)
     slice_s2 = step in K.SLICE_SIGMA_Y2_STEPS
@@ -428,6 +430,15 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
         dims = {"acceptance_rate_S": ["holder"], "alpha_S": ["holder"]}
         attrs["acceptance_rate_S_mean"] = np.mean(_np(info.accept_prob_S), axis=(0, 1))
         attrs["proposal_ratio"] = int(bool(proposal_ratio))
+        if info.accept_prob_noncentred is not None:  # normalx's non-centred move
+            stats["acceptance_rate_S_prior"] = _np(info.accept_prob_prior)
+            stats["acceptance_rate_noncentred"] = _np(info.accept_prob_noncentred)
+            stats["scale_noncentred"] = np.exp(_np(tuning.log_group_step))
+            dims["acceptance_rate_S_prior"] = ["holder"]
+            attrs["acceptance_rate_S_prior_mean"] = np.mean(_np(info.accept_prob_prior),
+                                                            axis=(0, 1))
+            attrs["acceptance_rate_noncentred_mean"] = float(
+                np.mean(_np(info.accept_prob_noncentred)))
         if info.accept_prob_group is not None:  # normalx-collapsed's extra moves
             stats["acceptance_rate_S_prior"] = _np(info.accept_prob_prior)
             stats["acceptance_rate_group"] = _np(info.accept_prob_group)
@@ -465,8 +476,7 @@ def build_mcmc(method, release, priors, *, num_samples, num_warmup, num_chains=1
               progress_bar=False, build_only=True, **options)
     if method.startswith("nuts-"):
         return _run_nuts(method[5:], release, priors, **kw)
-    kind = {"normalx": "normalx", "normalx-collapsed": "collapsed", "fixeds": "fixeds",
-            "fixeds-paper": "fixeds-paper"}[method]
+    kind = {"normalx-collapsed": "collapsed"}.get(method, method)
     return _run_handwritten(kind, release, priors, **kw)
 
 
@@ -478,14 +488,22 @@ def _no_extra(options, method):
 
 def run_normalx(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
                 target_accept=TARGET_ACCEPT, target_accept_sigma_y2=None, alpha_init=None,
-                sigma_y2_step=None, chain_method=None, **options):
-    """MCMC-normalX (Algorithm 1), the paper's kernel as specified."""
-    _no_extra(options, "normalx")
-    return _run_handwritten("normalx", release, priors, seed=seed, num_samples=num_samples,
+                sigma_y2_step=None, chain_method=None, _kind="normalx", **options):
+    """The normalX model's posterior by ``kernels.normalx_step`` (centred and non-centred
+    moves of (Sigma_x, S) interwoven, slice sampling of sigma_y^2, theta integrated out of
+    every MH move); ``_kind="normalx-paper"`` runs Algorithm 1 exactly as published."""
+    _no_extra(options, _kind)
+    return _run_handwritten(_kind, release, priors, seed=seed, num_samples=num_samples,
                             num_chains=num_chains, num_warmup=num_warmup,
                             progress_bar=progress_bar, target_accept=target_accept,
                             target_accept_sigma_y2=target_accept_sigma_y2, alpha_init=alpha_init,
                             sigma_y2_step=sigma_y2_step, chain_method=chain_method)
+
+
+def run_normalx_paper(release, priors, **kw):
+    """MCMC-normalX exactly as Algorithm 1 (``kernels.normalx_paper_step``), for reproducing
+    the paper."""
+    return run_normalx(release, priors, _kind="normalx-paper", **kw)
 
 
 def run_collapsed(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
@@ -587,8 +605,12 @@ def run_nuts_fixeds(release, priors, **kw):
 
 
 register_method("normalx", run_normalx,
-                "MCMC-normalX (Algorithm 1): Gibbs Sigma_x, vmapped Wishart-proposal MH on each "
-                "S_j, Gibbs theta, RW-MH sigma_y^2; the paper's kernel")
+                "MCMC-normalX, the default sampler of the normalX model: Algorithm 1's target "
+                "with centred and non-centred (Sigma_x, S) moves interwoven, theta integrated "
+                "out of the MH moves, slice sampling of sigma_y^2")
+register_method("normalx-paper", run_normalx_paper,
+                "MCMC-normalX exactly as Algorithm 1 (Gibbs Sigma_x, Wishart-proposal MH on "
+                "each S_j, Gibbs theta, RW-MH sigma_y^2), for reproducing the paper")
 register_method("normalx-collapsed", run_collapsed,
                 "normalX with theta integrated out of the S_j and sigma_y^2 moves, then theta | S"
                 " (same target as 'normalx', better mixing of theta)")
