@@ -177,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="number of data holders: rows split in order (default 1)")
     p.add_argument("--node-column", default=None, help="column of holder labels (instead of --nodes)")
     p.add_argument("--y-column", default="-1", help="response column name or index (default: last)")
-    p.add_argument("--no-header", action="store_true", help="the CSV has no header row")
+    p.add_argument("--no-header", action="store_true", help="the CSV has no header row (a first row of numbers is refused "
+                        "without this flag, so no data value becomes a column name)")
     p.add_argument("--include-yty", action="store_true",
                    help="also release a noisy y^T y (for MCMC-B&S; larger sensitivity)")
     p.add_argument("--seed", type=int, default=None,

@@ -701,13 +701,14 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
     Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
     Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2).
     """
-    names = feature_names
-    if names is None and hasattr(X, "columns"):
-        names = [str(c) for c in X.columns]
+    df_names = _dataframe_names(X) if feature_names is None and hasattr(X, "columns") else None
     X, y = _check_rows(X, y)
     if X.shape[0] < 1:
         raise BayesdpInputError("X has no rows")
-    names = names if names is not None else [f"x{i}" for i in range(X.shape[1])]
+    if feature_names is not None:
+        names = _feature_names(feature_names, X.shape[1], "feature_names")
+    else:
+        names = df_names if df_names is not None else [f"x{i}" for i in range(X.shape[1])]
     labels = _node_labels(nodes, X.shape[0])
     bnds, private_bounds = _resolve_bounds(bounds, X, y)
     acc = _Accumulator(X.shape[1], bnds)
@@ -728,12 +729,19 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=-1, node_col
     or omitted when ``node_column`` names a column of holder labels. ``bounds`` are public
     (B_x, B_y); rows outside are clipped and counted.
     ``header`` is "infer" (first row has names) or None (no header, as in the paper's CSVs).
+    With "infer", a CSV whose first row has a field that parses as a number is refused: it is
+    most likely a data row, whose values would otherwise be published as feature names (and the
+    row dropped). Pass ``header=None`` for such files (CLI ``--no-header``).
     ``bounds="data"`` costs one more pass, warns, and flags the release not private.
     """
     path = Path(path)
     if not path.exists():
         raise BayesdpInputError(f"data file {str(path)!r} does not exist")
     privacy.check_epsilon_delta(epsilon, delta)
+    if header not in ("infer", None):
+        raise BayesdpInputError(f"header must be 'infer' or None, got {header!r}")
+    if header == "infer" and path.suffix.lower() not in (".parquet", ".pq"):
+        _check_csv_header(path)
     if chunksize < 1:
         raise BayesdpInputError(f"chunksize must be >= 1, got {chunksize}")
     data_bounds = isinstance(bounds, str) and bounds == "data"
@@ -786,6 +794,68 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=-1, node_col
     return _noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
                           include_yty=include_yty, seed=seed, feature_names=names,
                           private_bounds=not data_bounds, source=f"file {path.name}")
+
+
+def _looks_numeric(text) -> bool:
+    """True when a name is a number as a CSV reader would parse it ("3", "-0.5", "1e3", "nan")."""
+    if isinstance(text, (int, float, np.integer, np.floating)) and not isinstance(text, bool):
+        return True
+    try:
+        float(str(text).strip())
+    except ValueError:
+        return False
+    return True
+
+
+def _check_csv_header(path):
+    """Refuse a CSV whose header row (header="infer") holds numbers: it is then most likely a
+    data row, and its values would be published as feature names (and the row dropped)."""
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            first = next(csv.reader(fh), None)
+    except UnicodeDecodeError:
+        raise BayesdpInputError(f"{path}: not a UTF-8 text (CSV) file") from None
+    if first is None:
+        raise BayesdpInputError(f"{path}: the file is empty")
+    numeric = [k for k, f in enumerate(first) if _looks_numeric(f)]
+    if numeric:
+        raise BayesdpInputError(
+            f"{path}: header: the first row has {len(numeric)} of {len(first)} fields that are "
+            f"numbers (columns {numeric[:10]}{' ...' if len(numeric) > 10 else ''}), so it looks "
+            "like a data row, not column names; bayesdp will not publish data values as feature "
+            "names. If the file has no header row pass header=None (command line: --no-header); "
+            "otherwise give the columns names that are not numbers"
+        )
+
+
+def _feature_names(names, d, where):
+    """Validated feature names: d distinct strings that are not numbers (a number as a name is
+    most likely a data value, e.g. a header-less CSV read with its first row as header)."""
+    names = list(names)
+    if len(names) != d:
+        raise BayesdpInputError(f"{where}: expected {d} feature names, got {len(names)}")
+    for k, f in enumerate(names):
+        if not isinstance(f, str):
+            raise BayesdpInputError(
+                f"{where}: feature name {k} is {f!r} ({type(f).__name__}); names must be strings")
+        if _looks_numeric(f):
+            raise BayesdpInputError(
+                f"{where}: feature name {k} is {f!r}, a number; a number as a column name is most "
+                "likely a data value (e.g. a CSV without header read with header=0), and it "
+                "would be published: give names that are not numbers")
+    return names
+
+
+def _dataframe_names(X):
+    """Feature names from a DataFrame's columns: strings, or positions 0..d-1 (a RangeIndex,
+    e.g. from header=None), which become "0", "1", ...; anything else is refused."""
+    cols = list(X.columns)
+    if all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) for c in cols) \
+            and [int(c) for c in cols] == list(range(len(cols))):
+        return [str(c) for c in cols]
+    return _feature_names(cols, len(cols), "X.columns")
 
 
 def _iter_columns(path, header, chunksize, y_column, node_column):

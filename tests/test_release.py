@@ -800,3 +800,71 @@ def _umask():
     m = os.umask(0)
     os.umask(m)
     return m
+
+
+# --------------------------------------------------------------------------------------------
+# header-less CSV: data values must never become feature names (audit issue 15, item 1)
+
+
+def _value_strings(v):
+    """The ways a number of the file may be printed: as written in the CSV, Python's repr/str,
+    and pandas' formatting of a float column name."""
+    return {repr(float(v)), str(float(v)), f"{v:.17g}", f"{float(v)!s}".rstrip("0")}
+
+
+def test_headerless_csv_is_refused_with_infer_and_nothing_leaks(tmp_path):
+    rng = np.random.default_rng(7)
+    n, d = 40, 3
+    X = rng.uniform(-1, 1, size=(n, d)) + 1e-7 * rng.uniform(size=(n, d))  # long distinctive values
+    y = rng.uniform(-2, 2, size=n)
+    path = tmp_path / "noheader.csv"
+    pd.DataFrame(np.column_stack([X, y])).to_csv(path, index=False, header=False,
+                                                 float_format="%.17g")
+    out = tmp_path / "release.json"
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=(2.0, 3.0), nodes=2, seed=5)
+    with pytest.raises(BayesdpInputError, match="header") as exc:
+        bayesdp.release_file(path, **kw)  # header="infer" is the default
+    assert "header=None" in str(exc.value) and "--no-header" in str(exc.value)
+    assert not out.exists()
+    # read as what it is: every row is data, the row count is right, no value is a name
+    rel = bayesdp.release_file(path, header=None, **kw)
+    rel.save(out, include_clip_counts=True)
+    text = out.read_text()
+    assert rel.n_total == n and bayesdp.load_release(out).n_total == n
+    tokens = set(path.read_text().replace("\n", ",").split(",")) - {""}
+    assert len(tokens) == n * (d + 1)
+    for v in np.concatenate([X.ravel(), y]):
+        for s in _value_strings(v):
+            assert s not in text, s
+    for t in tokens:
+        assert t not in text, t
+    assert json.loads(text)["feature_names"] == ["0", "1", "2"]
+
+
+def test_csv_header_with_a_numeric_field_is_refused(tmp_path):
+    path = tmp_path / "half.csv"
+    path.write_text("age,3.25,y\n1,2,3\n4,5,6\n")
+    with pytest.raises(BayesdpInputError, match=r"columns \[1\]"):
+        bayesdp.release_file(path, epsilon=EPS, delta=DELTA, bounds=(9.0, 9.0))
+    ok = tmp_path / "ok.csv"
+    ok.write_text("age,height,y\n1,2,3\n4,5,6\n")
+    r = bayesdp.release_file(ok, epsilon=EPS, delta=DELTA, bounds=(9.0, 9.0), seed=0)
+    assert r.feature_names == ("age", "height") and r.n_total == 2
+
+
+def test_feature_names_must_be_strings_and_not_numbers(data):
+    X, y = data
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    with pytest.raises(BayesdpInputError, match="feature name 1 is 2"):
+        bayesdp.release(X, y, feature_names=["a", 2, "c"], **kw)
+    with pytest.raises(BayesdpInputError, match="feature name 0 is '0.5'"):
+        bayesdp.release(X, y, feature_names=["0.5", "b", "c"], **kw)
+    # a header-less CSV read by pandas with header=0: the first row's values are column names
+    df = pd.DataFrame(X[1:], columns=[f"{v:.17g}" for v in X[0]])
+    with pytest.raises(BayesdpInputError, match="X.columns: feature name 0"):
+        bayesdp.release(df, y[1:], **kw)
+    with pytest.raises(BayesdpInputError, match="names must be strings"):
+        bayesdp.release(pd.DataFrame(X, columns=[0.5, 1.5, 2.5]), y, **kw)
+    # positions (header=None / a plain array in a DataFrame) are not data: kept as "0", "1", ...
+    r = bayesdp.release(pd.DataFrame(X), y, **kw)
+    assert r.feature_names == ("0", "1", "2")
