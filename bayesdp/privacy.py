@@ -118,6 +118,23 @@ def classical_gaussian_sigma(epsilon, delta, sensitivity=1.0):
     return sens * math.sqrt(2.0 * math.log(1.25 / dlt)) / eps
 
 
+def classical_shortfall(epsilon, delta):
+    """Why the classical sigma does not give (epsilon, delta)-DP, or "" when it does.
+
+    The classical proof covers eps < 1 only. Above, the exact privacy profile of the classical
+    sigma decides: it still meets the stated eps up to eps ~ 8.4 at delta = 1e-5, and not beyond
+    (true eps 10.4 at a stated 10, 25.4 at 20, 96.4 at 50). The check is on the unit-sensitivity
+    sigma (the true eps does not depend on the sensitivity once sigma scales with it).
+    """
+    eps, dlt = check_epsilon_delta(epsilon, delta)
+    true_eps = true_epsilon(classical_gaussian_sigma(eps, dlt), dlt)
+    if true_eps <= eps * (1 + 1e-9):
+        return ""
+    return (f"calibration='classical' is proven only for eps < 1; at the stated eps={eps:g} its "
+            f"sigma gives only ({true_eps:.4g}, {dlt:g})-DP (exact Gaussian privacy profile), so "
+            f"the stated (eps, delta) is NOT met; use calibration='exact'")
+
+
 def paper_code_gaussian_sigma(epsilon, delta, sensitivity=1.0):
     """The authors' MATLAB ``analytic_Gaussian_mech.m``, reproduced exactly. NOT DP as stated.
 

@@ -642,6 +642,12 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
         notes.append("bounds were read off the data, so the noise scale is not private")
     if calibration == "paper-code":
         notes.append("calibration='paper-code' under-calibrates sigma (authors' MATLAB bug)")
+    if calibration == "classical":
+        note = privacy.classical_shortfall(eps, dlt)
+        if note:
+            dp_valid = False
+            notes.append(note)
+            warnings.warn(note, UserWarning, stacklevel=3)
     J = len(labels)
     return Release(
         S_hat=np.stack(S_hat),

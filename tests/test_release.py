@@ -868,3 +868,31 @@ def test_feature_names_must_be_strings_and_not_numbers(data):
     # positions (header=None / a plain array in a DataFrame) are not data: kept as "0", "1", ...
     r = bayesdp.release(pd.DataFrame(X), y, **kw)
     assert r.feature_names == ("0", "1", "2")
+
+
+# --------------------------------------------------------------------------------------------
+# calibration="classical" beyond its proof (audit issue 15, item 3)
+
+
+@pytest.mark.parametrize("eps", [10.0, 20.0])
+def test_classical_calibration_flagged_where_it_is_not_dp(data, eps):
+    X, y = data
+    with pytest.warns(UserWarning, match="classical"):
+        r = bayesdp.release(X, y, epsilon=eps, delta=DELTA, bounds=BOUNDS, seed=0,
+                            calibration="classical")
+    true_eps = bayesdp.true_epsilon(r.sigma_s[0], DELTA, sensitivity=r.sensitivity)
+    assert true_eps > eps  # computed here from the exact profile, not read from the release
+    assert r.dp_claim_valid is False and "DP CLAIM INVALID" in repr(r)
+    doc = r.to_dict()["privacy"]
+    assert doc["dp_claim_valid"] is False
+    assert f"({true_eps:.4g}, {DELTA:g})-DP" in doc["dp_claim_note"]
+
+
+def test_classical_calibration_valid_below_one(data):
+    X, y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = bayesdp.release(X, y, epsilon=1.0, delta=DELTA, bounds=BOUNDS, seed=0,
+                            calibration="classical")
+    assert bayesdp.true_epsilon(r.sigma_s[0], DELTA, sensitivity=r.sensitivity) < 1.0
+    assert r.dp_claim_valid is True and r.dp_claim_note == ""
