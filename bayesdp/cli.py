@@ -73,7 +73,7 @@ def _cmd_release(args):
                            nodes=args.nodes, y_column=y_col, node_column=args.node_column,
                            header=None if args.no_header else "infer", seed=args.seed,
                            calibration=args.calibration, include_yty=args.include_yty,
-                           chunksize=args.chunksize)
+                           chunksize=args.chunksize, split=args.split)
     for w in caught:
         print(f"WARNING: {w.message}", file=sys.stderr)
     rel.save(args.out)
@@ -174,7 +174,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bounds-from-data", action="store_true",
                    help="read the bounds off the data (NOT private; flagged in the release)")
     p.add_argument("--nodes", type=int, default=1,
-                   help="number of data holders: rows split in order (default 1)")
+                   help="number of data holders J (default 1); rows assigned by --split")
+    p.add_argument("--split", default="hash", choices=["hash", "contiguous"],
+                   help="how --nodes J assigns rows: 'hash' (default; each row by a hash of its "
+                        "own values, add/remove-one private) or 'contiguous' (the authors' split "
+                        "in row order; NOT private, flagged in the release)")
     p.add_argument("--node-column", default=None, help="column of holder labels (instead of --nodes)")
     p.add_argument("--y-column", default="-1", help="response column name or index (default: last)")
     p.add_argument("--no-header", action="store_true", help="the CSV has no header row (a first row of numbers is refused "

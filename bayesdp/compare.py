@@ -170,6 +170,7 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
     ctx = _context(spec)
     X, y = ctx["X"], ctx["y"]
     bounds = _bounds(ctx, spec)
+    split = spec.get("split", "contiguous")
     eps_idx = int(round(math.log(epsilon) * 1e6))
     ss = np.random.SeedSequence([spec["seed"], eps_idx % (2**31), J, rep])
     s_rel, s_rel_yty, s_ada, s_np, s_fit = (int(s.generate_state(1, np.uint64)[0] >> 1)
@@ -203,7 +204,7 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
                 budget = "paper-code" if spec["calibration"] == "paper-code" else "paper"
                 draws = bayesdp.adassp(X, y, epsilon=epsilon, delta=ctx["delta"], bounds=bounds,
                                        nodes=J, seed=s_ada, budget=budget,
-                                       calibration=spec["calibration"])
+                                       calibration=spec["calibration"], split=split)
                 seconds = time.perf_counter() - t0
                 m_ref = None
             else:
@@ -211,13 +212,14 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
                     if rel_yty is None:
                         rel_yty = bayesdp.release(X, y, epsilon=epsilon, delta=ctx["delta"],
                                                   bounds=bounds, nodes=J, seed=s_rel_yty,
+                                                  split=split,
                                                   calibration=spec["calibration"],
                                                   include_yty=True, feature_names=ctx["names"])
                     r = rel_yty
                 else:
                     if rel is None:
                         rel = bayesdp.release(X, y, epsilon=epsilon, delta=ctx["delta"],
-                                              bounds=bounds, nodes=J, seed=s_rel,
+                                              bounds=bounds, nodes=J, seed=s_rel, split=split,
                                               calibration=spec["calibration"],
                                               feature_names=ctx["names"])
                     r = rel
@@ -265,7 +267,7 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
             calibration="exact", seed=0, out_dir=None, n_jobs=None, num_samples=1000,
             num_warmup=1000, *, n=100_000, d=2, data_dir=None, preprocessing="paper",
             bounds="data", mmd=None, mmd_draws=500, mmd_bandwidth=0.1, method_options=None,
-            figures=True, verbose=False) -> pd.DataFrame:
+            figures=True, verbose=False, split="contiguous") -> pd.DataFrame:
     """Run every method over epsilons x nodes x reps; return the tidy results DataFrame.
 
     Parameters
@@ -284,6 +286,11 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     n, d : simulated data size. data_dir : folder of the named data sets (else $BAYESDP_DATA_DIR).
     preprocessing : "paper" or "sound" (real data). bounds : "data" (read off the data, as the
         authors; not private) or "public" (simulated data only: distribution-derived bounds).
+    split : how a count J splits the rows over holders: "contiguous" (default; the paper's
+        protocol, so its experiments and earlier result folders reproduce; not add/remove
+        private, see docs/privacy.md, but the releases made here stay inside the experiment) or
+        "hash" (bayesdp's private default for real releases). On data in random order both give
+        statistically equivalent results.
     mmd : compute the MMD metrics (default: when d <= 5). mmd_draws, mmd_bandwidth : draws per
         posterior and kernel variance h. method_options : {method: {option: value}} for ``fit``.
     """
@@ -324,6 +331,10 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         spec = {"kind": "file", "data": source, "data_dir": None,
                 "preprocessing": preprocessing, "seed": int(seed), "bounds": "data"}
         dim = None
+    from .release import _check_split
+
+    if _check_split(split) != "contiguous":
+        spec["split"] = split  # absent = contiguous, so earlier result folders still resume
     spec.update({"calibration": calibration, "num_samples": int(num_samples),
                  "num_warmup": int(num_warmup), "mmd_draws": int(mmd_draws),
                  "mmd_bandwidth": float(mmd_bandwidth), "method_options": method_options or {}})
