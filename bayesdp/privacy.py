@@ -247,6 +247,24 @@ def sensitivity_szy(bound_x, bound_y):
     return math.sqrt(bound_x**4 + bound_x**2 * bound_y**2 + bound_y**4)
 
 
+def row_norms(X):
+    """Euclidean norm of each row, and each row divided by it (zero rows stay zero), computed
+    without overflow or underflow: rows are first scaled by their largest absolute entry.
+
+    The norm is inf only when it really exceeds the largest float (entries ~1e308); the unit
+    rows are finite whenever X is.
+    """
+    X = np.asarray(X, dtype=float)
+    m = np.max(np.abs(X), axis=1, initial=0.0)
+    safe = np.where(m > 0, m, 1.0)
+    Xs = X / safe[:, None]  # entries in [-1, 1]
+    r = np.sqrt(np.einsum("ij,ij->i", Xs, Xs))  # in [1, sqrt(d)] for non-zero rows
+    with np.errstate(over="ignore"):
+        norms = m * r
+    unit = Xs / np.where(r > 0, r, 1.0)[:, None]
+    return norms, unit
+
+
 def clip_rows(X, y, bound_x, bound_y):
     """Clip rows to the public bounds: x scaled to norm B_x, y clipped to [-B_y, B_y].
 
@@ -255,10 +273,11 @@ def clip_rows(X, y, bound_x, bound_y):
     """
     X = np.asarray(X, dtype=float)
     y = np.asarray(y, dtype=float)
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    norms, unit = row_norms(X)
     over_x = norms > bound_x
-    scale = np.where(over_x, bound_x / np.where(over_x, norms, 1.0), 1.0)
-    Xc = X * scale[:, None]
+    # scale the direction (bounded entries) rather than X itself: exact and overflow-free even
+    # when ||x|| overflows (entries ~1e200 or more), where bound_x / inf would zero the row
+    Xc = np.where(over_x[:, None], unit * bound_x, X)
     over_y = np.abs(y) > bound_y
     yc = np.clip(y, -bound_y, bound_y)
     return Xc, yc, over_x | over_y

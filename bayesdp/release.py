@@ -563,6 +563,12 @@ def _check_rows(X, y, d=None):
         raise BayesdpInputError(
             f"y must be a 1-d array with one value per row of X ({X.shape[0]}), got shape {y.shape}"
         )
+    for name, a in (("X", X), ("y", y)):
+        if np.iscomplexobj(a) or (a.dtype == object and any(isinstance(v, complex)
+                                                            for v in a.ravel())):
+            raise BayesdpInputError(
+                f"{name} has complex values; bayesdp needs real numbers (the imaginary part "
+                "would otherwise be dropped silently)")
     try:
         X = X.astype(np.float64)
         y = y.astype(np.float64)
@@ -674,9 +680,10 @@ def _resolve_bounds(bounds, X, y):
         if X is None:
             raise BayesdpInputError("bounds='data' needs the data")
         warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=3)
-        bx = float(np.sqrt(np.einsum("ij,ij->i", X, X)).max())
+        bx = float(privacy.row_norms(X)[0].max())
         by = float(np.abs(y).max())
-        return (max(bx, np.finfo(float).tiny), max(by, np.finfo(float).tiny)), False
+        tiny = np.finfo(float).tiny
+        return privacy.check_bounds((max(bx, tiny), max(by, tiny))), False
     if bounds is None:
         raise BayesdpInputError("bounds are required: public (B_x, B_y), or 'data' (not private)")
     return privacy.check_bounds(bounds), True
@@ -876,12 +883,12 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=-1, node_col
             n_rows += len(chunk)
             if data_bounds:
                 Xc, yc = _check_rows(chunk[feats].to_numpy(), chunk[ycol].to_numpy())
-                bx = max(bx, float(np.sqrt(np.einsum("ij,ij->i", Xc, Xc)).max(initial=0.0)))
+                bx = max(bx, float(privacy.row_norms(Xc)[0].max(initial=0.0)))
                 by = max(by, float(np.abs(yc).max(initial=0.0)))
         if data_bounds:
             warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=2)
             tiny = np.finfo(float).tiny
-            bnds = (max(bx, tiny), max(by, tiny))
+            bnds = privacy.check_bounds((max(bx, tiny), max(by, tiny)))
     if J is not None and split == "contiguous":
         if n_rows < J:
             raise BayesdpInputError(f"fewer rows ({n_rows}) than data holders (nodes={J})")

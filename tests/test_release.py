@@ -1062,3 +1062,27 @@ def test_contiguous_split_change_matches_brute_force():
         assert bayesdp.privacy.contiguous_split_change(n, J) == pytest.approx(brute(n, J))
     assert bayesdp.privacy.contiguous_split_change(30, 1) == 1.0
     assert bayesdp.privacy.contiguous_split_change(1003, 10) == pytest.approx(math.sqrt(37))
+
+
+def test_huge_rows_are_clipped_not_zeroed():
+    X = np.array([[1e200, 1e200], [1.0, 0.0], [0.0, 1.0]])
+    y = np.array([1.0, 1.0, -1.0])
+    r = bayesdp.release(X, y, epsilon=1e9, delta=DELTA, bounds=BOUNDS, seed=0)
+    Xc = np.array([[1, 1] / np.sqrt(2) * BOUNDS[0], [1.0, 0.0], [0.0, 1.0]])
+    tol = 6 * r.sigma_s[0]
+    np.testing.assert_allclose(r.S_hat[0], Xc.T @ Xc, rtol=0, atol=tol)
+    np.testing.assert_allclose(r.z_hat[0], Xc.T @ y, rtol=0, atol=tol)
+    assert r.n_clipped.tolist() == [1]
+
+
+def test_complex_input_is_refused(data):
+    X, y = data
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    with pytest.raises(BayesdpInputError, match="X has complex values"):
+        bayesdp.release(X + 1j, y, **kw)
+    with pytest.raises(BayesdpInputError, match="y has complex values"):
+        bayesdp.release(X, y.astype(complex), **kw)  # even with a zero imaginary part
+    with pytest.raises(BayesdpInputError, match="X has complex values"):
+        bayesdp.release(pd.DataFrame({"a": X[:, 0] + 2j, "b": X[:, 1], "c": X[:, 2]}), y, **kw)
+    with pytest.raises(BayesdpInputError, match="X has complex values"):
+        bayesdp.adassp(X + 1j, y, **kw)
