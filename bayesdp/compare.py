@@ -280,7 +280,7 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     calibration : "exact" or "paper-code" (the authors' code; reproduces Table 1; not DP).
     seed : master seed (data simulation, Lambda, and every cell's seeds derive from it).
     out_dir : folder for cell files, results.csv, summary.md, figures; None keeps all in memory
-        (no resume).
+        (no resume). Created if missing, but its parent folder must exist.
     n_jobs : worker processes (default: all cores); 1 runs in this process.
     num_samples, num_warmup : kept draws and burn-in of the MCMC methods (one chain per cell).
     n, d : simulated data size. data_dir : folder of the named data sets (else $BAYESDP_DATA_DIR).
@@ -315,6 +315,14 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         raise BayesdpInputError(f"reps must be a whole number >= 1, got {reps!r}")
     if bounds not in ("data", "public"):
         raise BayesdpInputError(f"bounds must be 'data' or 'public', got {bounds!r}")
+    if out_dir is not None:  # checked before any work; only the leaf folder is ever created
+        out_dir = Path(out_dir)
+        if out_dir.exists() and not out_dir.is_dir():
+            raise BayesdpInputError(f"out_dir: {str(out_dir)!r} exists and is not a folder")
+        if not out_dir.parent.is_dir():
+            raise BayesdpInputError(
+                f"out_dir: parent folder {str(out_dir.parent)!r} does not exist (only the last "
+                "folder of out_dir is created)")
     if str(data).lower() == "simulated":
         spec = {"kind": "simulated", "n": int(n), "d": int(d), "seed": int(seed), "bounds": bounds}
         dim = int(d)
@@ -346,9 +354,9 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
 
     cells_dir = None
     if out_dir is not None:
-        out_dir = Path(out_dir)
         cells_dir = out_dir / "cells"
-        cells_dir.mkdir(parents=True, exist_ok=True)
+        out_dir.mkdir(exist_ok=True)
+        cells_dir.mkdir(exist_ok=True)
         cfg_path = out_dir / "config.json"
         if cfg_path.exists():
             old = json.loads(cfg_path.read_text())

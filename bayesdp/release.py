@@ -840,14 +840,14 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
                           split="labels" if holders is None else split)
 
 
-def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=-1, node_column=None,
+def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_column=None,
                  header="infer", seed=None, calibration="exact", include_yty=False,
                  chunksize=100_000, split="hash") -> Release:
     """Release from a CSV or Parquet file far larger than memory, in constant memory.
 
     The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
-    ``y_column`` names (or indexes) the response; every other column except ``node_column`` is a
-    feature. ``nodes`` is a holder count, its rows assigned by ``split`` as in :func:`release`
+    ``y_column`` names (or indexes) the response (default: the last column that is not
+    ``node_column``); every other column except ``node_column`` is a feature. ``nodes`` is a holder count, its rows assigned by ``split`` as in :func:`release`
     ("hash": one pass; "contiguous", the authors' split, flagged not private: the file is read
     once more to count rows), or omitted when ``node_column`` names a column of holder labels.
     ``bounds`` are public (B_x, B_y); rows outside are clipped and counted.
@@ -904,8 +904,13 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=-1, node_col
             Xc = chunk[feats].to_numpy(dtype=np.float64)
             yc = chunk[ycol].to_numpy(dtype=np.float64)
         except (TypeError, ValueError):
+            bad = [c for c in [*feats, ycol] if not _numeric_column(chunk[c])]
+            what = ", ".join(f"{c!r}" + (" (y_column)" if c == ycol else "") for c in bad)
             raise BayesdpInputError(
-                f"{path}: non-numeric values in rows {start}..{start + len(chunk) - 1}"
+                f"{path}: non-numeric values in column(s) {what or '?'} in rows "
+                f"{start}..{start + len(chunk) - 1}"
+                + (f"; columns: {list(chunk.columns)} (holder labels go in node_column)"
+                   if bad else "")
             ) from None
         if ncol is None and split == "contiguous":
             labels = np.minimum((start + np.arange(len(chunk))) // size, J - 1)
@@ -991,15 +996,33 @@ def _dataframe_names(X):
     return _feature_names(cols, len(cols), "X.columns")
 
 
+def _numeric_column(col):
+    try:
+        col.to_numpy(dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def _iter_columns(path, header, chunksize, y_column, node_column):
     """Chunks of a data file with the feature, response and node column names resolved."""
     for chunk in _iter_chunks(path, header, chunksize):
         cols = list(chunk.columns)
-        ycol = _pick_column(cols, y_column, "y_column")
         ncol = None if node_column is None else _pick_column(cols, node_column, "node_column")
+        if y_column is None:
+            rest = [c for c in cols if c != ncol]
+            if not rest:
+                raise BayesdpInputError(f"{path}: no column besides node_column={ncol!r}")
+            ycol = rest[-1]
+        else:
+            ycol = _pick_column(cols, y_column, "y_column")
+        if ncol is not None and ycol == ncol:
+            raise BayesdpInputError(
+                f"{path}: y_column={y_column!r} and node_column={node_column!r} are the same "
+                f"column {ycol!r}; the response and the holder labels must be different columns")
         feats = [c for c in cols if c != ycol and c != ncol]
         if not feats:
-            raise BayesdpInputError(f"{path}: no feature columns besides y_column")
+            raise BayesdpInputError(f"{path}: no feature columns besides y_column={ycol!r}")
         yield chunk, feats, ycol, ncol
 
 
@@ -1010,7 +1033,10 @@ def _pick_column(cols, key, what):
         except IndexError:
             raise BayesdpInputError(f"{what}={key} is out of range for {len(cols)} columns") from None
     if key not in cols:
-        raise BayesdpInputError(f"{what}={key!r} is not a column (columns: {cols})")
+        hint = ""
+        if isinstance(key, str) and key.lstrip("-").isdigit():
+            hint = " (a column index must be an integer)"
+        raise BayesdpInputError(f"{what}={key!r} is not a column (columns: {cols}){hint}")
     return key
 
 
