@@ -67,13 +67,14 @@ def _cmd_release(args):
         raise BayesdpError("give public bounds with --bounds B_X B_Y (or --bounds-from-data, "
                            "which is NOT private)")
     y_col = int(args.y_column) if _is_int(args.y_column) else args.y_column
+    node_col = int(args.node_column) if _is_int(args.node_column) else args.node_column
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         rel = release_file(args.data, epsilon=args.epsilon, delta=args.delta, bounds=bounds,
-                           nodes=args.nodes, y_column=y_col, node_column=args.node_column,
+                           nodes=args.nodes, y_column=y_col, node_column=node_col,
                            header=None if args.no_header else "infer", seed=args.seed,
                            calibration=args.calibration, include_yty=args.include_yty,
-                           chunksize=args.chunksize)
+                           chunksize=args.chunksize, split=args.split)
     for w in caught:
         print(f"WARNING: {w.message}", file=sys.stderr)
     rel.save(args.out)
@@ -119,6 +120,45 @@ def _cmd_fit(args):
     if args.out:
         diagnostics.save(idata, args.out)
         print(f"\nwrote {args.out}")
+
+
+# output options of every command, checked before any work is done (a fit or a comparison must
+# not run for minutes and then fail on a missing folder)
+_OUT_FILES = ("out", "truth", "truth_out")
+_OUT_DIRS = ("out_dir",)
+
+
+def check_output_paths(args):
+    """Refuse output paths whose folder does not exist, before the command does any work.
+
+    Files (``--out``, ``--truth``, ``--truth-out``): the folder must exist and the path must not
+    be a folder. Folders (``--out-dir``): only the last folder is created, so its parent must
+    exist, and the path must not be a file.
+    """
+    from .errors import BayesdpInputError
+
+    for name in _OUT_FILES:
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        p = Path(value)
+        opt = "--" + name.replace("_", "-")
+        if p.is_dir():
+            raise BayesdpInputError(f"{opt}: {str(p)!r} is a folder, not a file")
+        if not p.parent.is_dir():
+            raise BayesdpInputError(f"{opt}: folder {str(p.parent)!r} does not exist")
+    for name in _OUT_DIRS:
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        p = Path(value)
+        opt = "--" + name.replace("_", "-")
+        if p.exists() and not p.is_dir():
+            raise BayesdpInputError(f"{opt}: {str(p)!r} exists and is not a folder")
+        if not p.parent.is_dir():
+            raise BayesdpInputError(
+                f"{opt}: parent folder {str(p.parent)!r} does not exist (only the last folder "
+                "of --out-dir is created)")
 
 
 def _is_int(s):
@@ -174,10 +214,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bounds-from-data", action="store_true",
                    help="read the bounds off the data (NOT private; flagged in the release)")
     p.add_argument("--nodes", type=int, default=1,
-                   help="number of data holders: rows split in order (default 1)")
+                   help="number of data holders J (default 1); rows assigned by --split")
+    p.add_argument("--split", default="hash", choices=["hash", "contiguous"],
+                   help="how --nodes J assigns rows: 'hash' (default; each row by a hash of its "
+                        "own values, add/remove-one private) or 'contiguous' (the authors' split "
+                        "in row order; NOT private, flagged in the release)")
     p.add_argument("--node-column", default=None, help="column of holder labels (instead of --nodes)")
-    p.add_argument("--y-column", default="-1", help="response column name or index (default: last)")
-    p.add_argument("--no-header", action="store_true", help="the CSV has no header row")
+    p.add_argument("--y-column", default=None,
+                   help="response column name or index (default: the last column that is not "
+                        "the --node-column)")
+    p.add_argument("--no-header", action="store_true", help="the CSV has no header row (a first row of numbers is refused "
+                        "without this flag, so no data value becomes a column name)")
     p.add_argument("--include-yty", action="store_true",
                    help="also release a noisy y^T y (for MCMC-B&S; larger sensitivity)")
     p.add_argument("--seed", type=int, default=None,
@@ -232,8 +279,9 @@ def main(argv=None):
         parser.print_help()
         return 2
     try:
+        check_output_paths(args)
         status = args.func(args)
-    except (BayesdpError, ValueError) as exc:
+    except (BayesdpError, ValueError, OSError) as exc:
         print(f"bayesdp {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return int(status or 0)

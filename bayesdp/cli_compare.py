@@ -19,6 +19,7 @@ def _cmd_compare(args):
         n=args.n, d=args.d, data_dir=args.data_dir, preprocessing=args.preprocessing,
         bounds=args.bounds, mmd={"auto": None, "yes": True, "no": False}[args.mmd],
         method_options=method_options, figures=not args.no_figures, verbose=args.verbose,
+        split=args.split,
     )
     print(summary_markdown(df[df["metric"].isin(["estimation_mse", "prediction_mse"])],
                            title=f"data={args.data}, calibration={args.calibration}"))
@@ -55,6 +56,9 @@ def register(subparsers):
     p.add_argument("--preprocessing", default="paper", choices=["paper", "sound"])
     p.add_argument("--bounds", default="data", choices=["data", "public"],
                    help="'data' (as the paper; not private) or 'public' (simulated only)")
+    p.add_argument("--split", default="contiguous", choices=["contiguous", "hash"],
+                   help="how J splits the rows: 'contiguous' (the paper's protocol; not "
+                        "add/remove private) or 'hash' (private; bayesdp release's default)")
     p.add_argument("--mmd", default="auto", choices=["auto", "yes", "no"])
     p.add_argument("--no-figures", action="store_true")
     p.add_argument("--verbose", action="store_true")

@@ -170,6 +170,7 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
     ctx = _context(spec)
     X, y = ctx["X"], ctx["y"]
     bounds = _bounds(ctx, spec)
+    split = spec.get("split", "contiguous")
     eps_idx = int(round(math.log(epsilon) * 1e6))
     ss = np.random.SeedSequence([spec["seed"], eps_idx % (2**31), J, rep])
     s_rel, s_rel_yty, s_ada, s_np, s_fit = (int(s.generate_state(1, np.uint64)[0] >> 1)
@@ -203,7 +204,7 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
                 budget = "paper-code" if spec["calibration"] == "paper-code" else "paper"
                 draws = bayesdp.adassp(X, y, epsilon=epsilon, delta=ctx["delta"], bounds=bounds,
                                        nodes=J, seed=s_ada, budget=budget,
-                                       calibration=spec["calibration"])
+                                       calibration=spec["calibration"], split=split)
                 seconds = time.perf_counter() - t0
                 m_ref = None
             else:
@@ -211,13 +212,14 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
                     if rel_yty is None:
                         rel_yty = bayesdp.release(X, y, epsilon=epsilon, delta=ctx["delta"],
                                                   bounds=bounds, nodes=J, seed=s_rel_yty,
+                                                  split=split,
                                                   calibration=spec["calibration"],
                                                   include_yty=True, feature_names=ctx["names"])
                     r = rel_yty
                 else:
                     if rel is None:
                         rel = bayesdp.release(X, y, epsilon=epsilon, delta=ctx["delta"],
-                                              bounds=bounds, nodes=J, seed=s_rel,
+                                              bounds=bounds, nodes=J, seed=s_rel, split=split,
                                               calibration=spec["calibration"],
                                               feature_names=ctx["names"])
                     r = rel
@@ -265,7 +267,7 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
             calibration="exact", seed=0, out_dir=None, n_jobs=None, num_samples=1000,
             num_warmup=1000, *, n=100_000, d=2, data_dir=None, preprocessing="paper",
             bounds="data", mmd=None, mmd_draws=500, mmd_bandwidth=0.1, method_options=None,
-            figures=True, verbose=False) -> pd.DataFrame:
+            figures=True, verbose=False, split="contiguous") -> pd.DataFrame:
     """Run every method over epsilons x nodes x reps; return the tidy results DataFrame.
 
     Parameters
@@ -278,12 +280,17 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     calibration : "exact" or "paper-code" (the authors' code; reproduces Table 1; not DP).
     seed : master seed (data simulation, Lambda, and every cell's seeds derive from it).
     out_dir : folder for cell files, results.csv, summary.md, figures; None keeps all in memory
-        (no resume).
+        (no resume). Created if missing, but its parent folder must exist.
     n_jobs : worker processes (default: all cores); 1 runs in this process.
     num_samples, num_warmup : kept draws and burn-in of the MCMC methods (one chain per cell).
     n, d : simulated data size. data_dir : folder of the named data sets (else $BAYESDP_DATA_DIR).
     preprocessing : "paper" or "sound" (real data). bounds : "data" (read off the data, as the
         authors; not private) or "public" (simulated data only: distribution-derived bounds).
+    split : how a count J splits the rows over holders: "contiguous" (default; the paper's
+        protocol, so its experiments and earlier result folders reproduce; not add/remove
+        private, see docs/privacy.md, but the releases made here stay inside the experiment) or
+        "hash" (bayesdp's private default for real releases). On data in random order both give
+        statistically equivalent results.
     mmd : compute the MMD metrics (default: when d <= 5). mmd_draws, mmd_bandwidth : draws per
         posterior and kernel variance h. method_options : {method: {option: value}} for ``fit``.
     """
@@ -308,6 +315,14 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         raise BayesdpInputError(f"reps must be a whole number >= 1, got {reps!r}")
     if bounds not in ("data", "public"):
         raise BayesdpInputError(f"bounds must be 'data' or 'public', got {bounds!r}")
+    if out_dir is not None:  # checked before any work; only the leaf folder is ever created
+        out_dir = Path(out_dir)
+        if out_dir.exists() and not out_dir.is_dir():
+            raise BayesdpInputError(f"out_dir: {str(out_dir)!r} exists and is not a folder")
+        if not out_dir.parent.is_dir():
+            raise BayesdpInputError(
+                f"out_dir: parent folder {str(out_dir.parent)!r} does not exist (only the last "
+                "folder of out_dir is created)")
     if str(data).lower() == "simulated":
         spec = {"kind": "simulated", "n": int(n), "d": int(d), "seed": int(seed), "bounds": bounds}
         dim = int(d)
@@ -324,6 +339,10 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         spec = {"kind": "file", "data": source, "data_dir": None,
                 "preprocessing": preprocessing, "seed": int(seed), "bounds": "data"}
         dim = None
+    from .release import _check_split
+
+    if _check_split(split) != "contiguous":
+        spec["split"] = split  # absent = contiguous, so earlier result folders still resume
     spec.update({"calibration": calibration, "num_samples": int(num_samples),
                  "num_warmup": int(num_warmup), "mmd_draws": int(mmd_draws),
                  "mmd_bandwidth": float(mmd_bandwidth), "method_options": method_options or {}})
@@ -335,9 +354,9 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
 
     cells_dir = None
     if out_dir is not None:
-        out_dir = Path(out_dir)
         cells_dir = out_dir / "cells"
-        cells_dir.mkdir(parents=True, exist_ok=True)
+        out_dir.mkdir(exist_ok=True)
+        cells_dir.mkdir(exist_ok=True)
         cfg_path = out_dir / "config.json"
         if cfg_path.exists():
             old = json.loads(cfg_path.read_text())

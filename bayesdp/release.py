@@ -514,12 +514,21 @@ def combine_releases(*releases) -> Release:
 
 
 class _Accumulator:
-    """Per-holder sums X^T X, X^T y, y^T y and row counts, fed chunk by chunk."""
+    """Per-holder sums X^T X, X^T y, y^T y and row counts, fed chunk by chunk.
 
-    def __init__(self, d, bounds):
+    ``holders``: the holder labels in their release order when they are known in advance (a
+    holder count: 0..J-1, whatever the data); otherwise holders appear in first-row order.
+    """
+
+    def __init__(self, d, bounds, holders=None):
         self.d = d
         self.bounds = bounds
         self.stats = {}  # holder label -> [S, z, yty, n, n_clipped]
+        for lab in holders or ():
+            self._new(lab)
+
+    def _new(self, lab):
+        return self.stats.setdefault(lab, [np.zeros((self.d, self.d)), np.zeros(self.d), 0.0, 0, 0])
 
     def add(self, X, y, labels):
         X, y = _check_rows(X, y, self.d)
@@ -528,7 +537,7 @@ class _Accumulator:
         for lab in _unique_in_order(labels):
             m = labels == lab
             Xm, ym = X[m], y[m]
-            st = self.stats.setdefault(lab, [np.zeros((self.d, self.d)), np.zeros(self.d), 0.0, 0, 0])
+            st = self._new(lab)
             st[0] += Xm.T @ Xm
             st[1] += Xm.T @ ym
             st[2] += float(ym @ ym)
@@ -554,6 +563,12 @@ def _check_rows(X, y, d=None):
         raise BayesdpInputError(
             f"y must be a 1-d array with one value per row of X ({X.shape[0]}), got shape {y.shape}"
         )
+    for name, a in (("X", X), ("y", y)):
+        if np.iscomplexobj(a) or (a.dtype == object and any(isinstance(v, complex)
+                                                            for v in a.ravel())):
+            raise BayesdpInputError(
+                f"{name} has complex values; bayesdp needs real numbers (the imaginary part "
+                "would otherwise be dropped silently)")
     try:
         X = X.astype(np.float64)
         y = y.astype(np.float64)
@@ -568,26 +583,91 @@ def _check_rows(X, y, d=None):
     return X, y
 
 
-def _node_labels(nodes, n_rows):
-    """Per-row holder labels: a count (contiguous equal split) or a label array."""
+SPLITS = ("hash", "contiguous")
+
+SPLIT_HASH_KEY = 0x6261796573647031  # b"bayesdp1": fixed and public; the split needs no secret
+
+
+def _check_split(split):
+    if split not in SPLITS:
+        raise BayesdpInputError(f"split must be one of {SPLITS}, got {split!r}")
+    return split
+
+
+def _holder_count(nodes):
+    """J when ``nodes`` is a holder count, None when it is a label array."""
     if isinstance(nodes, (int, np.integer)) and not isinstance(nodes, bool):
-        J = int(nodes)
-        if J < 1:
+        if nodes < 1:
             raise BayesdpInputError(f"nodes must be >= 1, got {nodes}")
+        return int(nodes)
+    return None
+
+
+def _node_labels(nodes, X, y, split="hash"):
+    """Per-row holder labels and the holders in release order (None: first-appearance order).
+
+    ``nodes`` is a count J (rows assigned by ``split``: "hash", each row by a hash of its own
+    values; "contiguous", the authors' split in row order) or one label per row.
+    """
+    _check_split(split)
+    n_rows = X.shape[0]
+    J = _holder_count(nodes)
+    if J is not None:
         if n_rows < J:
             raise BayesdpInputError(f"fewer rows ({n_rows}) than data holders (nodes={J})")
-        return contiguous_split(n_rows, J)
+        if split == "contiguous":
+            return contiguous_split(n_rows, J), list(range(J))
+        return hash_split(X, y, J), list(range(J))
     labels = np.asarray(nodes)
     if labels.ndim != 1 or labels.shape[0] != n_rows:
         raise BayesdpInputError(
             f"nodes must be a holder count or one label per row ({n_rows}), got shape {labels.shape}"
         )
-    return labels
+    return labels, None
+
+
+def _mix64(h):
+    """The splitmix64 finaliser on a uint64 array (wrapping arithmetic)."""
+    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
+def row_hash(X, y):
+    """A 64-bit hash of each row's own values [x_1, ..., x_d, y] (float64 bit patterns).
+
+    It depends on that row only: on no other row, on no row position and on no row count.
+    -0.0 and 0.0 hash alike. Not cryptographic, and it needs no secret: the privacy argument only
+    uses that a row's holder is a function of the row itself.
+    """
+    A = np.ascontiguousarray(np.column_stack([np.asarray(X, dtype=np.float64),
+                                              np.asarray(y, dtype=np.float64)]) + 0.0)
+    W = A.view(np.uint64)
+    h = np.full(A.shape[0], SPLIT_HASH_KEY, dtype=np.uint64)
+    for k in range(W.shape[1]):
+        h = _mix64(h ^ W[:, k])
+    return _mix64(h ^ np.uint64(W.shape[1]))
+
+
+def hash_split(X, y, J):
+    """Holder label (0..J-1) of each row from a hash of that row's values (the default split).
+
+    Adding or removing a row changes exactly one holder's statistics, by at most the per-row
+    sensitivity Delta, so a count ``nodes=J`` keeps the add/remove-one guarantee of the whole
+    release. Identical rows go to the same holder (harmless). Holder sizes are random around
+    n/J (multinomial-like), not exactly equal.
+    """
+    return (row_hash(X, y) % np.uint64(J)).astype(np.int64)
 
 
 def contiguous_split(n_rows, J):
     """Holder label of each row: rows in order, floor(n/J) each, the remainder to the last holder
-    (the authors' split)."""
+    (the authors' split; ``split="contiguous"``).
+
+    NOT add/remove-one private as it stands: removing a row moves rows of other people between
+    holders (see :func:`bayesdp.privacy.contiguous_split_change`), so releases made with it are
+    flagged ``dp_claim_valid=False``. Kept to reproduce the paper's experiments.
+    """
     size = n_rows // J
     labels = np.minimum(np.arange(n_rows) // size, J - 1)
     return labels
@@ -600,16 +680,17 @@ def _resolve_bounds(bounds, X, y):
         if X is None:
             raise BayesdpInputError("bounds='data' needs the data")
         warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=3)
-        bx = float(np.sqrt(np.einsum("ij,ij->i", X, X)).max())
+        bx = float(privacy.row_norms(X)[0].max())
         by = float(np.abs(y).max())
-        return (max(bx, np.finfo(float).tiny), max(by, np.finfo(float).tiny)), False
+        tiny = np.finfo(float).tiny
+        return privacy.check_bounds((max(bx, tiny), max(by, tiny))), False
     if bounds is None:
         raise BayesdpInputError("bounds are required: public (B_x, B_y), or 'data' (not private)")
     return privacy.check_bounds(bounds), True
 
 
 def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, feature_names,
-                   private_bounds, source):
+                   private_bounds, source, split="labels"):
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
     bx, by = acc.bounds
     if include_yty:
@@ -635,13 +716,28 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
             yty_hat.append(yty + sigma * rng.standard_normal())
     n = np.array([acc.stats[lab][3] for lab in labels])
     if np.any(n < 1):
-        raise BayesdpInputError("every data holder needs at least one row")
+        empty = [str(lab) for lab, nj in zip(labels, n) if nj < 1]
+        how = " (split='hash' assigns rows by their values, so a holder can get none; use fewer " \
+              "holders)" if split == "hash" else ""
+        raise BayesdpInputError(f"nodes: holder(s) {', '.join(empty)} got no rows{how}; "
+                                "every data holder needs at least one row")
     dp_valid = private_bounds and calibration != "paper-code"
     notes = []
     if not private_bounds:
         notes.append("bounds were read off the data, so the noise scale is not private")
     if calibration == "paper-code":
         notes.append("calibration='paper-code' under-calibrates sigma (authors' MATLAB bug)")
+    if calibration == "classical":
+        note = privacy.classical_shortfall(eps, dlt)
+        if note:
+            dp_valid = False
+            notes.append(note)
+            warnings.warn(note, UserWarning, stacklevel=3)
+    if split == "contiguous" and len(labels) > 1:
+        note = _contiguous_note(int(n.sum()), len(labels), sigma, sens, eps, dlt)
+        dp_valid = False
+        notes.append(note)
+        warnings.warn(note, UserWarning, stacklevel=3)
     J = len(labels)
     return Release(
         S_hat=np.stack(S_hat),
@@ -670,12 +766,28 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
             + (", y^T y]" if include_yty else "]")
             + f"; sigma = sensitivity * sigma_{calibration}(eps, delta)",
             "source": source,
+            "split": {"hash": "hash of each row's values (nodes = holder count)",
+                      "contiguous": "contiguous in row order (the authors' split; not add/remove "
+                                    "private)",
+                      "labels": "one holder label per row (given)"}[split],
         },
     )
 
 
+def _contiguous_note(n_total, J, sigma, sens, eps, dlt):
+    k = privacy.contiguous_split_change(n_total, J)
+    true_eps = privacy.true_epsilon(sigma, dlt, sensitivity=k * sens)
+    replace_eps = privacy.true_epsilon(sigma, dlt, sensitivity=2 * sens)
+    return (f"split='contiguous' (the authors' split of rows in order): adding or removing one "
+            f"row moves other rows between holders, so the whole release can change by up to "
+            f"{k:.4g} x the sensitivity it was calibrated for; under add/remove-one neighbouring "
+            f"it is only ({true_eps:.4g}, {dlt:g})-DP, not ({eps:g}, {dlt:g}). Under replace-one "
+            f"neighbouring with row order and n fixed it is ({replace_eps:.4g}, {dlt:g})-DP. Use "
+            f"split='hash' (the default) for a private split")
+
+
 def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="exact",
-            include_yty=False, feature_names=None) -> Release:
+            include_yty=False, feature_names=None, split="hash") -> Release:
     """Release noisy (S_hat_j, z_hat_j, n_j) for each data holder with (eps, delta)-DP.
 
     Parameters
@@ -689,7 +801,16 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         [-B_y, B_y]) and counted per holder (``n_clipped``). ``"data"`` reads them off the data:
         a loud warning, and the release is flagged ``private_bounds=False``.
     nodes : int or array of labels
-        Number of holders (contiguous split in row order, as in the paper) or one label per row.
+        Number of holders J, or one holder label per row. With labels, a row's holder is a
+        property of that row (e.g. the hospital that holds it).
+    split : "hash" | "contiguous"
+        How a holder count J assigns rows. "hash" (default): each row to holder
+        hash(row values) mod J, a function of that row alone, so adding or removing one row
+        changes one holder's statistics by at most Delta (add/remove-one DP of the whole
+        release); holder sizes are random around n/J. "contiguous": the authors' split (rows in
+        order, floor(n/J) each, the remainder to the last holder), for reproducing the paper; a
+        row removal moves other rows between holders, so the release is flagged
+        ``dp_claim_valid=False`` with the true eps in ``dp_claim_note`` (and a warning).
     seed : int or None
         None draws the noise from fresh OS entropy (right for a real release). A seed makes the
         release reproducible (for experiments and tests) and is recorded as ``seeded``.
@@ -701,60 +822,74 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
     Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
     Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2).
     """
-    names = feature_names
-    if names is None and hasattr(X, "columns"):
-        names = [str(c) for c in X.columns]
+    df_names = _dataframe_names(X) if feature_names is None and hasattr(X, "columns") else None
     X, y = _check_rows(X, y)
     if X.shape[0] < 1:
         raise BayesdpInputError("X has no rows")
-    names = names if names is not None else [f"x{i}" for i in range(X.shape[1])]
-    labels = _node_labels(nodes, X.shape[0])
+    if feature_names is not None:
+        names = _feature_names(feature_names, X.shape[1], "feature_names")
+    else:
+        names = df_names if df_names is not None else [f"x{i}" for i in range(X.shape[1])]
+    labels, holders = _node_labels(nodes, X, y, split)
     bnds, private_bounds = _resolve_bounds(bounds, X, y)
-    acc = _Accumulator(X.shape[1], bnds)
+    acc = _Accumulator(X.shape[1], bnds, holders)
     acc.add(X, y, labels)
     return _noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
                           include_yty=include_yty, seed=seed, feature_names=names,
-                          private_bounds=private_bounds, source="arrays")
+                          private_bounds=private_bounds, source="arrays",
+                          split="labels" if holders is None else split)
 
 
-def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=-1, node_column=None,
+def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_column=None,
                  header="infer", seed=None, calibration="exact", include_yty=False,
-                 chunksize=100_000) -> Release:
+                 chunksize=100_000, split="hash") -> Release:
     """Release from a CSV or Parquet file far larger than memory, in constant memory.
 
     The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
-    ``y_column`` names (or indexes) the response; every other column except ``node_column`` is a
-    feature. ``nodes`` is a count (contiguous split; the file is read once more to count rows)
-    or omitted when ``node_column`` names a column of holder labels. ``bounds`` are public
-    (B_x, B_y); rows outside are clipped and counted.
+    ``y_column`` names (or indexes) the response (default: the last column that is not
+    ``node_column``); every other column except ``node_column`` is a feature. ``nodes`` is a holder count, its rows assigned by ``split`` as in :func:`release`
+    ("hash": one pass; "contiguous", the authors' split, flagged not private: the file is read
+    once more to count rows), or omitted when ``node_column`` names a column of holder labels.
+    ``bounds`` are public (B_x, B_y); rows outside are clipped and counted.
     ``header`` is "infer" (first row has names) or None (no header, as in the paper's CSVs).
+    With "infer", a CSV whose first row has a field that parses as a number is refused: it is
+    most likely a data row, whose values would otherwise be published as feature names (and the
+    row dropped). Pass ``header=None`` for such files (CLI ``--no-header``).
     ``bounds="data"`` costs one more pass, warns, and flags the release not private.
     """
     path = Path(path)
     if not path.exists():
         raise BayesdpInputError(f"data file {str(path)!r} does not exist")
     privacy.check_epsilon_delta(epsilon, delta)
+    if header not in ("infer", None):
+        raise BayesdpInputError(f"header must be 'infer' or None, got {header!r}")
+    if header == "infer" and path.suffix.lower() not in (".parquet", ".pq"):
+        _check_csv_header(path)
     if chunksize < 1:
         raise BayesdpInputError(f"chunksize must be >= 1, got {chunksize}")
+    _check_split(split)
     data_bounds = isinstance(bounds, str) and bounds == "data"
     bnds = None if data_bounds else _resolve_bounds(bounds, None, None)[0]
-    if node_column is None or data_bounds:
+    J = None
+    if node_column is None:
+        J = _holder_count(nodes)
+        if J is None:
+            raise BayesdpInputError(f"nodes must be a whole number >= 1, got {nodes!r} (per-row "
+                                    "labels in a file go in a column: node_column)")
+    if (node_column is None and split == "contiguous") or data_bounds:
         # first pass: count rows and/or read the bounds off the data
         n_rows, bx, by = 0, 0.0, 0.0
         for chunk, feats, ycol, _ in _iter_columns(path, header, chunksize, y_column, node_column):
             n_rows += len(chunk)
             if data_bounds:
                 Xc, yc = _check_rows(chunk[feats].to_numpy(), chunk[ycol].to_numpy())
-                bx = max(bx, float(np.sqrt(np.einsum("ij,ij->i", Xc, Xc)).max(initial=0.0)))
+                bx = max(bx, float(privacy.row_norms(Xc)[0].max(initial=0.0)))
                 by = max(by, float(np.abs(yc).max(initial=0.0)))
         if data_bounds:
             warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=2)
             tiny = np.finfo(float).tiny
-            bnds = (max(bx, tiny), max(by, tiny))
-    if node_column is None:
-        if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or nodes < 1:
-            raise BayesdpInputError(f"nodes must be a whole number >= 1, got {nodes!r}")
-        J = int(nodes)
+            bnds = privacy.check_bounds((max(bx, tiny), max(by, tiny)))
+    if J is not None and split == "contiguous":
         if n_rows < J:
             raise BayesdpInputError(f"fewer rows ({n_rows}) than data holders (nodes={J})")
         size = n_rows // J
@@ -764,16 +899,24 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=-1, node_col
     for chunk, feats, ycol, ncol in _iter_columns(path, header, chunksize, y_column, node_column):
         if names is None:
             names = [str(c) for c in feats]
-            acc = _Accumulator(len(feats), bnds)
+            acc = _Accumulator(len(feats), bnds, None if J is None else list(range(J)))
         try:
             Xc = chunk[feats].to_numpy(dtype=np.float64)
             yc = chunk[ycol].to_numpy(dtype=np.float64)
         except (TypeError, ValueError):
+            bad = [c for c in [*feats, ycol] if not _numeric_column(chunk[c])]
+            what = ", ".join(f"{c!r}" + (" (y_column)" if c == ycol else "") for c in bad)
             raise BayesdpInputError(
-                f"{path}: non-numeric values in rows {start}..{start + len(chunk) - 1}"
+                f"{path}: non-numeric values in column(s) {what or '?'} in rows "
+                f"{start}..{start + len(chunk) - 1}"
+                + (f"; columns: {list(chunk.columns)} (holder labels go in node_column)"
+                   if bad else "")
             ) from None
-        if ncol is None:
+        if ncol is None and split == "contiguous":
             labels = np.minimum((start + np.arange(len(chunk))) // size, J - 1)
+        elif ncol is None:
+            labels = hash_split(Xc, yc, J) if np.isfinite(Xc).all() and np.isfinite(yc).all() \
+                else np.zeros(len(chunk), dtype=np.int64)  # NaN rows: refused by acc.add
         else:
             labels = chunk[ncol].to_numpy()
         try:
@@ -783,20 +926,103 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=-1, node_col
         start += len(chunk)
     if acc is None or start == 0:
         raise BayesdpInputError(f"{path}: no data rows")
+    if J is not None and start < J:
+        raise BayesdpInputError(f"fewer rows ({start}) than data holders (nodes={J})")
     return _noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
                           include_yty=include_yty, seed=seed, feature_names=names,
-                          private_bounds=not data_bounds, source=f"file {path.name}")
+                          private_bounds=not data_bounds, source=f"file {path.name}",
+                          split="labels" if J is None else split)
+
+
+def _looks_numeric(text) -> bool:
+    """True when a name is a number as a CSV reader would parse it ("3", "-0.5", "1e3", "nan")."""
+    if isinstance(text, (int, float, np.integer, np.floating)) and not isinstance(text, bool):
+        return True
+    try:
+        float(str(text).strip())
+    except ValueError:
+        return False
+    return True
+
+
+def _check_csv_header(path):
+    """Refuse a CSV whose header row (header="infer") holds numbers: it is then most likely a
+    data row, and its values would be published as feature names (and the row dropped)."""
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            first = next(csv.reader(fh), None)
+    except UnicodeDecodeError:
+        raise BayesdpInputError(f"{path}: not a UTF-8 text (CSV) file") from None
+    if first is None:
+        raise BayesdpInputError(f"{path}: the file is empty")
+    numeric = [k for k, f in enumerate(first) if _looks_numeric(f)]
+    if numeric:
+        raise BayesdpInputError(
+            f"{path}: header: the first row has {len(numeric)} of {len(first)} fields that are "
+            f"numbers (columns {numeric[:10]}{' ...' if len(numeric) > 10 else ''}), so it looks "
+            "like a data row, not column names; bayesdp will not publish data values as feature "
+            "names. If the file has no header row pass header=None (command line: --no-header); "
+            "otherwise give the columns names that are not numbers"
+        )
+
+
+def _feature_names(names, d, where):
+    """Validated feature names: d distinct strings that are not numbers (a number as a name is
+    most likely a data value, e.g. a header-less CSV read with its first row as header)."""
+    names = list(names)
+    if len(names) != d:
+        raise BayesdpInputError(f"{where}: expected {d} feature names, got {len(names)}")
+    for k, f in enumerate(names):
+        if not isinstance(f, str):
+            raise BayesdpInputError(
+                f"{where}: feature name {k} is {f!r} ({type(f).__name__}); names must be strings")
+        if _looks_numeric(f):
+            raise BayesdpInputError(
+                f"{where}: feature name {k} is {f!r}, a number; a number as a column name is most "
+                "likely a data value (e.g. a CSV without header read with header=0), and it "
+                "would be published: give names that are not numbers")
+    return names
+
+
+def _dataframe_names(X):
+    """Feature names from a DataFrame's columns: strings, or positions 0..d-1 (a RangeIndex,
+    e.g. from header=None), which become "0", "1", ...; anything else is refused."""
+    cols = list(X.columns)
+    if all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) for c in cols) \
+            and [int(c) for c in cols] == list(range(len(cols))):
+        return [str(c) for c in cols]
+    return _feature_names(cols, len(cols), "X.columns")
+
+
+def _numeric_column(col):
+    try:
+        col.to_numpy(dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _iter_columns(path, header, chunksize, y_column, node_column):
     """Chunks of a data file with the feature, response and node column names resolved."""
     for chunk in _iter_chunks(path, header, chunksize):
         cols = list(chunk.columns)
-        ycol = _pick_column(cols, y_column, "y_column")
         ncol = None if node_column is None else _pick_column(cols, node_column, "node_column")
+        if y_column is None:
+            rest = [c for c in cols if c != ncol]
+            if not rest:
+                raise BayesdpInputError(f"{path}: no column besides node_column={ncol!r}")
+            ycol = rest[-1]
+        else:
+            ycol = _pick_column(cols, y_column, "y_column")
+        if ncol is not None and ycol == ncol:
+            raise BayesdpInputError(
+                f"{path}: y_column={y_column!r} and node_column={node_column!r} are the same "
+                f"column {ycol!r}; the response and the holder labels must be different columns")
         feats = [c for c in cols if c != ycol and c != ncol]
         if not feats:
-            raise BayesdpInputError(f"{path}: no feature columns besides y_column")
+            raise BayesdpInputError(f"{path}: no feature columns besides y_column={ycol!r}")
         yield chunk, feats, ycol, ncol
 
 
@@ -807,7 +1033,10 @@ def _pick_column(cols, key, what):
         except IndexError:
             raise BayesdpInputError(f"{what}={key} is out of range for {len(cols)} columns") from None
     if key not in cols:
-        raise BayesdpInputError(f"{what}={key!r} is not a column (columns: {cols})")
+        hint = ""
+        if isinstance(key, str) and key.lstrip("-").isdigit():
+            hint = " (a column index must be an integer)"
+        raise BayesdpInputError(f"{what}={key!r} is not a column (columns: {cols}){hint}")
     return key
 
 

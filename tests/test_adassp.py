@@ -1,6 +1,7 @@
 """adaSSP, distributed (paper appendix C.2, eq. 15), against a direct implementation written here
 from the paper's text, with both budget splits; and its limit (OLS) at huge eps."""
 
+import importlib
 import math
 
 import numpy as np
@@ -78,10 +79,23 @@ def test_adassp_matches_eq15(data, budget, calibration, eps):
     n = X.shape[0]
     J = 3
     groups = [np.arange(0, 1000), np.arange(1000, 2000), np.arange(2000, n)]
-    est = bayesdp.adassp(X, y, epsilon=eps, delta=1e-5, bounds=(bx, by), nodes=J, seed=17,
-                         budget=budget, calibration=calibration)
+    with pytest.warns(UserWarning, match="contiguous"):
+        est = bayesdp.adassp(X, y, epsilon=eps, delta=1e-5, bounds=(bx, by), nodes=J, seed=17,
+                             budget=budget, calibration=calibration, split="contiguous")
     ref = _direct_adassp(X, y, groups, eps, 1e-5, bx, by, 17, budget=budget,
                          calibration=calibration)
+    np.testing.assert_allclose(est, ref, rtol=1e-9, atol=1e-12)
+
+
+def test_adassp_hash_split_is_the_default(data):
+    """nodes=J assigns each row by a hash of its own values (as bayesdp.release does); holders
+    in order 0..J-1."""
+    X, y = data
+    labels = importlib.import_module("bayesdp.release").hash_split(X, y, 3)
+    groups = [np.flatnonzero(labels == j) for j in range(3)]
+    assert sorted(len(g) for g in groups) != [1000, 1000, 1000]  # not the contiguous sizes
+    est = bayesdp.adassp(X, y, epsilon=0.5, delta=1e-5, bounds=(2.5, 2.0), nodes=3, seed=17)
+    ref = _direct_adassp(X, y, groups, 0.5, 1e-5, 2.5, 2.0, 17)
     np.testing.assert_allclose(est, ref, rtol=1e-9, atol=1e-12)
 
 

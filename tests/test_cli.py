@@ -104,3 +104,117 @@ def test_help_for_every_command(capsys):
             main([cmd, "--help"])
         assert e.value.code == 0
         assert "usage: bayesdp " + cmd in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# audit issue 15, items 1, 2, 8, 9 from the shell
+
+
+def _csv(path, header=True, n=30, holder_last=False):
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(n):
+        a, b, y = (float(v) for v in rng.uniform(-1, 1, 3))
+        rows.append(f"{a!r},{b!r},{y!r}" + (f",h{i % 3}" if holder_last else ""))
+    head = "a,b,y" + (",holder" if holder_last else "")
+    path.write_text((head + "\n" if header else "") + "\n".join(rows) + "\n")
+    return path
+
+
+def test_release_node_column_last_reads_y_from_the_last_other_column(tmp_path, capsys):
+    data = _csv(tmp_path / "d.csv", holder_last=True)
+    out = tmp_path / "r.json"
+    assert main(["release", str(data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "2", "2",
+                 "--node-column", "holder", "--seed", "0", "--out", str(out)]) == 0
+    rel = bayesdp.load_release(out)
+    assert rel.feature_names == ("a", "b") and rel.holder_names == ("h0", "h1", "h2")
+    assert rel.n.tolist() == [10, 10, 10]
+    # naming the same column twice is refused, naming it
+    assert main(["release", str(data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "2", "2",
+                 "--node-column", "holder", "--y-column", "holder",
+                 "--out", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert "'holder'" in err and "same column" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.json").exists()
+    # labels read as y (old default -1) would be non-numeric: the error names the column
+    assert main(["release", str(data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "2", "2",
+                 "--y-column", "holder", "--out", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert "column(s) 'holder' (y_column)" in err and not (tmp_path / "x.json").exists()
+
+
+def test_release_headerless_csv_needs_no_header(tmp_path, capsys):
+    data = _csv(tmp_path / "d.csv", header=False)
+    out = tmp_path / "r.json"
+    argv = ["release", str(data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "2", "2",
+            "--seed", "0", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--no-header" in err and len(err.strip().splitlines()) == 1 and not out.exists()
+    assert main(argv + ["--no-header"]) == 0
+    assert bayesdp.load_release(out).n_total == 30
+
+
+def test_release_split_option(tmp_path, capsys):
+    data = _csv(tmp_path / "d.csv", n=60)
+    for split, valid in (("hash", True), ("contiguous", False)):
+        out = tmp_path / f"{split}.json"
+        assert main(["release", str(data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "2",
+                     "2", "--nodes", "3", "--split", split, "--seed", "0",
+                     "--out", str(out)]) == 0
+        doc = json.loads(out.read_text())
+        assert doc["privacy"]["dp_claim_valid"] is valid
+        assert doc["provenance"]["split"].startswith(split if split == "contiguous" else "hash")
+    assert "WARNING: split='contiguous'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", ["release", "fit", "combine", "simulate", "diagnose", "compare",
+                                 "simulate-truth"])
+def test_output_paths_checked_before_any_work(tmp_path, capsys, monkeypatch, cmd):
+    """A missing output folder is reported at once (one line, exit 2), before any work; nothing is
+    written and no folder is created."""
+    import importlib
+
+    import bayesdp.diagnostics
+    import bayesdp.inference
+
+    release_mod = importlib.import_module("bayesdp.release")
+    compare_mod = importlib.import_module("bayesdp.compare")
+
+    def boom(*a, **k):
+        raise AssertionError("work started before the output path was checked")
+
+    for mod, name in [(bayesdp.inference, "fit"), (release_mod, "release_file"),
+                      (release_mod, "combine_releases"), (compare_mod, "compare"),
+                      (bayesdp.diagnostics, "diagnose")]:
+        monkeypatch.setattr(mod, name, boom)
+    monkeypatch.setattr(importlib.import_module("bayesdp.simulate"), "simulate", boom)
+    data = _csv(tmp_path / "d.csv")
+    rel = tmp_path / "r.json"
+    rel.write_text("{}")
+    missing = tmp_path / "no" / "such"
+    argv = {
+        "release": ["release", str(data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "2",
+                    "2", "--out", str(missing / "r.json")],
+        "fit": ["fit", str(rel), "--out", str(missing / "post.nc")],
+        "combine": ["combine", str(rel), str(rel), "--out", str(missing / "all.json")],
+        "simulate": ["simulate", "--n", "10", "--out", str(missing / "d.csv")],
+        "simulate-truth": ["simulate", "--n", "10", "--out", str(tmp_path / "s.csv"),
+                           "--truth", str(missing / "t.json")],
+        "diagnose": ["diagnose", str(rel), "--out-dir", str(missing / "plots")],
+        "compare": ["compare", "simulated", "--out-dir", str(missing / "run")],
+    }[cmd]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "does not exist" in err
+    assert ("--out-dir" if cmd in ("diagnose", "compare") else "--") in err
+    assert not (tmp_path / "no").exists() and not (tmp_path / "s.csv").exists()
+
+
+def test_compare_out_dir_creates_only_the_leaf(tmp_path):
+    from bayesdp.errors import BayesdpInputError
+
+    with pytest.raises(BayesdpInputError, match="parent folder"):
+        bayesdp.compare("simulated", methods=["fast"], nodes=[1], reps=1, n=200,
+                        out_dir=tmp_path / "a" / "b" / "run", n_jobs=1)
+    assert not (tmp_path / "a").exists()

@@ -298,6 +298,29 @@ def test_clip_rows():
     assert np.array_equal(clipped, over | (np.abs(y) > by))
 
 
+def test_clip_rows_when_the_norm_overflows():
+    """||x||^2 overflows for entries ~1e200 (and ||x|| itself for entries ~1e308): such a row is
+    scaled to norm B_x in its own direction, not zeroed (bound_x / inf = 0)."""
+    X = np.array([[1e200, -2e200, 2e200],
+                  [3e-200, 4e-200, 0.0],  # underflows when squared: kept as is (inside)
+                  [1.5e308, -1.5e308, 0.0],  # the norm itself overflows
+                  [0.0, 0.0, 0.0],
+                  [3.0, 4.0, 0.0]])
+    y = np.array([1e300, -1.0, 0.5, 0.0, 1.0])
+    bx, by = 2.0, 3.0
+    Xc, yc, clipped = privacy.clip_rows(X, y, bx, by)
+    assert np.all(np.isfinite(Xc))
+    np.testing.assert_allclose(Xc[0], np.array([1.0, -2.0, 2.0]) * (bx / 3.0), rtol=1e-15)
+    np.testing.assert_allclose(Xc[2], np.array([1.0, -1.0, 0.0]) * (bx / math.sqrt(2)), rtol=1e-15)
+    np.testing.assert_allclose(Xc[4], np.array([3.0, 4.0, 0.0]) * (bx / 5.0), rtol=1e-15)
+    assert np.array_equal(Xc[1], X[1]) and np.array_equal(Xc[3], X[3])
+    assert clipped.tolist() == [True, False, True, False, True]
+    assert yc.tolist() == [3.0, -1.0, 0.5, 0.0, 1.0]
+    norms, _ = privacy.row_norms(X)
+    np.testing.assert_allclose(norms[[0, 1, 4]], [3e200, 5e-200, 5.0], rtol=1e-15)
+    assert norms[2] == np.inf and norms[3] == 0.0
+
+
 def test_paper_code_refuses_epsilon_where_its_formula_overflows():
     with pytest.raises(BayesdpInputError, match="epsilon"):
         privacy.paper_code_gaussian_sigma(1000.0, 1e-5)

@@ -258,7 +258,9 @@ def test_dataframe_feature_names(data):
 def test_nodes_count_contiguous_split():
     rng = np.random.default_rng(2)
     X, y = rows_in_ball(rng, 23, 2, *BOUNDS)
-    S, z, r = noise_free(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=5)
+    with pytest.warns(UserWarning, match="split='contiguous'"):
+        S, z, r = noise_free(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=5,
+                             split="contiguous")
     assert r.n.tolist() == [4, 4, 4, 4, 7]  # floor(23/5) each, remainder to the last holder
     starts = [0, 4, 8, 12, 16, 23]
     for j in range(5):
@@ -266,6 +268,48 @@ def test_nodes_count_contiguous_split():
         np.testing.assert_allclose(S[j], Xj.T @ Xj, atol=1e-9)
         np.testing.assert_allclose(z[j], Xj.T @ yj, atol=1e-9)
     assert r.J == 5 and r.n_total == 23
+    # not add/remove private: flagged, with the true eps of the whole release in the note
+    k = bayesdp.privacy.contiguous_split_change(23, 5)
+    true_eps = bayesdp.true_epsilon(r.sigma_s[0], DELTA, sensitivity=k * r.sensitivity)
+    assert true_eps > EPS and r.dp_claim_valid is False
+    assert f"({true_eps:.4g}, {DELTA:g})-DP" in r.dp_claim_note
+    assert r.to_dict()["privacy"]["dp_claim_valid"] is False
+    assert r.to_dict()["provenance"]["split"].startswith("contiguous")
+
+
+def test_nodes_count_hash_split():
+    """The default for a count J: row i goes to holder hash(x_i, y_i) mod J, whatever the other
+    rows are, in their order or how many there are; holders are named 0..J-1 in that order."""
+    rng = np.random.default_rng(2)
+    X, y = rows_in_ball(rng, 200, 2, *BOUNDS)
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=5, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = bayesdp.release(X, y, **kw)
+    assert r.dp_claim_valid is True and r.dp_claim_note == ""
+    assert r.holder_names == ("0", "1", "2", "3", "4") and r.n_total == 200
+    labels = release_mod.hash_split(X, y, 5)
+    assert r.n.tolist() == np.bincount(labels, minlength=5).tolist()
+    assert r.n.tolist() != [40] * 5  # sizes are random around n/J
+    # a row's label depends on that row only
+    perm = rng.permutation(200)
+    np.testing.assert_array_equal(release_mod.hash_split(X[perm], y[perm], 5), labels[perm])
+    np.testing.assert_array_equal(release_mod.hash_split(X[:7], y[:7], 5), labels[:7])
+    np.testing.assert_array_equal(release_mod.hash_split(X + 0.0 * X, y, 5), labels)
+    # the statistics per holder are the sums over the rows of that label
+    big = bayesdp.release(X, y, **{**kw, "epsilon": 1e9})  # small noise: the sums show
+    tol = 6 * big.sigma_s[0]
+    assert tol < 1e-3
+    for j in range(5):
+        m = labels == j
+        np.testing.assert_allclose(big.S_hat[j], X[m].T @ X[m], rtol=0, atol=tol)
+        np.testing.assert_allclose(big.z_hat[j], X[m].T @ y[m], rtol=0, atol=tol)
+
+
+def test_hash_split_refuses_an_empty_holder():
+    X = np.ones((10, 2))
+    with pytest.raises(BayesdpInputError, match="got no rows"):
+        bayesdp.release(X, np.ones(10), epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=3)
 
 
 def test_nodes_label_array():
@@ -339,8 +383,9 @@ def _int_data(n=50, d=3, seed=0):
     return X, y, (10.0, 20.0)
 
 
+@pytest.mark.parametrize("split", ["hash", "contiguous"])
 @pytest.mark.parametrize("fmt", ["csv-header", "csv-noheader", "parquet"])
-def test_release_file_matches_in_memory(tmp_path, fmt):
+def test_release_file_matches_in_memory(tmp_path, fmt, split):
     X, y, bounds = _int_data()
     df = pd.DataFrame(X, columns=["a", "b", "c"])
     df["target"] = y
@@ -357,13 +402,19 @@ def test_release_file_matches_in_memory(tmp_path, fmt):
         path = tmp_path / "data.parquet"
         df.to_parquet(path, index=False)
         header = "infer"
-    kw = dict(epsilon=EPS, delta=DELTA, bounds=bounds, nodes=3, seed=21)
-    rf = bayesdp.release_file(path, header=header, chunksize=7, **kw)
-    rm = bayesdp.release(X, y, **kw)
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=bounds, nodes=3, seed=21, split=split)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # split="contiguous" warns
+        rf = bayesdp.release_file(path, header=header, chunksize=7, **kw)
+        rm = bayesdp.release(X, y, **kw)
     assert np.array_equal(rf.S_hat, rm.S_hat)
     assert np.array_equal(rf.z_hat, rm.z_hat)
-    assert rf.n.tolist() == rm.n.tolist() == [16, 16, 18]
+    sizes = [16, 16, 18] if split == "contiguous" else \
+        np.bincount(release_mod.hash_split(X, y, 3), minlength=3).tolist()
+    assert rf.n.tolist() == rm.n.tolist() == sizes
     assert np.array_equal(rf.sigma_s, rm.sigma_s)
+    assert rf.dp_claim_valid is rm.dp_claim_valid is (split == "hash")
+    assert rf.dp_claim_note == rm.dp_claim_note
     if header == "infer":
         assert rf.feature_names == ("a", "b", "c")
 
@@ -800,3 +851,238 @@ def _umask():
     m = os.umask(0)
     os.umask(m)
     return m
+
+
+# --------------------------------------------------------------------------------------------
+# header-less CSV: data values must never become feature names (audit issue 15, item 1)
+
+
+def _value_strings(v):
+    """The ways a number of the file may be printed: as written in the CSV, Python's repr/str,
+    and pandas' formatting of a float column name."""
+    return {repr(float(v)), str(float(v)), f"{v:.17g}", f"{float(v)!s}".rstrip("0")}
+
+
+def test_headerless_csv_is_refused_with_infer_and_nothing_leaks(tmp_path):
+    rng = np.random.default_rng(7)
+    n, d = 40, 3
+    X = rng.uniform(-1, 1, size=(n, d)) + 1e-7 * rng.uniform(size=(n, d))  # long distinctive values
+    y = rng.uniform(-2, 2, size=n)
+    path = tmp_path / "noheader.csv"
+    pd.DataFrame(np.column_stack([X, y])).to_csv(path, index=False, header=False,
+                                                 float_format="%.17g")
+    out = tmp_path / "release.json"
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=(2.0, 3.0), nodes=2, seed=5)
+    with pytest.raises(BayesdpInputError, match="header") as exc:
+        bayesdp.release_file(path, **kw)  # header="infer" is the default
+    assert "header=None" in str(exc.value) and "--no-header" in str(exc.value)
+    assert not out.exists()
+    # read as what it is: every row is data, the row count is right, no value is a name
+    rel = bayesdp.release_file(path, header=None, **kw)
+    rel.save(out, include_clip_counts=True)
+    text = out.read_text()
+    assert rel.n_total == n and bayesdp.load_release(out).n_total == n
+    tokens = set(path.read_text().replace("\n", ",").split(",")) - {""}
+    assert len(tokens) == n * (d + 1)
+    for v in np.concatenate([X.ravel(), y]):
+        for s in _value_strings(v):
+            assert s not in text, s
+    for t in tokens:
+        assert t not in text, t
+    assert json.loads(text)["feature_names"] == ["0", "1", "2"]
+
+
+def test_csv_header_with_a_numeric_field_is_refused(tmp_path):
+    path = tmp_path / "half.csv"
+    path.write_text("age,3.25,y\n1,2,3\n4,5,6\n")
+    with pytest.raises(BayesdpInputError, match=r"columns \[1\]"):
+        bayesdp.release_file(path, epsilon=EPS, delta=DELTA, bounds=(9.0, 9.0))
+    ok = tmp_path / "ok.csv"
+    ok.write_text("age,height,y\n1,2,3\n4,5,6\n")
+    r = bayesdp.release_file(ok, epsilon=EPS, delta=DELTA, bounds=(9.0, 9.0), seed=0)
+    assert r.feature_names == ("age", "height") and r.n_total == 2
+
+
+def test_feature_names_must_be_strings_and_not_numbers(data):
+    X, y = data
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    with pytest.raises(BayesdpInputError, match="feature name 1 is 2"):
+        bayesdp.release(X, y, feature_names=["a", 2, "c"], **kw)
+    with pytest.raises(BayesdpInputError, match="feature name 0 is '0.5'"):
+        bayesdp.release(X, y, feature_names=["0.5", "b", "c"], **kw)
+    # a header-less CSV read by pandas with header=0: the first row's values are column names
+    df = pd.DataFrame(X[1:], columns=[f"{v:.17g}" for v in X[0]])
+    with pytest.raises(BayesdpInputError, match="X.columns: feature name 0"):
+        bayesdp.release(df, y[1:], **kw)
+    with pytest.raises(BayesdpInputError, match="names must be strings"):
+        bayesdp.release(pd.DataFrame(X, columns=[0.5, 1.5, 2.5]), y, **kw)
+    # positions (header=None / a plain array in a DataFrame) are not data: kept as "0", "1", ...
+    r = bayesdp.release(pd.DataFrame(X), y, **kw)
+    assert r.feature_names == ("0", "1", "2")
+
+
+# --------------------------------------------------------------------------------------------
+# calibration="classical" beyond its proof (audit issue 15, item 3)
+
+
+@pytest.mark.parametrize("eps", [10.0, 20.0])
+def test_classical_calibration_flagged_where_it_is_not_dp(data, eps):
+    X, y = data
+    with pytest.warns(UserWarning, match="classical"):
+        r = bayesdp.release(X, y, epsilon=eps, delta=DELTA, bounds=BOUNDS, seed=0,
+                            calibration="classical")
+    true_eps = bayesdp.true_epsilon(r.sigma_s[0], DELTA, sensitivity=r.sensitivity)
+    assert true_eps > eps  # computed here from the exact profile, not read from the release
+    assert r.dp_claim_valid is False and "DP CLAIM INVALID" in repr(r)
+    doc = r.to_dict()["privacy"]
+    assert doc["dp_claim_valid"] is False
+    assert f"({true_eps:.4g}, {DELTA:g})-DP" in doc["dp_claim_note"]
+
+
+def test_classical_calibration_valid_below_one(data):
+    X, y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = bayesdp.release(X, y, epsilon=1.0, delta=DELTA, bounds=BOUNDS, seed=0,
+                            calibration="classical")
+    assert bayesdp.true_epsilon(r.sigma_s[0], DELTA, sensitivity=r.sensitivity) < 1.0
+    assert r.dp_claim_valid is True and r.dp_claim_note == ""
+
+
+# --------------------------------------------------------------------------------------------
+# the holder split and add/remove-one DP of the WHOLE release (audit issue 15, item 2)
+
+
+def _whole(r):
+    """The released vector of all holders: [vech(S_hat_j), z_hat_j] for j = 1..J."""
+    return np.concatenate([np.concatenate([vech(S), z]) for S, z in zip(r.S_hat, r.z_hat)])
+
+
+def _changes(X, y, neighbours, **kw):
+    """L2 change of the noiseless statistics of the whole release, data set -> each neighbour.
+    The same seed gives the same noise draws for holders 0..J-1 whatever the data, so the
+    difference of two releases is the difference of their noiseless statistics."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # split="contiguous" warns
+        base = bayesdp.release(X, y, seed=5, **kw)
+        out = []
+        for Xn, yn in neighbours:
+            other = bayesdp.release(Xn, yn, seed=5, **kw)
+            assert other.J == base.J
+            out.append(np.linalg.norm(_whole(base) - _whole(other)))
+    return np.array(out), base
+
+
+def _removals(X, y):
+    return [(np.delete(X, i, axis=0), np.delete(y, i)) for i in range(len(y))]
+
+
+@pytest.mark.parametrize("n, J", [(60, 5), (61, 5), (200, 10)])
+def test_remove_or_add_one_row_changes_whole_release_by_at_most_delta(n, J):
+    rng = np.random.default_rng(n + J)
+    X, y = rows_in_ball(rng, n, 3, *BOUNDS)
+    Xa, ya = rows_in_ball(rng, 5, 3, *BOUNDS)
+    adds = [(np.insert(X, i, Xa[k], axis=0), np.insert(y, i, ya[k]))
+            for k, i in enumerate([0, n // 3, n // 2, n - 1, n])]
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=J)  # split="hash", the default
+    change, rel = _changes(X, y, _removals(X, y) + adds, **kw)
+    Delta = rel.sensitivity
+    assert Delta == pytest.approx(delta_sz(*BOUNDS))
+    assert change.max() <= Delta * (1 + 1e-9)
+    assert change.max() > 0.5 * Delta  # the check is not vacuous: rows near the bounds move it
+
+    # negative control: the authors' contiguous split moves other rows between holders
+    change_c, rel_c = _changes(X, y, _removals(X, y) + adds, split="contiguous", **kw)
+    assert change_c.max() > 1.5 * Delta  # exceeds the sensitivity the noise was calibrated for
+    assert rel_c.dp_claim_valid is False
+    # ... by no more than the bound stated in its dp_claim_note
+    k = bayesdp.privacy.contiguous_split_change(n, J)
+    assert change_c.max() <= k * Delta * (1 + 1e-9)
+    assert f"{k:.4g} x the sensitivity" in rel_c.dp_claim_note
+
+
+def test_remove_one_row_from_a_file(tmp_path):
+    rng = np.random.default_rng(4)
+    X, y = rows_in_ball(rng, 80, 2, *BOUNDS)
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=4, seed=9, chunksize=13)
+    rels = {}
+    for name, (Xd, yd) in {"full": (X, y), "minus": (np.delete(X, 17, 0), np.delete(y, 17))}.items():
+        p = tmp_path / f"{name}.csv"
+        pd.DataFrame({"a": Xd[:, 0], "b": Xd[:, 1], "y": yd}).to_csv(p, index=False,
+                                                                    float_format="%.17g")
+        rels[name] = bayesdp.release_file(p, **kw)
+    change = np.linalg.norm(_whole(rels["full"]) - _whole(rels["minus"]))
+    assert change <= rels["full"].sensitivity * (1 + 1e-9)
+    assert (rels["full"].n - rels["minus"].n).tolist().count(1) == 1  # one holder lost a row
+    assert (rels["full"].n - rels["minus"].n).tolist().count(0) == 3
+
+
+def test_replace_one_row_changes_whole_release_by_at_most_two_delta():
+    """Replace-one (the paper's notion): at most 2 Delta, the sensitivity docs/privacy.md uses for
+    the replace-one eps' (the add/remove Delta can be exceeded, as stated there)."""
+    rng = np.random.default_rng(8)
+    n, J = 60, 5
+    X, y = rows_in_ball(rng, n, 3, *BOUNDS)
+    Xr, yr = rows_in_ball(rng, n, 3, *BOUNDS)
+    Xr[0] = -X[0]  # a worst case: x' = -x, y' = y
+    yr[0] = y[0]
+    reps = []
+    for i in range(n):
+        Xn, yn = X.copy(), y.copy()
+        Xn[i], yn[i] = Xr[i], yr[i]
+        reps.append((Xn, yn))
+    change, rel = _changes(X, y, reps, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=J)
+    assert change.max() <= 2 * rel.sensitivity * (1 + 1e-9)
+    assert change.max() > rel.sensitivity  # replace-one needs more than the add/remove Delta
+
+
+def test_contiguous_split_change_matches_brute_force():
+    """privacy.contiguous_split_change against a direct count of the rows that change holder."""
+    def labels(m, J):
+        return np.minimum(np.arange(m) // (m // J), J - 1)
+
+    def brute(n, J):
+        worst = 0
+        for m in (n, n + 1):  # remove a row from n rows, or add one (= remove from n + 1)
+            if m - 1 < J:
+                continue
+            old, new = labels(m, J), labels(m - 1, J)
+            for i in range(m):
+                c = np.zeros(J)
+                c[old[i]] += 1
+                kept = np.delete(np.arange(m), i)
+                moved = old[kept] != new
+                np.add.at(c, old[kept][moved], 1)
+                np.add.at(c, new[moved], 1)
+                worst = max(worst, (c**2).sum())
+        return math.sqrt(worst)
+
+    for n, J in [(20, 10), (23, 5), (24, 5), (25, 5), (10, 10), (11, 2), (40, 4), (50, 7),
+                 (30, 1), (97, 6)]:
+        assert bayesdp.privacy.contiguous_split_change(n, J) == pytest.approx(brute(n, J))
+    assert bayesdp.privacy.contiguous_split_change(30, 1) == 1.0
+    assert bayesdp.privacy.contiguous_split_change(1003, 10) == pytest.approx(math.sqrt(37))
+
+
+def test_huge_rows_are_clipped_not_zeroed():
+    X = np.array([[1e200, 1e200], [1.0, 0.0], [0.0, 1.0]])
+    y = np.array([1.0, 1.0, -1.0])
+    r = bayesdp.release(X, y, epsilon=1e9, delta=DELTA, bounds=BOUNDS, seed=0)
+    Xc = np.array([[1, 1] / np.sqrt(2) * BOUNDS[0], [1.0, 0.0], [0.0, 1.0]])
+    tol = 6 * r.sigma_s[0]
+    np.testing.assert_allclose(r.S_hat[0], Xc.T @ Xc, rtol=0, atol=tol)
+    np.testing.assert_allclose(r.z_hat[0], Xc.T @ y, rtol=0, atol=tol)
+    assert r.n_clipped.tolist() == [1]
+
+
+def test_complex_input_is_refused(data):
+    X, y = data
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    with pytest.raises(BayesdpInputError, match="X has complex values"):
+        bayesdp.release(X + 1j, y, **kw)
+    with pytest.raises(BayesdpInputError, match="y has complex values"):
+        bayesdp.release(X, y.astype(complex), **kw)  # even with a zero imaginary part
+    with pytest.raises(BayesdpInputError, match="X has complex values"):
+        bayesdp.release(pd.DataFrame({"a": X[:, 0] + 2j, "b": X[:, 1], "c": X[:, 2]}), y, **kw)
+    with pytest.raises(BayesdpInputError, match="X has complex values"):
+        bayesdp.adassp(X + 1j, y, **kw)

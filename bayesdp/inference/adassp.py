@@ -16,6 +16,7 @@ with sensitivities B_x^2 and B_x B_y.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -27,11 +28,12 @@ ADASSP_BUDGETS = ("paper", "paper-code")
 
 
 def adassp(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, p=0.05, budget="paper",
-           calibration="exact"):
+           calibration="exact", split="hash"):
     """Distributed adaSSP estimate of theta (paper eq. 15); returns a (d,) array.
 
     ``bounds`` are public (B_x, B_y) (rows are clipped to them) or "data" (not private; warns).
-    ``nodes``: holder count (contiguous split) or per-row labels. ``p``: failure probability of
+    ``nodes``: holder count (rows assigned by ``split``, "hash" or "contiguous", as in
+    :func:`bayesdp.release`) or per-row labels. ``p``: failure probability of
     the eigenvalue bound (0.05 as in the paper). ``budget``: "paper" or "paper-code".
     """
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
@@ -40,7 +42,12 @@ def adassp(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, p=0.05, budget="
     if not 0 < p < 1:
         raise BayesdpInputError(f"p must lie in (0, 1), got {p}")
     X, y = _check_rows(X, y)
-    labels = _node_labels(nodes, X.shape[0])
+    labels, holders = _node_labels(nodes, X, y, split)
+    if split == "contiguous" and holders is not None and len(holders) > 1:
+        warnings.warn("adassp(split='contiguous'): the authors' split moves other rows between "
+                      "holders when one row is added or removed, so the estimate is not "
+                      "(eps, delta)-DP under add/remove-one neighbouring (see docs/privacy.md)",
+                      UserWarning, stacklevel=2)
     (bx, by), _ = _resolve_bounds(bounds, X, y)
     X, y, _ = privacy.clip_rows(X, y, bx, by)
     d = X.shape[1]
@@ -57,7 +64,7 @@ def adassp(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, p=0.05, budget="
     A = np.zeros((d, d))
     b = np.zeros(d)
     lam = 0.0
-    for lab in _unique_in_order(np.asarray(labels)):
+    for lab in holders if holders is not None else _unique_in_order(np.asarray(labels)):
         m = labels == lab
         S = X[m].T @ X[m]
         z = X[m].T @ y[m]
