@@ -49,7 +49,8 @@ def test_inference_data_layout(normalx_fit, rel):
     assert post.sizes["chain"] == 4 and post.sizes["draw"] == 1000
     ss = normalx_fit.sample_stats
     assert ss["acceptance_rate_S"].dims == ("chain", "draw", "holder")
-    assert {"alpha_S", "acceptance_rate_sigma_y2", "step_size_sigma_y2"} <= set(ss.data_vars)
+    assert {"alpha_S", "acceptance_rate_S_prior", "acceptance_rate_noncentred",
+            "slice_width_log_sigma_y2", "n_evals_sigma_y2"} <= set(ss.data_vars)
     a = diagnostics.attrs(normalx_fit)
     assert a["method"] == "normalx" and "numpyro_version" in a and a["epsilon"] == 1.0
     # the adaptation hit its target (0.2) during warm-up, then froze

@@ -1228,8 +1228,9 @@ def noncentred_move(xi, log_u, Sigma_x, W, S, sigma_y2, ll, tot, data, prior, lo
 
     since G(-h) = G(h)^{-1} maps x' back to x (so (x, h) -> (x', -h) is an involution whose
     Jacobian is in :func:`noncentred_log_ratio`). ``jacobian=False`` drops the Jacobian: a
-    deliberately WRONG ratio for the tests' negative control. Returns (accepted, accept
-    probability, S, Sigma_x, W, totals, ll) after the decision (totals None if rejected...)."""
+    deliberately WRONG ratio for the tests' negative control. Returns (accepted, acceptance
+    probability, and the proposed S, Sigma_x, Sigma_x^{-1}, totals and collapsed
+    log-likelihood, which the caller keeps if accepted)."""
     c = jnp.exp(log_c)
     m, R = noncentred_proposal(Sigma_x, W, S, sigma_y2, ll, tot, data, prior)
     mean = (1.0 - jnp.sqrt(1.0 - c**2)) * m
