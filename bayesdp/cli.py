@@ -74,8 +74,7 @@ def _cmd_release(args):
                            header=None if args.no_header else "infer", seed=args.seed,
                            calibration=args.calibration, include_yty=args.include_yty,
                            chunksize=args.chunksize)
-    for w in caught:
-        print(f"WARNING: {w.message}", file=sys.stderr)
+    _print_warnings(caught)
     rel.save(args.out)
     print(rel)
     print(f"rows clipped to the bounds per holder: {rel.n_clipped.tolist()}")
@@ -108,8 +107,11 @@ def _cmd_fit(args):
     for name in ("sigma_y2", "s_noise"):
         if getattr(args, name) is not None:
             kwargs[name] = getattr(args, name)
-    idata = fit(rel, method=args.method, seed=args.seed, num_samples=args.num_samples,
-                num_chains=args.num_chains, **kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)  # ConvergenceWarning is a UserWarning
+        idata = fit(rel, method=args.method, seed=args.seed, num_samples=args.num_samples,
+                    num_chains=args.num_chains, **kwargs)
+    _print_warnings(caught)
     print(rel)
     print(f"\nposterior of theta ({args.method}):")
     print(report.format_table(report.theta_table(idata)))
@@ -119,6 +121,17 @@ def _cmd_fit(args):
     if args.out:
         diagnostics.save(idata, args.out)
         print(f"\nwrote {args.out}")
+
+
+def _print_warnings(caught):
+    """One line per warning on stderr, ``WARNING: ...``; other warning categories (deprecations
+    of dependencies) go back to the warnings machinery."""
+    for w in caught:
+        if issubclass(w.category, UserWarning):
+            msg = " ".join(str(w.message).split())
+            print(f"WARNING: {msg}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _is_int(s):

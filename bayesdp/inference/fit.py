@@ -33,14 +33,16 @@ class Method:
     name: str
     run: Callable
     description: str
+    iid: bool = False  # independent draws (closed form): no convergence check
 
 
 METHODS: dict = {}
 
 
-def register_method(name: str, run: Callable, description: str):
-    """Make ``fit(release, method=name)`` call ``run``."""
-    METHODS[name] = Method(name, run, description)
+def register_method(name: str, run: Callable, description: str, *, iid: bool = False):
+    """Make ``fit(release, method=name)`` call ``run``. ``iid=True`` marks a method whose draws
+    are independent (closed form), so ``fit`` skips the MCMC convergence check."""
+    METHODS[name] = Method(name, run, description, bool(iid))
 
 
 def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, num_samples=1000,
@@ -65,6 +67,16 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
     -------
     arviz.InferenceData with ``posterior`` (theta with feature-name coordinates, ...),
     ``observed_data``/``constant_data`` (the release) and attrs describing the fit.
+
+    Warns
+    -----
+    ConvergenceWarning
+        MCMC methods: when any entry of any sampled variable (theta, sigma_y2, the upper
+        triangles of Sigma_x and S) has r_hat > 1.01 (split r_hat with one chain) or a bulk
+        effective sample size < 400 over all chains. The message names the worst parameter; the
+        attrs always record ``converged``, ``max_r_hat``, ``min_ess_bulk``, ``min_ess_tail``,
+        ``worst_parameter`` and a per-variable ``convergence`` summary (JSON). Closed-form
+        methods ("fast") draw independently and skip the check.
     """
     from ..release import Release, load_release
 
@@ -95,10 +107,16 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
     }
     observed, constant, coords, dims = release_groups(release)
     dims = {**dims, **result.dims}
-    return diagnostics.to_inference_data(
+    idata = diagnostics.to_inference_data(
         result.posterior, sample_stats=result.sample_stats, observed_data=observed,
         constant_data=constant, coords=coords, dims=dims, attrs=attrs,
     )
+    if METHODS[method].iid:
+        diagnostics.set_attrs(idata, {"convergence_checked": False, "converged": True,
+                                      "convergence": "independent draws (closed form)"})
+    else:
+        diagnostics.check_convergence(idata, method, stacklevel=3)
+    return idata
 
 
 def release_attrs(release) -> dict:
@@ -186,7 +204,7 @@ def _run_fast(release, priors, *, seed, num_samples, num_chains, num_warmup, pro
 
 
 register_method("fast", _run_fast, "Bayes-fixedS-fast (Algorithm 3): closed-form Gaussian, "
-                "S_j fixed at the nearest PSD matrix, sigma_y fixed at a plug-in value")
+                "S_j fixed at the nearest PSD matrix, sigma_y fixed at a plug-in value", iid=True)
 
 
 def closed_form_moments(idata):
