@@ -57,7 +57,13 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
     seed : int or None
         Seed of every random draw; None picks one from OS entropy and records it in attrs.
     priors : Priors
-        Defaults to the paper's (a = 20, b = 0.5, m = 0, C = b/(a-1) I, kappa = d + 1).
+        Default ``Priors()``: weakly informative, scaled from the release's public bounds
+        (theta ~ N(0, s^2 I) with s = 2.5 sqrt(d) B_y / B_x, sigma_y^2 ~ InvGamma(1/2,
+        (B_y/60)^2), Sigma_x ~ InvWishart(d + 2, (B_x^2 / 9d) I); docs/methods.md "Priors").
+        ``Priors.paper()`` gives the paper's (a = 20, b = 0.5, m = 0, C = b/(a-1) I,
+        kappa = d + 1, Lambda = I), made for data rescaled to |y| <= 1 - use it to reproduce the
+        paper. A release without bounds falls back to the paper's priors with a warning.
+        attrs["priors"] records which was used; prior_a, prior_b, ... the values.
     num_samples, num_chains, num_warmup : int
         Draws kept per chain, chains, and warm-up iterations (MCMC methods).
     **options
@@ -89,7 +95,7 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
             raise BayesdpInputError(f"{name} must be a whole number >= 1, got {v!r}")
     if isinstance(num_warmup, bool) or not isinstance(num_warmup, (int, np.integer)) or num_warmup < 0:
         raise BayesdpInputError(f"num_warmup must be a whole number >= 0, got {num_warmup!r}")
-    priors = (priors or Priors()).resolve(release.d)
+    priors = (priors or Priors()).resolve(release)
     if seed is None:
         seed = secrets.randbits(63)
     result = METHODS[method].run(
@@ -217,10 +223,14 @@ def closed_form_moments(idata):
 
 
 def fit_nonprivate(X, y, *, priors: Optional[Priors] = None, seed=None, num_samples=1000,
-                   num_chains=4, feature_names=None, Lambda0=None):
+                   num_chains=4, feature_names=None, Lambda0=None, bounds=None):
     """The non-private conjugate (normal-inverse-gamma) posterior from raw rows, as InferenceData.
 
     The reference every DP method is compared with; see ``closed_form.nonprivate_posterior``.
+    ``priors`` default as in :func:`fit`: weakly informative from the public ``bounds``
+    (B_x, B_y) - give the same bounds as the release it is compared with; without bounds the
+    paper's priors, with a warning (never bounds read off the rows: the prior would then see
+    the data). With n rows the data dominate either prior unless n is small.
     """
     from ..release import _check_rows
 
@@ -230,7 +240,7 @@ def fit_nonprivate(X, y, *, priors: Optional[Priors] = None, seed=None, num_samp
     X, y = _check_rows(X, y)
     d = X.shape[1]
     names = list(names) if names is not None else [f"x{i}" for i in range(d)]
-    priors = (priors or Priors()).resolve(d)
+    priors = (priors or Priors()).resolve(d, bounds=bounds)
     if seed is None:
         seed = secrets.randbits(63)
     post = closed_form.nonprivate_posterior(X, y, priors, Lambda0)
@@ -241,5 +251,8 @@ def fit_nonprivate(X, y, *, priors: Optional[Priors] = None, seed=None, num_samp
         coords={"feature": names},
         dims={"theta": ["feature"]},
         attrs={"method": "nonprivate", "seed": int(seed), "closed_form_mean": post["mean"],
-               "closed_form_cov": post["cov"].ravel(), "n_total": X.shape[0], **_versions()},
+               "closed_form_cov": post["cov"].ravel(), "n_total": X.shape[0],
+               "bounds": None if bounds is None else [float(v) for v in bounds],
+               **priors.to_attrs(), "convergence_checked": False, "converged": True,
+               **_versions()},
     )
