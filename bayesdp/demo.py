@@ -38,6 +38,8 @@ def run_demo(*, n=100_000, d=5, nodes=5, epsilon=1.0, delta=1e-5, seed=0,
     echo(f"wrote {path} (seeded noise: a demo, not a real release)")
     rel = load_release(path)
     idata = fit(rel, method="fast", seed=s_fit)
+    echo(f"priors: {idata.posterior.attrs['priors']} (docs/methods.md, 'Priors'; "
+         f"Priors.paper() for the paper's)")
     est = adassp(sim.X, sim.y, epsilon=epsilon, delta=delta, bounds=sim.bounds, nodes=nodes,
                  seed=s_adassp)
     reference = closed_form_moments(fit_nonprivate(sim.X, sim.y, seed=s_fit, num_samples=10,
