@@ -7,7 +7,13 @@ Follows Alparslan, Yildirim & Birbil (ICML 2023). The flow of data:
 
 __version__ = "0.1.0"
 
-from .errors import BayesdpError, BayesdpInputError, CombineError, ReleaseFormatError
+from .errors import (
+    BayesdpError,
+    BayesdpInputError,
+    CombineError,
+    ConvergenceWarning,
+    ReleaseFormatError,
+)
 from .privacy import (
     analytic_gaussian_sigma,
     classical_gaussian_sigma,
@@ -28,6 +34,7 @@ __all__ = [
     "BayesdpError",
     "BayesdpInputError",
     "CombineError",
+    "ConvergenceWarning",
     "METHODS",
     "Priors",
     "Release",

@@ -75,8 +75,7 @@ def _cmd_release(args):
                            header=None if args.no_header else "infer", seed=args.seed,
                            calibration=args.calibration, include_yty=args.include_yty,
                            chunksize=args.chunksize, split=args.split)
-    for w in caught:
-        print(f"WARNING: {w.message}", file=sys.stderr)
+    _print_warnings(caught)
     rel.save(args.out)
     print(rel)
     print(f"rows clipped to the bounds per holder: {rel.n_clipped.tolist()}")
@@ -109,9 +108,13 @@ def _cmd_fit(args):
     for name in ("sigma_y2", "s_noise"):
         if getattr(args, name) is not None:
             kwargs[name] = getattr(args, name)
-    idata = fit(rel, method=args.method, seed=args.seed, num_samples=args.num_samples,
-                num_chains=args.num_chains, **kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)  # ConvergenceWarning is a UserWarning
+        idata = fit(rel, method=args.method, seed=args.seed, num_samples=args.num_samples,
+                    num_chains=args.num_chains, priors=_priors_from_args(args), **kwargs)
+    _print_warnings(caught)
     print(rel)
+    print(_priors_line(idata))
     print(f"\nposterior of theta ({args.method}):")
     print(report.format_table(report.theta_table(idata)))
     if "sample_stats" in idata.groups() or args.method not in ("fast",):
@@ -159,6 +162,53 @@ def check_output_paths(args):
             raise BayesdpInputError(
                 f"{opt}: parent folder {str(p.parent)!r} does not exist (only the last folder "
                 "of --out-dir is created)")
+
+
+def _priors_from_args(args):
+    """Priors from ``--priors`` and the ``--prior-*`` overrides."""
+    import numpy as np
+
+    from .models.priors import Priors
+
+    over = {}
+    if args.prior_a is not None:
+        over["a"] = args.prior_a
+    if args.prior_b is not None:
+        over["b"] = args.prior_b
+    if args.prior_scale_theta is not None:
+        if not args.prior_scale_theta > 0:
+            raise BayesdpError(f"--prior-scale-theta must be > 0, got {args.prior_scale_theta}")
+        over["C"] = np.array([[args.prior_scale_theta ** 2]])
+    return Priors.paper(**over) if args.priors == "paper" else Priors(**over)
+
+
+def _priors_line(idata):
+    from .diagnostics import attrs
+
+    a = attrs(idata)
+    parts = [f"priors: {a.get('priors', '?')}"]
+    if "prior_a" in a:
+        parts.append(f"sigma_y^2 ~ InvGamma({a['prior_a']:.4g}, {a['prior_b']:.4g})")
+    if "prior_C" in a:
+        import numpy as np
+
+        C = np.asarray(a["prior_C"], dtype=float)
+        k = int(round(np.sqrt(C.size)))
+        sd = np.sqrt(np.diag(C.reshape(k, k)))
+        parts.append("theta prior sd " + (f"{sd[0]:.4g}" if np.allclose(sd, sd[0])
+                                           else np.array2string(sd, precision=3)))
+    return "; ".join(parts)
+
+
+def _print_warnings(caught):
+    """One line per warning on stderr, ``WARNING: ...``; other warning categories (deprecations
+    of dependencies) go back to the warnings machinery."""
+    for w in caught:
+        if issubclass(w.category, UserWarning):
+            msg = " ".join(str(w.message).split())
+            print(f"WARNING: {msg}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _is_int(s):
@@ -255,6 +305,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--s-noise", default=None, choices=["conditional", "eiv", "ignore"],
                    help="method 'fast' on releases with a general noise covariance: how the noise "
                         "on S enters z | S (default: what the release's provenance asks for)")
+    p.add_argument("--priors", default="default", choices=["default", "paper"],
+                   help="'default': weakly informative, scaled from the release's public bounds "
+                        "(docs/methods.md, Priors); 'paper': the paper's a=20, b=0.5, "
+                        "C=b/(a-1) I, kappa=d+1, Lambda=I (for data rescaled to |y| <= 1)")
+    p.add_argument("--prior-a", type=float, default=None,
+                   help="shape a of sigma_y^2 ~ InvGamma(a, b) (overrides --priors)")
+    p.add_argument("--prior-b", type=float, default=None,
+                   help="scale b of sigma_y^2 ~ InvGamma(a, b) (overrides --priors)")
+    p.add_argument("--prior-scale-theta", type=float, default=None,
+                   help="prior sd s of every coefficient: theta ~ N(0, s^2 I) (overrides --priors)")
     p.add_argument("--out", default=None, help="write the posterior here (netCDF)")
     p.set_defaults(func=_cmd_fit)
 

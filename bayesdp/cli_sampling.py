@@ -25,7 +25,8 @@ def register(subparsers):
     p.add_argument("posterior", help="netCDF file written by 'bayesdp fit --out'")
     p.add_argument("--out-dir", default=None, help="folder for the PNG plots (default: none)")
     p.add_argument("--var-names", nargs="+", default=None,
-                   help="variables to check (default: theta and sigma_y2)")
+                   help="variables to check (default: every sampled variable - theta, "
+                        "sigma_y2, Sigma_x, S; matrices on their upper triangle)")
     p.add_argument("--ess-min", type=float, default=400.0, help="ESS warning threshold (400)")
     p.add_argument("--rhat-max", type=float, default=1.01, help="r_hat warning threshold (1.01)")
     p.add_argument("--strict", action="store_true",

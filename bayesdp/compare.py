@@ -95,7 +95,7 @@ def _context(spec):
     X, y = ctx["X"], ctx["y"]
     ctx["data_bounds"] = (float(np.sqrt(np.einsum("ij,ij->i", X, X)).max()), float(np.abs(y).max()))
     ctx["delta"] = 1.0 / X.shape[0]
-    ctx["priors"] = Priors(Lambda=ctx["Lambda"])
+    ctx["priors"] = Priors.paper(Lambda=ctx["Lambda"])
     _CONTEXTS[key] = ctx
     return ctx
 

@@ -18,8 +18,9 @@ def run_demo(*, n=100_000, d=5, nodes=5, epsilon=1.0, delta=1e-5, seed=0,
 
     Data: Sigma_x ~ InvWishart(V^T V, d+1), theta ~ N(0, I), x ~ N(0, Sigma_x), sigma_y = 1,
     split over ``nodes`` holders, released with (epsilon, delta)-DP using public bounds derived
-    from the generating distribution. Fitted with Bayes-fixedS-fast and adaSSP; the non-private
-    posterior mean (same priors, raw rows) is shown for reference.
+    from the generating distribution. Fitted with Bayes-fixedS-fast (default weakly-informative
+    priors, scaled from the public bounds) and adaSSP; the non-private posterior mean (same
+    priors, raw rows) is shown for reference.
     Returns a dict with the table (pandas), the release, the posterior and the file paths.
     """
     out = Path(out_dir)
@@ -37,9 +38,12 @@ def run_demo(*, n=100_000, d=5, nodes=5, epsilon=1.0, delta=1e-5, seed=0,
     echo(f"wrote {path} (seeded noise: a demo, not a real release)")
     rel = load_release(path)
     idata = fit(rel, method="fast", seed=s_fit)
+    echo(f"priors: {idata.posterior.attrs['priors']} (docs/methods.md, 'Priors'; "
+         f"Priors.paper() for the paper's)")
     est = adassp(sim.X, sim.y, epsilon=epsilon, delta=delta, bounds=sim.bounds, nodes=nodes,
                  seed=s_adassp)
-    reference = closed_form_moments(fit_nonprivate(sim.X, sim.y, seed=s_fit, num_samples=10))[0]
+    reference = closed_form_moments(fit_nonprivate(sim.X, sim.y, seed=s_fit, num_samples=10,
+                                                   bounds=sim.bounds))[0]
     estimates = {"adaSSP": est, "non-private": reference}
     table = report.theta_table(idata, truth=sim.theta, estimates=estimates)
     echo("\nBayes-fixedS-fast posterior of theta, with adaSSP (same eps, delta) and the "

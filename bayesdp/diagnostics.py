@@ -15,8 +15,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import BayesdpInputError
+from .errors import BayesdpInputError, ConvergenceWarning
 
+#: Thresholds of the convergence check (Vehtari, Gelman, Simpson, Carpenter & Buerkner 2021):
+#: warn when any r_hat exceeds RHAT_MAX or any bulk effective sample size (over all chains
+#: together) is below ESS_MIN.
 ESS_MIN = 400
 RHAT_MAX = 1.01
 
@@ -55,6 +58,14 @@ def to_inference_data(posterior, *, sample_stats=None, observed_data=None, const
 def from_numpyro(mcmc, *, coords=None, dims=None):
     """InferenceData from a numpyro MCMC run (the kernel must expose ``.model``)."""
     return _az().from_numpyro(mcmc, coords=coords, dims=dims, log_likelihood=False)
+
+
+def set_attrs(idata, attrs: dict):
+    """Add attrs to every group of an InferenceData (as :func:`to_inference_data` does)."""
+    clean = {k: _attr_value(v) for k, v in attrs.items() if v is not None}
+    for group in idata.groups():
+        getattr(idata, group).attrs.update(clean)
+    return idata
 
 
 def _attr_value(v):
@@ -159,9 +170,189 @@ def plot_pair(idata, path, var_names=None):
     return Path(path)
 
 
-# -- convergence diagnostics (issue 3) ----------------------------------------------------------
+# -- convergence diagnostics (issues 3 and 9) ----------------------------------------------------
 
-DEFAULT_DIAGNOSE_VARS = ("theta", "sigma_y2")
+
+def _entry_labels(da) -> list:
+    """``name[coord, coord]`` for every entry of one posterior variable (C order)."""
+    dims = [dim for dim in da.dims if dim not in ("chain", "draw")]
+    if not dims:
+        return [str(da.name)]
+    axes = []
+    for dim in dims:
+        if dim in da.coords:
+            axes.append([str(c) for c in np.asarray(da.coords[dim].values)])
+        else:
+            axes.append([str(i) for i in range(da.sizes[dim])])
+    grids = np.meshgrid(*[np.arange(len(a)) for a in axes], indexing="ij")
+    flat = [g.ravel() for g in grids]
+    return [f"{da.name}[" + ", ".join(axes[k][flat[k][i]] for k in range(len(dims))) + "]"
+            for i in range(flat[0].size)]
+
+
+def _unique_entries(x) -> np.ndarray:
+    """Mask (over the flattened entries) of the upper triangle incl. the diagonal when the last
+    two axes hold symmetric matrices in every draw (Sigma_x, S); all entries otherwise."""
+    shape = x.shape[2:]
+    mask = np.ones(shape, dtype=bool)
+    if len(shape) >= 2 and shape[-1] == shape[-2] and shape[-1] > 1:
+        sym = np.array_equal(x, np.swapaxes(x, -1, -2), equal_nan=True)
+        if not sym:
+            sym = bool(np.allclose(x, np.swapaxes(x, -1, -2), rtol=1e-12, atol=0.0,
+                                   equal_nan=True))
+        if sym:
+            mask = np.broadcast_to(np.triu(np.ones(shape[-2:], dtype=bool)), shape).copy()
+    return mask.ravel()
+
+
+def _rhat_ess(x):
+    """(r_hat, ess_bulk, ess_tail) of draws x (chain, draw, k), one value per entry.
+
+    r_hat is ArviZ's rank-normalised split r_hat; with a single chain the chain is first cut in
+    two halves, so r_hat compares its first and second half (ArviZ needs >= 2 chains)."""
+    az = _az()
+    n_chain, n_draw, k = x.shape
+    xr = x
+    if n_chain == 1:
+        h = n_draw // 2
+        xr = np.stack([x[0, :h], x[0, h:2 * h]])
+    ds_r = az.convert_to_dataset({"v": xr})
+    ds = az.convert_to_dataset({"v": x})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # short chains: ArviZ warns and returns NaN
+        r = np.asarray(az.rhat(ds_r)["v"].values, dtype=float).reshape(k)
+        eb = np.asarray(az.ess(ds, method="bulk")["v"].values, dtype=float).reshape(k)
+        et = np.asarray(az.ess(ds, method="tail")["v"].values, dtype=float).reshape(k)
+    return r, eb, et
+
+
+def convergence_summary(idata, var_names=None, *, rhat_max=RHAT_MAX, ess_min=ESS_MIN) -> dict:
+    """r_hat, bulk and tail ESS of every entry of every sampled variable, summarised.
+
+    Symmetric matrices (Sigma_x, S) are checked on their upper triangle incl. the diagonal (the
+    lower half repeats it). Entries whose draws are all equal (a fixed value, the zero
+    off-diagonals of a d = 1 matrix) carry no information about mixing and are skipped instead of
+    giving NaN r_hat; entries with non-finite draws count as not converged (r_hat = inf).
+
+    Returns a dict: ``variables`` ({name: {max_r_hat, min_ess_bulk, min_ess_tail, worst,
+    n_entries, n_bad}}), the worst entry overall ``worst_parameter`` with its ``r_hat``,
+    ``ess_bulk`` and ``ess_tail``, the overall ``max_r_hat``, ``min_ess_bulk``, ``min_ess_tail``,
+    ``n_chains``, ``n_draws`` and ``converged`` (no r_hat > rhat_max, no ess_bulk < ess_min).
+    """
+    post = idata.posterior
+    names = list(post.data_vars) if var_names is None else (
+        [var_names] if isinstance(var_names, str) else list(var_names))
+    n_chains = int(post.sizes.get("chain", 1))
+    n_draws = int(post.sizes.get("draw", 0))
+    per_var, all_r, all_eb, all_et, all_lab = {}, [], [], [], []
+    for v in names:
+        da = post[v]
+        x = np.asarray(da.transpose("chain", "draw", ...).values, dtype=float)
+        labels = np.asarray(_entry_labels(da.transpose("chain", "draw", ...)), dtype=object)
+        flat = x.reshape(x.shape[0], x.shape[1], -1)
+        keep = _unique_entries(x)
+        flat, labels = flat[:, :, keep], labels[keep]
+        finite = np.isfinite(flat).all(axis=(0, 1))
+        const = finite & (np.ptp(np.where(np.isfinite(flat), flat, 0.0), axis=(0, 1)) == 0)
+        use = ~const
+        if not use.any():
+            per_var[v] = {"max_r_hat": 1.0, "min_ess_bulk": float(n_chains * n_draws),
+                          "min_ess_tail": float(n_chains * n_draws), "worst": None,
+                          "n_entries": int(keep.sum()), "n_bad": 0, "constant": True}
+            continue
+        r = np.full(use.sum(), np.inf)
+        eb = np.zeros(use.sum())
+        et = np.zeros(use.sum())
+        ok = finite[use]
+        if ok.any():
+            r[ok], eb[ok], et[ok] = _rhat_ess(flat[:, :, use][:, :, ok])
+        r = np.where(np.isnan(r), np.inf, r)
+        eb = np.where(np.isnan(eb), 0.0, eb)
+        et = np.where(np.isnan(et), 0.0, et)
+        lab = labels[use]
+        bad = (r > rhat_max) | (eb < ess_min)
+        w = _worst_index(r, eb, rhat_max)
+        per_var[v] = {"max_r_hat": float(r.max()), "min_ess_bulk": float(eb.min()),
+                      "min_ess_tail": float(et.min()), "worst": str(lab[w]),
+                      "n_entries": int(keep.sum()), "n_bad": int(bad.sum()), "constant": False}
+        all_r.append(r), all_eb.append(eb), all_et.append(et), all_lab.append(lab)
+    out = {"variables": per_var, "n_chains": n_chains, "n_draws": n_draws,
+           "rhat_max": float(rhat_max), "ess_min": float(ess_min)}
+    if not all_r:
+        out.update(worst_parameter=None, r_hat=1.0, ess_bulk=float(n_chains * n_draws),
+                   ess_tail=float(n_chains * n_draws), max_r_hat=1.0,
+                   min_ess_bulk=float(n_chains * n_draws),
+                   min_ess_tail=float(n_chains * n_draws), converged=True)
+        return out
+    r, eb, et, lab = (np.concatenate(a) for a in (all_r, all_eb, all_et, all_lab))
+    w = _worst_index(r, eb, rhat_max)
+    out.update(worst_parameter=str(lab[w]), r_hat=float(r[w]), ess_bulk=float(eb[w]),
+               ess_tail=float(et[w]), max_r_hat=float(r.max()), min_ess_bulk=float(eb.min()),
+               min_ess_tail=float(et.min()),
+               converged=bool(r.max() <= rhat_max and eb.min() >= ess_min))
+    return out
+
+
+def _worst_index(r, eb, rhat_max):
+    """The entry to name: the largest r_hat if any exceeds rhat_max, else the smallest ESS."""
+    if np.any(r > rhat_max):
+        return int(np.argmax(r))
+    return int(np.argmin(eb))
+
+
+def convergence_message(conv: dict, method="?") -> str:
+    """One line saying which parameter is worst, its r_hat and ESS, and what to do."""
+    total = conv["n_chains"] * conv["n_draws"]
+    what = []
+    if conv["max_r_hat"] > conv["rhat_max"]:
+        what.append(f"r_hat = {_fmt_rhat(conv['r_hat'])} > {conv['rhat_max']:g}")
+    else:
+        what.append(f"r_hat = {_fmt_rhat(conv['r_hat'])}")
+    what.append(f"bulk ESS = {conv['ess_bulk']:.0f}, tail ESS = {conv['ess_tail']:.0f}")
+    advice = ("run longer (larger num_warmup and num_samples) or use another method "
+              "(e.g. 'fast', or 'normalx-collapsed' for normalX)")
+    if total < conv["ess_min"]:
+        advice = (f"only {total} draws were kept in total, so ESS cannot reach "
+                  f"{conv['ess_min']:.0f}; " + advice)
+    chains = ("1 chain (split r_hat)" if conv["n_chains"] == 1
+              else f"{conv['n_chains']} chains")
+    return (f"method {method!r} did not converge ({chains} x {conv['n_draws']} draws): worst "
+            f"parameter {conv['worst_parameter']} has " + ", ".join(what) +
+            f" (want r_hat <= {conv['rhat_max']:g} and bulk ESS >= {conv['ess_min']:.0f} over "
+            f"all chains); do not trust this posterior: " + advice + ".")
+
+
+def _fmt_rhat(r):
+    return "inf" if not np.isfinite(r) else f"{r:.3f}"
+
+
+def convergence_attrs(conv: dict) -> dict:
+    """Flat attrs (netCDF-safe) of a :func:`convergence_summary`."""
+    import json
+
+    return {
+        "convergence_checked": True,
+        "converged": bool(conv["converged"]),
+        "max_r_hat": float(conv["max_r_hat"]),
+        "min_ess_bulk": float(conv["min_ess_bulk"]),
+        "min_ess_tail": float(conv["min_ess_tail"]),
+        "worst_parameter": conv["worst_parameter"] or "",
+        "convergence": json.dumps(
+            {k: {kk: (vv if not isinstance(vv, float) or np.isfinite(vv) else str(vv))
+                 for kk, vv in v.items()} for k, v in conv["variables"].items()}),
+    }
+
+
+def check_convergence(idata, method="?", *, rhat_max=RHAT_MAX, ess_min=ESS_MIN, warn=True,
+                      stacklevel=3) -> dict:
+    """Check every sampled variable, record the result in the attrs and warn
+    (:class:`~bayesdp.errors.ConvergenceWarning`) when the chains have not converged."""
+    conv = convergence_summary(idata, rhat_max=rhat_max, ess_min=ess_min)
+    set_attrs(idata, convergence_attrs(conv))
+    if warn and not conv["converged"]:
+        warnings.warn(convergence_message(conv, method), ConvergenceWarning,
+                      stacklevel=stacklevel)
+    return conv
 
 
 def _plot_safely(fn, idata, path, var_names, problems):
@@ -172,6 +363,11 @@ def _plot_safely(fn, idata, path, var_names, problems):
         return None
 
 
+#: Variables shown entry by entry in the table of :func:`diagnose` (the others - Sigma_x, S -
+#: are checked entry by entry but shown as one row: their worst entry).
+TABLE_VARS = ("theta", "sigma_y2")
+
+
 def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=RHAT_MAX,
              hdi_prob=0.9, verbose=True):
     """Check a posterior's chains: ArviZ summary, plain-words warnings, and plots.
@@ -180,13 +376,17 @@ def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=R
     ----------
     idata : InferenceData or path to a netCDF file written by ``bayesdp fit``.
     out_dir : folder for ``trace.png``, ``posterior.png`` and ``pair.png`` (None: no plots).
-    var_names : variables to check (default: theta and sigma_y2 where present).
+    var_names : variables to check (default: every variable in the posterior - theta,
+        sigma_y2, Sigma_x, S, ...).
     ess_min, rhat_max : thresholds of the warnings (400 and 1.01, Vehtari et al. 2021).
 
     Returns
     -------
-    dict with ``summary`` (pandas DataFrame: mean, sd, HDI, mcse, ess_bulk, ess_tail, r_hat),
-    ``warnings`` (list of sentences), ``ok`` (no warning) and ``plots`` (paths written).
+    dict with ``summary`` (pandas DataFrame: mean, sd, HDI, mcse, ess_bulk, ess_tail, r_hat of
+    theta and sigma_y2 entry by entry, or of the given var_names), ``worst`` (one row per checked
+    variable: its worst entry, max r_hat, min bulk and tail ESS, over the upper triangle of
+    symmetric matrices), ``convergence`` (:func:`convergence_summary`), ``warnings`` (list of
+    sentences), ``ok`` (no warning) and ``plots`` (paths written).
     """
     if isinstance(idata, (str, os.PathLike)):
         idata = load(idata)
@@ -198,34 +398,46 @@ def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=R
         raise BayesdpInputError(f"rhat_max must be a number > 1, got {rhat_max!r}")
     available = list(idata.posterior.data_vars)
     if var_names is None:
-        var_names = [v for v in DEFAULT_DIAGNOSE_VARS if v in available] or available
+        var_names = available
+        table_vars = [v for v in available if v in TABLE_VARS] or available
     else:
         var_names = [var_names] if isinstance(var_names, str) else list(var_names)
         missing = [v for v in var_names if v not in available]
         if missing:
             raise BayesdpInputError(
                 f"var_names: {missing} not in the posterior (it has {available})")
-    table = summary(idata, var_names=var_names, hdi_prob=hdi_prob)
-    n_chains = int(idata.posterior.sizes.get("chain", 1))
-    n_draws = int(idata.posterior.sizes.get("draw", 0))
+        table_vars = var_names
+    table = summary(idata, var_names=table_vars, hdi_prob=hdi_prob)
+    conv = convergence_summary(idata, var_names, rhat_max=rhat_max, ess_min=ess_min)
+    worst = pd.DataFrame(
+        [{"variable": v, "entries": s["n_entries"], "worst entry": s["worst"] or "(constant)",
+          "max_r_hat": s["max_r_hat"], "min_ess_bulk": s["min_ess_bulk"],
+          "min_ess_tail": s["min_ess_tail"]} for v, s in conv["variables"].items()]
+    ).set_index("variable")
+    n_chains, n_draws = conv["n_chains"], conv["n_draws"]
     problems = []
     method = attrs(idata).get("method", "?")
     if n_chains < 2:
         problems.append(
-            f"Only {n_chains} chain: r_hat cannot detect chains that disagree; run 4 chains.")
-    if "r_hat" in table:
-        bad = table[table["r_hat"] > rhat_max]
-        for name, row in bad.iterrows():
+            f"Only {n_chains} chain: r_hat compares its two halves only and cannot detect "
+            "chains stuck in different places; run 4 chains.")
+    for v, s in conv["variables"].items():
+        if s["constant"]:
+            continue
+        what = f"{v} ({s['n_bad']} of {s['n_entries']} entries flagged; worst {s['worst']})" \
+            if s["n_entries"] > 1 else v
+        if s["max_r_hat"] > rhat_max:
             problems.append(
-                f"{name}: r_hat = {row['r_hat']:.3f} > {rhat_max}: the chains have not converged "
-                f"to the same distribution; run longer (more warm-up) or use another method.")
-    for col, what in (("ess_bulk", "bulk (mean, median)"), ("ess_tail", "tail (intervals)")):
-        if col in table:
-            bad = table[table[col] < ess_min]
-            for name, row in bad.iterrows():
+                f"{what}: r_hat = {_fmt_rhat(s['max_r_hat'])} > {rhat_max}: the chains have not "
+                f"converged to the same distribution; run longer (more warm-up) or use another "
+                f"method.")
+        for key, label in (("min_ess_bulk", "bulk (mean, median)"),
+                           ("min_ess_tail", "tail (intervals)")):
+            if s[key] < ess_min:
                 problems.append(
-                    f"{name}: {what} effective sample size {row[col]:.0f} < {ess_min}: "
-                    f"estimates are noisy; draw more samples or use a better-mixing method.")
+                    f"{v}: {label} effective sample size {s[key]:.0f} < {ess_min} (over all "
+                    f"chains): estimates are noisy; draw more samples or use a better-mixing "
+                    f"method.")
     if "sample_stats" in idata.groups() and "diverging" in idata.sample_stats:
         n_div = int(np.asarray(idata.sample_stats["diverging"]).sum())
         if n_div:
@@ -238,15 +450,17 @@ def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=R
         for fn, name in ((plot_trace, "trace.png"), (plot_posterior, "posterior.png"),
                          (plot_pair, "pair.png")):
             if fn is plot_pair and sum(int(np.prod(idata.posterior[v].shape[2:]))
-                                       for v in var_names) < 2:
+                                       for v in table_vars) < 2:
                 continue
-            p = _plot_safely(fn, idata, out / name, var_names, problems)
+            p = _plot_safely(fn, idata, out / name, table_vars, problems)
             if p is not None:
                 plots.append(p)
     if verbose:
         with pd.option_context("display.width", 120, "display.max_columns", 20):
             print(f"method {method}: {n_chains} chains x {n_draws} draws")
             print(table.to_string())
+            print("\nworst entry of each variable (symmetric matrices: upper triangle):")
+            print(worst.to_string(float_format=lambda x: f"{x:.3f}" if x < 100 else f"{x:.0f}"))
         if problems:
             print("\nWARNINGS:")
             for p in problems:
@@ -255,7 +469,8 @@ def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=R
             print(f"\nAll checked variables have r_hat <= {rhat_max} and ESS >= {ess_min}.")
         for p in plots:
             print(f"wrote {p}")
-    return {"summary": table, "warnings": problems, "ok": not problems, "plots": plots}
+    return {"summary": table, "worst": worst, "convergence": conv, "warnings": problems,
+            "ok": not problems, "plots": plots}
 
 
 def summary_unrounded(idata, var_names=None, hdi_prob=0.9) -> pd.DataFrame:

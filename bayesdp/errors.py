@@ -19,3 +19,8 @@ class ReleaseFormatError(BayesdpInputError):
 
 class CombineError(BayesdpInputError):
     """Releases that cannot be analysed together (mismatched d, names, bounds or privacy)."""
+
+
+class ConvergenceWarning(UserWarning):
+    """MCMC chains that have not converged (r_hat too large or effective sample size too small):
+    the posterior summaries cannot be trusted. Raised by :func:`bayesdp.fit`."""

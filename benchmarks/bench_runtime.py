@@ -55,7 +55,7 @@ def loop_seconds(rel, method, iters, repeats, seed=0):
     import bayesdp
     from bayesdp.inference.mcmc import build_mcmc
 
-    pri = bayesdp.Priors().resolve(rel.d)
+    pri = bayesdp.Priors.paper().resolve(rel.d)
     mcmc, data = build_mcmc(method, rel, pri, num_samples=iters // 2,
                             num_warmup=iters - iters // 2)
     kernel = mcmc.sampler
@@ -139,7 +139,7 @@ def main():
                 warnings.simplefilter("ignore")
                 rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1.0 / args.n,
                                       bounds="data", nodes=args.nodes, seed=d, include_yty=True)
-            pri = bayesdp.Priors(Lambda=sim.Lambda)
+            pri = bayesdp.Priors.paper(Lambda=sim.Lambda)
             for m in methods:
                 if ((done.method == m) & (done.d == d)).any():
                     continue

@@ -40,7 +40,7 @@ def bench_one(rel, method, n_draw, seed=0):
     from bayesdp import diagnostics
     from bayesdp.inference.mcmc import build_mcmc
 
-    pri = bayesdp.Priors().resolve(rel.d)
+    pri = bayesdp.Priors.paper().resolve(rel.d)
     mcmc, data = build_mcmc(method, rel, pri, num_samples=n_draw, num_warmup=n_draw)
     kernel = mcmc.sampler
     state0 = kernel.init(jax.random.PRNGKey(seed), n_draw, None, (data,), {})

@@ -29,7 +29,7 @@ def main(n_per_holder=300, J=3, d=2, epsilon=1.0, seed=7):
     rel = bayesdp.release(sim.X, sim.y, epsilon=epsilon, delta=1e-5, bounds=sim.bounds,
                           nodes=J, seed=seed + 1)
     print(rel)
-    ref = bayesdp.fit_nonprivate(sim.X, sim.y, seed=0)
+    ref = bayesdp.fit_nonprivate(sim.X, sim.y, seed=0, bounds=sim.bounds)
     runs = {
         "normalx": dict(num_samples=1000, num_warmup=1000),
         "normalx-collapsed": dict(num_samples=1000, num_warmup=1000),

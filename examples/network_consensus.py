@@ -75,8 +75,10 @@ def main(argv=None):
     priors = bayesdp.Priors(C=np.eye(2))
     idata = bayesdp.fit(release, method="fast", priors=priors, sigma_y2=sigma_y**2, seed=args.seed)
     mean, cov = bayesdp.closed_form_moments(idata)
-    pw = cf.fast_posterior(bayesdp.combine_releases(wrong), priors.resolve(2), sigma_y2=sigma_y**2)
-    ref = bayesdp.fit_nonprivate(np.vstack(X_all), np.concatenate(y_all), seed=args.seed)
+    pw = cf.fast_posterior(bayesdp.combine_releases(wrong), priors.resolve(2, bounds=bounds),
+                           sigma_y2=sigma_y**2)
+    ref = bayesdp.fit_nonprivate(np.vstack(X_all), np.concatenate(y_all), seed=args.seed,
+                                 bounds=bounds)
     m_np, _ = bayesdp.closed_form_moments(ref)
 
     plot_gaussian_marginals(

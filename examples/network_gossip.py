@@ -56,9 +56,9 @@ def main(argv=None):
     wrong = bayesdp.combine_releases(
         [g.gossip_release(o, agent=a, holder_name=f"{j}:{a}", feature_names=("intercept", "x"))
          for j, o in enumerate(outputs) for a in range(10)])
-    pw = cf.fast_posterior(wrong, priors.resolve(2), sigma_y2=sigma_y**2)
+    pw = cf.fast_posterior(wrong, priors.resolve(2, bounds=bounds), sigma_y2=sigma_y**2)
     ref = bayesdp.fit_nonprivate(np.vstack(X_all), np.concatenate(y_all), seed=args.seed,
-                                 feature_names=["intercept", "x"])
+                                 feature_names=["intercept", "x"], bounds=bounds)
     m_np, c_np = bayesdp.closed_form_moments(ref)
 
     plot_gaussian_marginals(

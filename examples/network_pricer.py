@@ -62,8 +62,9 @@ def main(argv=None):
     idata = bayesdp.fit(release, method="fast", priors=priors, sigma_y2=s2, seed=args.seed)
     mean, cov = bayesdp.closed_form_moments(idata)
     wr = bayesdp.combine_releases(wrong)
-    pw = cf.fast_posterior(wr, priors.resolve(2), sigma_y2=s2)
-    ref = bayesdp.fit_nonprivate(np.vstack(X_all), np.concatenate(y_all), seed=args.seed)
+    pw = cf.fast_posterior(wr, priors.resolve(2, bounds=bounds), sigma_y2=s2)
+    ref = bayesdp.fit_nonprivate(np.vstack(X_all), np.concatenate(y_all), seed=args.seed,
+                                 bounds=bounds)
     m_np, _ = bayesdp.closed_form_moments(ref)
 
     plot_gaussian_marginals(

@@ -103,7 +103,7 @@ def test_us_power_grid_loads_and_runs():
     with pytest.warns(UserWarning, match="not converged"):
         g.gossip_release(short)
     assert rel.J == 1 and rel.n[0] == s["n"]
-    post = cf.fast_posterior(rel, Priors().resolve(2), sigma_y2=0.09)
+    post = cf.fast_posterior(rel, Priors.paper().resolve(2), sigma_y2=0.09)
     assert np.all(np.isfinite(post["mean"]))
 
 
@@ -465,7 +465,7 @@ def test_iid_path_unchanged_and_conditional_formula():
     rel = bayesdp.release(np.random.default_rng(0).normal(size=(200, 3)),
                           np.random.default_rng(1).normal(size=200), epsilon=1, delta=1e-5,
                           bounds=(3, 3), nodes=2, seed=0)
-    pri = Priors().resolve(3)
+    pri = Priors.paper().resolve(3)
     S = cf.fixed_s_estimate(rel)
     old_mean, old_cov, _ = cf.gaussian_theta_posterior(
         S, rel.z_hat, 0.5, rel.sigma_z[:, None, None] ** 2 * np.eye(3), pri.m, pri.C)
@@ -492,7 +492,7 @@ def test_iid_path_unchanged_and_conditional_formula():
     M = np.hstack([-B, np.eye(d)])  # e_z - E_S theta
     np.testing.assert_allclose(V[0], M @ cov @ M.T, rtol=1e-10)
     with pytest.raises(BayesdpInputError, match="s_noise"):
-        cf.fast_posterior(rel2, Priors().resolve(2), sigma_y2=1.0, s_noise="nope")
+        cf.fast_posterior(rel2, Priors.paper().resolve(2), sigma_y2=1.0, s_noise="nope")
 
 
 def test_cli_simulate_network_gossip(tmp_path):

@@ -91,7 +91,7 @@ def test_bs_posterior_matches_nonprivate_at_large_epsilon():
     rel = bayesdp.release(sim.X, sim.y, epsilon=1e7, delta=1e-5, bounds=sim.bounds, nodes=2,
                           seed=3, include_yty=True)
     idata = bayesdp.fit(rel, method="bs", seed=1, num_samples=1500, num_warmup=300, num_chains=2,
-                        priors=bayesdp.Priors(Lambda=sim.Lambda))
+                        priors=bayesdp.Priors.paper(Lambda=sim.Lambda))
     th = np.asarray(idata.posterior["theta"]).reshape(-1, 2)
     assert np.asarray(idata.posterior["Sigma_x"]).shape[-2:] == (2, 2)
     npv = bayesdp.fit_nonprivate(sim.X, sim.y, seed=1)
@@ -123,7 +123,7 @@ def test_numpyro_model_traces_with_release_shapes():
     sim = bayesdp.simulate(n=500, d=2, seed=0)
     rel = bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-3, bounds=sim.bounds, nodes=2,
                           seed=0, include_yty=True)
-    pri = bayesdp.Priors().resolve(2)
+    pri = bayesdp.Priors.paper().resolve(2)
     args = (M.release_stats(rel), M.release_noise_covariances(rel), rel.n, pri,
             closed_form.nig_precision(pri))
     tr = handlers.trace(handlers.seed(M.bs_model, 0)).get_trace(*args)

@@ -54,8 +54,23 @@ def test_simulate_release_fit_from_the_shell(tmp_path, capsys):
     assert "posterior of theta" in out and "x2" in out
     idata = bayesdp.diagnostics.load(post)
     mean, _ = bayesdp.closed_form_moments(idata)
-    direct = bayesdp.inference.closed_form.fast_posterior(rel, bayesdp.Priors().resolve(3))["mean"]
-    np.testing.assert_allclose(mean, direct, rtol=1e-12)
+    direct = bayesdp.inference.closed_form.fast_posterior(rel, bayesdp.Priors().resolve(rel))
+    np.testing.assert_allclose(mean, direct["mean"], rtol=1e-12)
+    assert idata.posterior.attrs["priors"] == "weakly-informative (public bounds)"
+    # --priors paper reproduces the paper; --prior-* override single hyperparameters
+    assert main(["fit", str(rel_path), "--method", "fast", "--seed", "2", "--priors", "paper",
+                 "--out", str(post)]) == 0
+    assert "priors: paper" in capsys.readouterr().out
+    idata = bayesdp.diagnostics.load(post)
+    paper = bayesdp.inference.closed_form.fast_posterior(rel, bayesdp.Priors.paper().resolve(3))
+    np.testing.assert_allclose(bayesdp.closed_form_moments(idata)[0], paper["mean"], rtol=1e-12)
+    assert idata.posterior.attrs["priors"] == "paper"
+    assert main(["fit", str(rel_path), "--method", "fast", "--seed", "2", "--prior-scale-theta",
+                 "3", "--prior-a", "2", "--prior-b", "0.5", "--out", str(post)]) == 0
+    a = bayesdp.diagnostics.load(post).posterior.attrs
+    assert a["priors"] == "weakly-informative (public bounds) + user (a, b, C)"
+    np.testing.assert_allclose(a["prior_C"], (9.0 * np.eye(3)).ravel())
+    assert (a["prior_a"], a["prior_b"]) == (2.0, 0.5)
 
 
 def test_combine_from_the_shell(tmp_path):

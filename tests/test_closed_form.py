@@ -114,7 +114,7 @@ def test_fast_equals_direct_eq12(sim_release):
 
 def test_sigma_y_rules(sim_release):
     sim, r = sim_release
-    priors = bayesdp.Priors().resolve(3)
+    priors = bayesdp.Priors.paper().resolve(3)
     by = r.bounds[1]
     p_paper = closed_form.fast_posterior(r, priors)
     assert p_paper["sigma_y2"] == pytest.approx((by / 3) ** 2, rel=1e-15)
@@ -132,7 +132,7 @@ def test_sigma_y_rules(sim_release):
 
 def test_paper_default_prior(sim_release):
     _, r = sim_release
-    priors = bayesdp.Priors().resolve(3)
+    priors = bayesdp.Priors.paper().resolve(3)
     assert priors.a == 20 and priors.b == 0.5
     np.testing.assert_array_equal(priors.m, np.zeros(3))
     np.testing.assert_allclose(priors.C, 0.5 / 19 * np.eye(3), rtol=1e-15)
@@ -149,7 +149,8 @@ def test_fit_fast_inference_data(sim_release):
     assert theta.dims == ("chain", "draw", "feature")
     assert list(theta.coords["feature"].values) == ["a", "b", "c"]
     mean, cov = bayesdp.closed_form_moments(idata)
-    post = closed_form.fast_posterior(r, bayesdp.Priors().resolve(3))
+    post = closed_form.fast_posterior(r, bayesdp.Priors().resolve(r))  # the default priors
+    assert idata.posterior.attrs["priors"] == "weakly-informative (public bounds)"
     np.testing.assert_allclose(mean, post["mean"], rtol=1e-12)
     np.testing.assert_allclose(cov, post["cov"], rtol=1e-12)
     draws = theta.values.reshape(-1, 3)
@@ -187,7 +188,7 @@ def test_fast_concentrates_as_eps_grows():
     eps_grid = [0.05, 0.5, 5.0, 50.0]
     errors = np.zeros((4, len(eps_grid)))
     sds = np.zeros_like(errors)
-    priors = bayesdp.Priors().resolve(3)
+    priors = bayesdp.Priors.paper().resolve(3)
     for k, seed in enumerate(range(4)):
         sim = bayesdp.simulate(n=100_000, d=3, seed=100 + seed)
         for i, eps in enumerate(eps_grid):
@@ -225,7 +226,7 @@ def test_fit_nonprivate_matches_nig():
     bn = b + 0.5 * (y @ y + m @ L0 @ m - mu @ Ln @ mu)
     cov = bn / (an - 1) * np.linalg.inv(Ln)
     idata = bayesdp.fit_nonprivate(pd.DataFrame(X, columns=["u", "v", "w"]), y,
-                                   priors=bayesdp.Priors(a=a, b=b, m=m), seed=4,
+                                   priors=bayesdp.Priors.paper(a=a, b=b, m=m), seed=4,
                                    num_samples=5000, num_chains=2)
     mean_cf, cov_cf = bayesdp.closed_form_moments(idata)
     np.testing.assert_allclose(mean_cf, mu, rtol=1e-10)

@@ -22,7 +22,7 @@ def test_model_sites_and_shapes(rel):
 
     from bayesdp.models import regression as R
 
-    data = R.model_data(rel, bayesdp.Priors().resolve(3))
+    data = R.model_data(rel, bayesdp.Priors.paper().resolve(3))
     tr = handlers.trace(handlers.seed(R.normalx_model, 0)).get_trace(data)
     assert tr["S"]["value"].shape == (2, 3, 3) and not tr["S"]["is_observed"]
     assert tr["Sigma_x"]["value"].shape == (3, 3)
@@ -43,7 +43,7 @@ def test_log_joint_matches_hand_formula(rel):
     from bayesdp.inference import closed_form
     from bayesdp.models import regression as R
 
-    pri = bayesdp.Priors().resolve(3)
+    pri = bayesdp.Priors.paper().resolve(3)
     S = closed_form.fixed_s_estimate(rel, "psd+I")
     data = R.model_data(rel, pri, S_fixed=S)
     theta, s2 = np.array([0.1, -0.2, 0.3]), 0.05
@@ -59,6 +59,6 @@ def test_log_joint_matches_hand_formula(rel):
 def test_model_data_rejects_priors_of_wrong_dimension(rel):
     from bayesdp.models import regression as R
 
-    bad = bayesdp.Priors().resolve(2)
+    bad = bayesdp.Priors.paper().resolve(2)
     with pytest.raises(BayesdpInputError, match="d=3"):
         R.model_data(rel, bad)

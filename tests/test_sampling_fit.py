@@ -61,7 +61,7 @@ def test_inference_data_layout(normalx_fit, rel):
 
 
 def test_fixeds_with_sigma_fixed_matches_closed_form(rel):
-    pri = bayesdp.Priors().resolve(rel.d)
+    pri = bayesdp.Priors().resolve(rel)  # what fit uses by default
     s2 = 0.04
     idata = bayesdp.fit(rel, method="fixeds", seed=2, num_samples=2000, num_warmup=10,
                         progress_bar=False, fix_sigma_y2=s2)

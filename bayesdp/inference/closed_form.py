@@ -290,7 +290,8 @@ def nonprivate_posterior(X, y, priors, Lambda0=None):
     """Normal-inverse-gamma conjugate posterior from the raw rows (the non-private reference).
 
     Prior (as in the authors' code and Bernstein & Sheldon): sigma^2 ~ IG(a, b),
-    theta | sigma^2 ~ N(m, sigma^2 Lambda_0^{-1}), Lambda_0 = b/(a-1) I_d by default. Posterior:
+    theta | sigma^2 ~ N(m, sigma^2 Lambda_0^{-1}), Lambda_0 = b/(a-1) I_d for the paper's
+    priors (:func:`nig_precision`). Posterior:
     Lambda_n = X^T X + Lambda_0, mu_n = Lambda_n^{-1}(X^T y + Lambda_0 m), a_n = a + n/2,
     b_n = b + (y^T y + m^T Lambda_0 m - mu_n^T Lambda_n mu_n) / 2.
     """
@@ -300,9 +301,9 @@ def nonprivate_posterior(X, y, priors, Lambda0=None):
 
 
 def nig_precision(priors):
-    """Lambda_0 of the NIG reference: b/(a-1) I, as in the authors' code (anchor report sec. 4)."""
-    d = priors.m.shape[0]
-    return priors.b / (priors.a - 1.0) * np.eye(d)
+    """Lambda_0 of the NIG reference (:meth:`Priors.nig_precision`): b/(a-1) I for the paper's
+    priors, as in the authors' code (anchor report sec. 4); sigma_med^2 C^{-1} otherwise."""
+    return priors.nig_precision()
 
 
 def nig_posterior(S, z, yty, n, priors, Lambda0=None):

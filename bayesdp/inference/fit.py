@@ -33,14 +33,16 @@ class Method:
     name: str
     run: Callable
     description: str
+    iid: bool = False  # independent draws (closed form): no convergence check
 
 
 METHODS: dict = {}
 
 
-def register_method(name: str, run: Callable, description: str):
-    """Make ``fit(release, method=name)`` call ``run``."""
-    METHODS[name] = Method(name, run, description)
+def register_method(name: str, run: Callable, description: str, *, iid: bool = False):
+    """Make ``fit(release, method=name)`` call ``run``. ``iid=True`` marks a method whose draws
+    are independent (closed form), so ``fit`` skips the MCMC convergence check."""
+    METHODS[name] = Method(name, run, description, bool(iid))
 
 
 def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, num_samples=1000,
@@ -55,7 +57,13 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
     seed : int or None
         Seed of every random draw; None picks one from OS entropy and records it in attrs.
     priors : Priors
-        Defaults to the paper's (a = 20, b = 0.5, m = 0, C = b/(a-1) I, kappa = d + 1).
+        Default ``Priors()``: weakly informative, scaled from the release's public bounds
+        (theta ~ N(0, s^2 I) with s = 2.5 sqrt(d) B_y / B_x, sigma_y^2 ~ InvGamma(1/2,
+        (B_y/60)^2), Sigma_x ~ InvWishart(d + 2, (B_x^2 / 9d) I); docs/methods.md "Priors").
+        ``Priors.paper()`` gives the paper's (a = 20, b = 0.5, m = 0, C = b/(a-1) I,
+        kappa = d + 1, Lambda = I), made for data rescaled to |y| <= 1 - use it to reproduce the
+        paper. A release without bounds falls back to the paper's priors with a warning.
+        attrs["priors"] records which was used; prior_a, prior_b, ... the values.
     num_samples, num_chains, num_warmup : int
         Draws kept per chain, chains, and warm-up iterations (MCMC methods).
     **options
@@ -65,6 +73,16 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
     -------
     arviz.InferenceData with ``posterior`` (theta with feature-name coordinates, ...),
     ``observed_data``/``constant_data`` (the release) and attrs describing the fit.
+
+    Warns
+    -----
+    ConvergenceWarning
+        MCMC methods: when any entry of any sampled variable (theta, sigma_y2, the upper
+        triangles of Sigma_x and S) has r_hat > 1.01 (split r_hat with one chain) or a bulk
+        effective sample size < 400 over all chains. The message names the worst parameter; the
+        attrs always record ``converged``, ``max_r_hat``, ``min_ess_bulk``, ``min_ess_tail``,
+        ``worst_parameter`` and a per-variable ``convergence`` summary (JSON). Closed-form
+        methods ("fast") draw independently and skip the check.
     """
     from ..release import Release, load_release
 
@@ -77,7 +95,7 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
             raise BayesdpInputError(f"{name} must be a whole number >= 1, got {v!r}")
     if isinstance(num_warmup, bool) or not isinstance(num_warmup, (int, np.integer)) or num_warmup < 0:
         raise BayesdpInputError(f"num_warmup must be a whole number >= 0, got {num_warmup!r}")
-    priors = (priors or Priors()).resolve(release.d)
+    priors = (priors or Priors()).resolve(release)
     if seed is None:
         seed = secrets.randbits(63)
     result = METHODS[method].run(
@@ -95,10 +113,16 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
     }
     observed, constant, coords, dims = release_groups(release)
     dims = {**dims, **result.dims}
-    return diagnostics.to_inference_data(
+    idata = diagnostics.to_inference_data(
         result.posterior, sample_stats=result.sample_stats, observed_data=observed,
         constant_data=constant, coords=coords, dims=dims, attrs=attrs,
     )
+    if METHODS[method].iid:
+        diagnostics.set_attrs(idata, {"convergence_checked": False, "converged": True,
+                                      "convergence": "independent draws (closed form)"})
+    else:
+        diagnostics.check_convergence(idata, method, stacklevel=3)
+    return idata
 
 
 def release_attrs(release) -> dict:
@@ -186,7 +210,7 @@ def _run_fast(release, priors, *, seed, num_samples, num_chains, num_warmup, pro
 
 
 register_method("fast", _run_fast, "Bayes-fixedS-fast (Algorithm 3): closed-form Gaussian, "
-                "S_j fixed at the nearest PSD matrix, sigma_y fixed at a plug-in value")
+                "S_j fixed at the nearest PSD matrix, sigma_y fixed at a plug-in value", iid=True)
 
 
 def closed_form_moments(idata):
@@ -199,10 +223,14 @@ def closed_form_moments(idata):
 
 
 def fit_nonprivate(X, y, *, priors: Optional[Priors] = None, seed=None, num_samples=1000,
-                   num_chains=4, feature_names=None, Lambda0=None):
+                   num_chains=4, feature_names=None, Lambda0=None, bounds=None):
     """The non-private conjugate (normal-inverse-gamma) posterior from raw rows, as InferenceData.
 
     The reference every DP method is compared with; see ``closed_form.nonprivate_posterior``.
+    ``priors`` default as in :func:`fit`: weakly informative from the public ``bounds``
+    (B_x, B_y) - give the same bounds as the release it is compared with; without bounds the
+    paper's priors, with a warning (never bounds read off the rows: the prior would then see
+    the data). With n rows the data dominate either prior unless n is small.
     """
     from ..release import _check_rows
 
@@ -212,7 +240,7 @@ def fit_nonprivate(X, y, *, priors: Optional[Priors] = None, seed=None, num_samp
     X, y = _check_rows(X, y)
     d = X.shape[1]
     names = list(names) if names is not None else [f"x{i}" for i in range(d)]
-    priors = (priors or Priors()).resolve(d)
+    priors = (priors or Priors()).resolve(d, bounds=bounds)
     if seed is None:
         seed = secrets.randbits(63)
     post = closed_form.nonprivate_posterior(X, y, priors, Lambda0)
@@ -223,5 +251,8 @@ def fit_nonprivate(X, y, *, priors: Optional[Priors] = None, seed=None, num_samp
         coords={"feature": names},
         dims={"theta": ["feature"]},
         attrs={"method": "nonprivate", "seed": int(seed), "closed_form_mean": post["mean"],
-               "closed_form_cov": post["cov"].ravel(), "n_total": X.shape[0], **_versions()},
+               "closed_form_cov": post["cov"].ravel(), "n_total": X.shape[0],
+               "bounds": None if bounds is None else [float(v) for v in bounds],
+               **priors.to_attrs(), "convergence_checked": False, "converged": True,
+               **_versions()},
     )

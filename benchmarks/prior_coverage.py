@@ -1,0 +1,73 @@
+"""Coverage of the 90% posterior intervals of theta on the demo setting, default vs paper priors
+(issue 9, point 3; numbers quoted in docs/methods.md, "Priors").
+
+    PYTHONPATH=. python benchmarks/prior_coverage.py --seeds 20 --methods fast fixeds
+
+Setting: bayesdp.simulate(n=100_000, d=5), release at eps = 1, delta = 1e-5 with the simulation's
+public bounds, J = 5. For every seed and method, the fraction of the 5 true coefficients inside
+the equal-tailed 90% interval, for the release as published ("release") and for an oracle
+release whose S_hat is the true X_j^T X_j ("oracle S": the only approximation of fast/fixedS,
+fixing S at nearest_psd(S_hat), removed - so what remains is the prior's effect). For fixeds also
+whether sigma_y^2 = 1 lies inside its 90% interval and its posterior median.
+"""
+
+import argparse
+import dataclasses
+import time
+import warnings
+
+import numpy as np
+
+import bayesdp
+
+
+def one(seed, methods, priors_kinds, num_samples):
+    sim = bayesdp.simulate(100_000, 5, seed=1000 + seed)
+    rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=5,
+                          seed=2000 + seed)
+    Xs = np.array_split(sim.X, 5)
+    oracle = dataclasses.replace(rel, S_hat=np.stack([x.T @ x for x in Xs]))
+    rows = []
+    for kind in priors_kinds:
+        pri = bayesdp.Priors() if kind == "default" else bayesdp.Priors.paper()
+        for which, r in (("release", rel), ("oracle S", oracle)):
+            for m in methods:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", bayesdp.ConvergenceWarning)
+                    idata = bayesdp.fit(r, method=m, seed=seed, priors=pri, progress_bar=False,
+                                        num_samples=num_samples)
+                q = bayesdp.diagnostics.posterior_quantiles(idata, "theta")
+                row = {"seed": seed, "priors": kind, "S": which, "method": m,
+                       "coverage": float(((q[0] <= sim.theta) & (sim.theta <= q[1])).mean())}
+                if "sigma_y2" in idata.posterior:
+                    qs = bayesdp.diagnostics.posterior_quantiles(idata, "sigma_y2",
+                                                                 (0.05, 0.5, 0.95))
+                    row.update(s2_covered=bool(qs[0] <= 1.0 <= qs[2]), s2_median=float(qs[1]),
+                               converged=bool(idata.posterior.attrs["converged"]))
+                rows.append(row)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--methods", nargs="+", default=["fast", "fixeds"])
+    ap.add_argument("--priors", nargs="+", default=["default", "paper"])
+    ap.add_argument("--num-samples", type=int, default=1000)
+    args = ap.parse_args()
+    import pandas as pd
+
+    t0 = time.perf_counter()
+    rows = []
+    for s in range(args.seeds):
+        rows += one(s, args.methods, args.priors, args.num_samples)
+    df = pd.DataFrame(rows)
+    agg = {"coverage": "mean"}
+    if "s2_covered" in df:
+        agg.update(s2_covered="mean", s2_median="median", converged="mean")
+    print(df.groupby(["priors", "S", "method"]).agg(agg).round(3).to_string())
+    print(f"({args.seeds} seeds x 5 coefficients per cell; {time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
