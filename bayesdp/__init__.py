@@ -7,7 +7,8 @@ Follows Alparslan, Yildirim & Birbil (ICML 2023). The flow of data:
 
 __version__ = "0.1.0"
 
-from .errors import BayesdpError, BayesdpInputError, CombineError, ReleaseFormatError
+from .errors import (BayesdpError, BayesdpInputError, CombineError, ReleaseFormatError,
+                     SamplerError)
 from .privacy import (
     analytic_gaussian_sigma,
     classical_gaussian_sigma,
@@ -32,6 +33,7 @@ __all__ = [
     "Priors",
     "Release",
     "ReleaseFormatError",
+    "SamplerError",
     "SimulatedData",
     "adassp",
     "analytic_gaussian_sigma",

@@ -19,3 +19,20 @@ class ReleaseFormatError(BayesdpInputError):
 
 class CombineError(BayesdpInputError):
     """Releases that cannot be analysed together (mismatched d, names, bounds or privacy)."""
+
+
+class SamplerError(BayesdpError):
+    """A method produced no usable posterior (e.g. non-finite draws); the message names the method
+    and the variable."""
+
+
+def check_seed(seed, name="seed"):
+    """``None`` or a whole number >= 0 (a Python or NumPy integer; not a bool); returns it as an
+    ``int`` (or None)."""
+    import numbers
+
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or int(seed) < 0:
+        raise BayesdpInputError(f"{name} must be None or a whole number >= 0, got {seed!r}")
+    return int(seed)

@@ -26,7 +26,7 @@ from typing import Optional
 import numpy as np
 
 from . import privacy
-from .errors import BayesdpInputError, CombineError, ReleaseFormatError
+from .errors import BayesdpInputError, CombineError, ReleaseFormatError, check_seed
 
 FORMAT_NAME = "bayesdp-release"
 FORMAT_VERSION = 1
@@ -656,11 +656,11 @@ class _Accumulator:
         self.bounds = bounds
         self.stats = {}  # holder label -> [S, z, yty, n, n_clipped]
 
-    def add(self, X, y, labels):
+    def add(self, X, y, labels, what="nodes"):
         X, y = _check_rows(X, y, self.d)
         X, y, clipped = privacy.clip_rows(X, y, *self.bounds)
         labels = np.asarray(labels)
-        for lab in _unique_in_order(labels):
+        for lab in _unique_in_order(labels, what):
             m = labels == lab
             Xm, ym = X[m], y[m]
             st = self.stats.setdefault(lab, [np.zeros((self.d, self.d)), np.zeros(self.d), 0.0, 0, 0])
@@ -671,8 +671,23 @@ class _Accumulator:
             st[4] += int(clipped[m].sum())
 
 
-def _unique_in_order(labels):
-    _, idx = np.unique(labels, return_index=True)
+def _unique_in_order(labels, what="nodes"):
+    """Distinct holder labels in order of first appearance; missing labels (None, NaN) and a
+    mix of numbers and strings are refused with an error naming ``what``."""
+    if labels.dtype.kind in "fcO":
+        missing = np.array([v is None or (isinstance(v, (float, np.floating, complex))
+                                          and not np.isfinite(v)) for v in labels.ravel()],
+                           dtype=bool)
+        if missing.any():
+            raise BayesdpInputError(
+                f"{what}: missing holder label (None or NaN) in {int(missing.sum())} rows (first "
+                f"row {int(np.flatnonzero(missing)[0])}); every row needs a label")
+    try:
+        _, idx = np.unique(labels, return_index=True)
+    except TypeError:
+        raise BayesdpInputError(
+            f"{what}: holder labels must be all numbers or all strings, got a mix of "
+            f"{sorted({type(v).__name__ for v in labels.ravel()})}") from None
     return [labels[i].item() if hasattr(labels[i], "item") else labels[i] for i in np.sort(idx)]
 
 
@@ -752,9 +767,14 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
     else:
         sens = privacy.sensitivity_sz(bx, by)
     sigma = privacy.gaussian_sigma(eps, dlt, sens, calibration)
+    if not sigma <= MAX_ABS / 100:  # the noisy statistics must stay below MAX_ABS
+        raise BayesdpInputError(
+            f"epsilon, bounds: the noise scale sigma = sensitivity * sigma(eps, delta) = "
+            f"{sigma:.3g} (epsilon={eps:g}, delta={dlt:g}, B_x={bx:g}, B_y={by:g}) is too large "
+            f"for float64 statistics; use a larger epsilon or smaller bounds")
     if calibration == "paper-code":
         warnings.warn(privacy.PAPER_CODE_WARNING, UserWarning, stacklevel=3)
-    rng = np.random.default_rng(seed)  # seed None: fresh operating-system entropy
+    rng = np.random.default_rng(check_seed(seed))  # seed None: fresh OS entropy
     d = acc.d
     iu = np.triu_indices(d)
     labels = list(acc.stats)
@@ -839,6 +859,7 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
     names = feature_names
     if names is None and hasattr(X, "columns"):
         names = [str(c) for c in X.columns]
+    check_seed(seed)
     X, y = _check_rows(X, y)
     if X.shape[0] < 1:
         raise BayesdpInputError("X has no rows")
@@ -868,7 +889,10 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=-1, node_col
     path = Path(path)
     if not path.exists():
         raise BayesdpInputError(f"data file {str(path)!r} does not exist")
+    if path.is_dir():
+        raise BayesdpInputError(f"data file {str(path)!r} is a folder, not a file")
     privacy.check_epsilon_delta(epsilon, delta)
+    check_seed(seed)
     if chunksize < 1:
         raise BayesdpInputError(f"chunksize must be >= 1, got {chunksize}")
     data_bounds = isinstance(bounds, str) and bounds == "data"
@@ -912,7 +936,7 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=-1, node_col
         else:
             labels = chunk[ncol].to_numpy()
         try:
-            acc.add(Xc, yc, labels)
+            acc.add(Xc, yc, labels, "node_column" if ncol is not None else "nodes")
         except BayesdpInputError as exc:
             raise BayesdpInputError(f"{path}, rows {start}..{start + len(chunk) - 1}: {exc}") from None
         start += len(chunk)

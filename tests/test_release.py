@@ -904,3 +904,73 @@ def test_deeply_nested_and_folder_release_files(tmp_path):
         bayesdp.load_release(deep)
     with pytest.raises(BayesdpInputError, match="is a folder"):
         bayesdp.load_release(tmp_path)
+
+
+# --------------------------------------------------------------------------------------------
+# errors that were not ValueErrors (audit, issue 15 item 6)
+
+
+def test_missing_or_mixed_node_labels_are_named(data):
+    """None among the labels used to raise a TypeError inside np.unique."""
+    X, y = data
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    labels = np.array(["a"] * 30 + ["b"] * 30, dtype=object)
+    bayesdp.release(X, y, nodes=labels, **kw)
+    for bad in (None, float("nan")):
+        lab = labels.copy()
+        lab[7] = bad
+        with pytest.raises(BayesdpInputError, match="nodes: missing holder label.*first row 7"):
+            bayesdp.release(X, y, nodes=lab, **kw)
+    lab = labels.copy()
+    lab[3] = 5
+    with pytest.raises(BayesdpInputError, match="nodes: holder labels must be all numbers or"):
+        bayesdp.release(X, y, nodes=lab, **kw)
+
+
+def test_missing_node_labels_in_a_file(tmp_path, data):
+    X, y = data
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame["who"] = ["h1"] * 30 + ["h2"] * 30
+    frame.loc[12, "who"] = None
+    frame["y"] = y
+    path = tmp_path / "d.csv"
+    frame.to_csv(path, index=False)
+    with pytest.raises(BayesdpInputError, match="node_column: missing holder label"):
+        bayesdp.release_file(path, epsilon=EPS, delta=DELTA, bounds=BOUNDS, node_column="who")
+
+
+@pytest.mark.parametrize("seed", ["abc", 1.5, True, -1])
+def test_bad_seed_is_named(data, seed):
+    X, y = data
+    with pytest.raises(BayesdpInputError, match="seed"):
+        bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=seed)
+    with pytest.raises(BayesdpInputError, match="seed"):
+        bayesdp.simulate(50, 2, seed=seed)
+    r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    with pytest.raises(BayesdpInputError, match="seed"):
+        bayesdp.fit(r, seed=seed)
+    with pytest.raises(BayesdpInputError, match="seed"):
+        bayesdp.fit_nonprivate(X, y, seed=seed)
+    bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=np.int64(3))
+
+
+def test_noise_scale_beyond_float64_is_refused(data):
+    X, y = data
+    with pytest.raises(BayesdpInputError, match="bounds"):
+        bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=(1e200, 3.0), seed=0)
+    with pytest.raises(BayesdpInputError, match="epsilon"):  # classical sigma ~ 1/eps
+        bayesdp.release(X, y, epsilon=1e-300, delta=DELTA, bounds=BOUNDS, seed=0,
+                        calibration="classical")
+    with pytest.raises(BayesdpInputError, match="epsilon"):
+        bayesdp.release(X, y, epsilon=1e300, delta=DELTA, bounds=BOUNDS, seed=0)
+
+
+def test_folders_where_files_belong(tmp_path, data):
+    X, y = data
+    r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(BayesdpInputError, match="is a folder"):
+        r.save(tmp_path / "sub")
+    with pytest.raises(BayesdpInputError, match="is a folder"):
+        bayesdp.release_file(tmp_path / "sub", epsilon=EPS, delta=DELTA, bounds=BOUNDS)
+    assert os.listdir(tmp_path / "sub") == []

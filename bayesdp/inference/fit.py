@@ -13,7 +13,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from .. import diagnostics
-from ..errors import BayesdpInputError
+from ..errors import BayesdpInputError, check_seed
 from ..models.priors import Priors
 from . import closed_form
 
@@ -77,6 +77,7 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
             raise BayesdpInputError(f"{name} must be a whole number >= 1, got {v!r}")
     if isinstance(num_warmup, bool) or not isinstance(num_warmup, (int, np.integer)) or num_warmup < 0:
         raise BayesdpInputError(f"num_warmup must be a whole number >= 0, got {num_warmup!r}")
+    seed = check_seed(seed)
     priors = (priors or Priors()).resolve(release.d)
     if seed is None:
         seed = secrets.randbits(63)
@@ -213,6 +214,7 @@ def fit_nonprivate(X, y, *, priors: Optional[Priors] = None, seed=None, num_samp
     d = X.shape[1]
     names = list(names) if names is not None else [f"x{i}" for i in range(d)]
     priors = (priors or Priors()).resolve(d)
+    seed = check_seed(seed)
     if seed is None:
         seed = secrets.randbits(63)
     post = closed_form.nonprivate_posterior(X, y, priors, Lambda0)
