@@ -13,7 +13,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from .. import diagnostics
-from ..errors import BayesdpInputError, check_seed
+from ..errors import BayesdpInputError, SamplerError, check_seed
 from ..models.priors import Priors
 from . import closed_form
 
@@ -86,6 +86,7 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
         num_chains=int(num_chains), num_warmup=int(num_warmup), progress_bar=progress_bar,
         **options,
     )
+    check_finite_posterior(result.posterior, method)
     attrs = {
         "method": method,
         "seed": int(seed),
@@ -100,6 +101,21 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
         result.posterior, sample_stats=result.sample_stats, observed_data=observed,
         constant_data=constant, coords=coords, dims=dims, attrs=attrs,
     )
+
+
+def check_finite_posterior(posterior, method):
+    """Raise :class:`SamplerError` naming the method and variable if any draw is NaN or infinite.
+
+    The last line of defence: a method must never hand back non-finite draws as if they were a
+    posterior (they would pass silently through summaries and ``diagnose``)."""
+    for name, draws in posterior.items():
+        a = np.asarray(draws)
+        if a.dtype.kind in "fc" and not np.all(np.isfinite(a)):
+            bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
+            raise SamplerError(
+                f"method {method!r} produced {bad} non-finite (NaN or infinite) values of "
+                f"{name!r} out of {a.size}; the posterior is not usable. Check the release "
+                "(e.g. zero noise with a singular S_hat) or try another method")
 
 
 def release_attrs(release) -> dict:

@@ -282,7 +282,10 @@ def fixeds_z_noise(release, priors, S_fix, sigma_y2, fixed_s="psd", s_noise=None
     if s_noise == "eiv":
         theta = closed_form.fast_posterior(release, priors, sigma_y2=sigma_y2, fixed_s=fixed_s,
                                            s_noise="eiv")["mean"]
-    return closed_form.z_given_s_noise(release, S_fix, s_noise=s_noise, theta=theta), s_noise, theta
+    shift, Sig = closed_form.z_given_s_noise(release, S_fix, s_noise=s_noise, theta=theta)
+    # zero z noise with a singular S_fix: exact completion (else the kernels' Cholesky gives NaN)
+    Sig = closed_form.complete_degenerate_noise(S_fix, release.z_hat - shift, sigma_y2, Sig)
+    return (shift, Sig), s_noise, theta
 
 
 def _check_release_for_normalx(release):
