@@ -13,6 +13,7 @@ from .errors import (
     CombineError,
     ConvergenceWarning,
     ReleaseFormatError,
+    SamplerError,
 )
 from .privacy import (
     analytic_gaussian_sigma,
@@ -39,6 +40,7 @@ __all__ = [
     "Priors",
     "Release",
     "ReleaseFormatError",
+    "SamplerError",
     "SimulatedData",
     "adassp",
     "analytic_gaussian_sigma",

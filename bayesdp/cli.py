@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -332,18 +333,43 @@ def _registrars():
 _REGISTRARS = _registrars()
 
 
+DEBUG_ENV = "BAYESDP_DEBUG"
+
+
+def _one_line(text) -> str:
+    return " ".join(str(text).split())
+
+
 def main(argv=None):
+    """Run one command; return its exit status.
+
+    Every failure prints ONE line naming the problem to stderr, without a traceback: bad input
+    and other errors bayesdp raises on purpose, and file-system errors (the path and the
+    reason), exit with status 2; anything else (a bug) exits with status 1 and says how to get
+    the traceback: set the environment variable BAYESDP_DEBUG=1 to let it propagate."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    prefix = f"bayesdp {args.command}: error:"
     try:
         check_output_paths(args)
         status = args.func(args)
-    except (BayesdpError, ValueError, OSError) as exc:
-        print(f"bayesdp {args.command}: error: {exc}", file=sys.stderr)
+    except BayesdpError as exc:
+        print(f"{prefix} {_one_line(exc)}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        where = exc.filename if exc.filename is not None else ""
+        reason = exc.strerror or exc
+        print(_one_line(f"{prefix} {where}{': ' if where else ''}{reason}"), file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(_one_line(f"{prefix} unexpected {type(exc).__name__}: {exc}") +
+              f" (set {DEBUG_ENV}=1 to see the traceback)", file=sys.stderr)
+        return 1
     return int(status or 0)
 
 

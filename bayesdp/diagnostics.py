@@ -105,6 +105,8 @@ def save(idata, path) -> Path:
     path = Path(path)
     if not path.parent.exists():
         raise BayesdpInputError(f"path: folder {str(path.parent)!r} does not exist")
+    if path.is_dir():
+        raise BayesdpInputError(f"path: {str(path)!r} is a folder; give a file name to write")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:

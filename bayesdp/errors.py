@@ -24,3 +24,20 @@ class CombineError(BayesdpInputError):
 class ConvergenceWarning(UserWarning):
     """MCMC chains that have not converged (r_hat too large or effective sample size too small):
     the posterior summaries cannot be trusted. Raised by :func:`bayesdp.fit`."""
+
+
+class SamplerError(BayesdpError):
+    """A method produced no usable posterior (e.g. non-finite draws); the message names the method
+    and the variable."""
+
+
+def check_seed(seed, name="seed"):
+    """``None`` or a whole number >= 0 (a Python or NumPy integer; not a bool); returns it as an
+    ``int`` (or None)."""
+    import numbers
+
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or int(seed) < 0:
+        raise BayesdpInputError(f"{name} must be None or a whole number >= 0, got {seed!r}")
+    return int(seed)

@@ -83,6 +83,11 @@ def gaussian_log_delta(sigma, epsilon):
     return log_pa + np.log(-np.expm1(x))
 
 
+MAX_EPSILON_EXACT = 1e100
+"""Largest epsilon of the exact calibration: near 1e153 the terms of the privacy profile overflow
+float64 (the root finder then saw NaN); well below, sigma(eps) = 1/sqrt(2 eps) to 9 digits."""
+
+
 def analytic_gaussian_sigma(epsilon, delta, sensitivity=1.0):
     """Noise std of the analytic Gaussian mechanism (Balle & Wang 2018, Algorithm 1).
 
@@ -94,6 +99,10 @@ def analytic_gaussian_sigma(epsilon, delta, sensitivity=1.0):
     """
     eps, dlt = check_epsilon_delta(epsilon, delta)
     sens = _check_sensitivity(sensitivity)
+    if eps > MAX_EPSILON_EXACT:
+        raise BayesdpInputError(
+            f"epsilon: the exact calibration works for epsilon <= {MAX_EPSILON_EXACT:g} (its "
+            f"privacy profile overflows float64 beyond), got {epsilon!r}")
     target = math.log(dlt)
 
     def f(log_s):
@@ -104,7 +113,12 @@ def analytic_gaussian_sigma(epsilon, delta, sensitivity=1.0):
         lo -= 2.0
     while f(hi) > 0:
         hi += 2.0
-    log_s = optimize.brentq(f, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
+    try:
+        log_s = optimize.brentq(f, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
+    except (ValueError, RuntimeError) as exc:  # pragma: no cover - guarded by the range above
+        raise BayesdpInputError(
+            f"epsilon, delta: the exact calibration failed for epsilon={eps!r}, delta={dlt!r} "
+            f"({exc})") from None
     return sens * math.exp(log_s)
 
 
@@ -237,14 +251,40 @@ def check_bounds(bounds):
     return bx, by
 
 
+def _scaled_sensitivity(bound_x, bound_y, with_yty):
+    """sqrt(B_x^4 + B_x^2 B_y^2 [+ B_y^4]) without overflow or underflow in the powers: with
+    m = max(B_x, B_y), it is m^2 sqrt(u^4 + u^2 v^2 [+ v^4]), u = B_x/m, v = B_y/m. A result
+    that is itself beyond float64 raises an error naming the bounds."""
+    bx, by = float(bound_x), float(bound_y)
+    try:  # the direct formula first, so ordinary bounds give exactly the values they always did
+        val = math.sqrt(bx**4 + bx**2 * by**2 + (by**4 if with_yty else 0.0))
+    except OverflowError:
+        val = math.inf
+    if val == 0.0 or not math.isfinite(val):
+        m = max(abs(bx), abs(by))
+        if m == 0.0 or not math.isfinite(m):
+            return val if m == 0.0 else math.inf
+        u, v = bx / m, by / m
+        root = math.sqrt(u**4 + u**2 * v**2 + (v**4 if with_yty else 0.0))
+        try:
+            val = m * (m * root)
+        except OverflowError:  # pragma: no cover - float * float gives inf, not an exception
+            val = math.inf
+    if not math.isfinite(val):
+        raise BayesdpInputError(
+            f"bounds: the sensitivity sqrt(B_x^4 + B_x^2 B_y^2{' + B_y^4' if with_yty else ''}) "
+            f"overflows float64 for B_x={bx:g}, B_y={by:g}; rescale the data to smaller bounds")
+    return val
+
+
 def sensitivity_sz(bound_x, bound_y):
     """L2 sensitivity of [vech(S), z]: sqrt(B_x^4 + B_x^2 B_y^2) (paper section 3.1)."""
-    return math.sqrt(bound_x**4 + bound_x**2 * bound_y**2)
+    return _scaled_sensitivity(bound_x, bound_y, False)
 
 
 def sensitivity_szy(bound_x, bound_y):
     """L2 sensitivity of [vech(S), z, y^T y]: sqrt(B_x^4 + B_x^2 B_y^2 + B_y^4) (appendix C.1)."""
-    return math.sqrt(bound_x**4 + bound_x**2 * bound_y**2 + bound_y**4)
+    return _scaled_sensitivity(bound_x, bound_y, True)
 
 
 def row_norms(X):

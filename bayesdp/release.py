@@ -26,7 +26,7 @@ from typing import Optional
 import numpy as np
 
 from . import privacy
-from .errors import BayesdpInputError, CombineError, ReleaseFormatError
+from .errors import BayesdpInputError, CombineError, ReleaseFormatError, check_seed
 
 FORMAT_NAME = "bayesdp-release"
 FORMAT_VERSION = 1
@@ -85,20 +85,15 @@ class Release:
         if d != d2 or J < 1 or d < 1:
             raise BayesdpInputError(f"S_hat must have shape (J, d, d) with J, d >= 1, got {S.shape}")
         scale = max(1.0, float(np.max(np.abs(S))))
-        asym = float(np.max(np.abs(S - np.swapaxes(S, 1, 2))))
-        if asym > 1e-12 * scale:
+        asym_j = np.max(np.abs(0.5 * S - 0.5 * np.swapaxes(S, 1, 2)), axis=(1, 2))
+        if float(np.max(asym_j)) > 0.5e-12 * scale:
             raise BayesdpInputError(
-                f"S_hat must be symmetric; max |S_hat - S_hat^T| = {asym:.3g} (holder "
-                f"{int(np.argmax(np.max(np.abs(S - np.swapaxes(S, 1, 2)), axis=(1, 2))))})"
+                f"S_hat must be symmetric; max |S_hat - S_hat^T| = {2 * float(np.max(asym_j)):.3g} "
+                f"(holder {int(np.argmax(asym_j))})"
             )
-        S = 0.5 * (S + np.swapaxes(S, 1, 2))
+        S = 0.5 * S + 0.5 * np.swapaxes(S, 1, 2)  # halves first: no overflow near the float limit
         z = _float_array("z_hat", self.z_hat, shape=(J, d))
-        n = np.asarray(self.n)
-        if n.shape != (J,) or not np.all(np.isfinite(n.astype(float))) or np.any(n != np.round(n)):
-            raise BayesdpInputError(f"n must be {J} whole numbers (one per holder), got {self.n!r}")
-        n = n.astype(np.int64)
-        if np.any(n < 1):
-            raise BayesdpInputError(f"n: every holder needs n_j >= 1 rows, got {n.tolist()}")
+        n = _whole_numbers("n", self.n, J)
         sig_s = _float_array("sigma_s", np.broadcast_to(self.sigma_s, (J,)), shape=(J,))
         sig_z = _float_array("sigma_z", np.broadcast_to(self.sigma_z, (J,)), shape=(J,))
         if np.any(sig_s < 0) or np.any(sig_z < 0):
@@ -127,16 +122,15 @@ class Release:
         set_("bounds", bounds)
         if self.n_clipped is not None:
             try:
-                nc = np.array(self.n_clipped, dtype=np.float64).reshape(J)
-            except (TypeError, ValueError):
-                nc = np.full(J, np.nan)
-            if not np.all(np.isfinite(nc)) or np.any(nc != np.round(nc)) or np.any(nc < 0) \
-                    or np.any(nc > n):
+                nc = _whole_numbers("n_clipped", self.n_clipped, J, minimum=0)
+            except BayesdpInputError:
+                nc = None
+            if nc is None or np.any(nc > n):
                 raise BayesdpInputError(
                     f"n_clipped must be {J} whole numbers with 0 <= n_clipped_j <= n_j, "
                     f"got {self.n_clipped!r}"
                 )
-            set_("n_clipped", nc.astype(np.int64))
+            set_("n_clipped", nc)
         if self.sensitivity is not None:
             try:
                 sens = math.nan if isinstance(self.sensitivity, (bool, str)) \
@@ -149,17 +143,38 @@ class Release:
                 )
             set_("sensitivity", sens)
         if self.yty_hat is not None:
-            set_("yty_hat", _float_array("yty_hat", self.yty_hat, shape=(J,)))
+            yty = _float_array("yty_hat", self.yty_hat, shape=(J,))
             sy = self.sigma_yty if self.sigma_yty is not None else 0.0
-            set_("sigma_yty", _float_array("sigma_yty", np.broadcast_to(sy, (J,)), shape=(J,)))
-            if np.any(self.sigma_yty < 0):
-                raise BayesdpInputError("sigma_yty must be >= 0")
+            try:  # broadcast the value given, not a converted copy of it
+                sy = np.broadcast_to(np.asarray(sy, dtype=object), (J,))
+            except ValueError:
+                raise BayesdpInputError(
+                    f"sigma_yty must be one number or {J} numbers, got {self.sigma_yty!r}") from None
+            sy = _float_array("sigma_yty", sy, shape=(J,))
+            if np.any(sy < 0):
+                raise BayesdpInputError(
+                    f"sigma_yty must be >= 0, got {sy.tolist()} (holder {int(np.argmin(sy))})")
+            set_("yty_hat", yty)
+            set_("sigma_yty", sy)
+        elif self.sigma_yty is not None:
+            raise BayesdpInputError("sigma_yty is given without yty_hat")
         if self.noise_cov is not None:
             D = d * (d + 1) // 2 + d
             cov = _float_array("noise_cov", self.noise_cov, shape=(J, D, D))
-            if np.max(np.abs(cov - np.swapaxes(cov, 1, 2))) > 1e-10 * max(1.0, np.max(np.abs(cov))):
-                raise BayesdpInputError("noise_cov must be symmetric for every holder")
-            set_("noise_cov", 0.5 * (cov + np.swapaxes(cov, 1, 2)))
+            asym = np.max(np.abs(0.5 * cov - 0.5 * np.swapaxes(cov, 1, 2)), axis=(1, 2))
+            if float(np.max(asym)) > 0.5e-10 * max(1.0, float(np.max(np.abs(cov)))):
+                raise BayesdpInputError(
+                    f"noise_cov must be symmetric for every holder (holder {int(np.argmax(asym))}"
+                    f" has max |C - C^T| = {2 * float(np.max(asym)):.3g})")
+            cov = 0.5 * cov + 0.5 * np.swapaxes(cov, 1, 2)
+            for j in range(J):
+                w = np.linalg.eigvalsh(cov[j])
+                tol = NOISE_COV_PSD_RTOL * max(float(np.max(np.abs(w))), np.finfo(float).tiny)
+                if w[0] < -tol:
+                    raise BayesdpInputError(
+                        f"noise_cov of holder {j} is not positive semi-definite (smallest "
+                        f"eigenvalue {w[0]:.3g}, allowed >= -{tol:.3g}); a covariance must be PSD")
+            set_("noise_cov", cov)
         set_("provenance", dict(self.provenance))
 
     # -- shape ---------------------------------------------------------------------------------
@@ -266,10 +281,35 @@ def _fmt(a):
     return f"{a[0]:.4g}" if np.all(a == a[0]) else "[" + ", ".join(f"{v:.4g}" for v in a) + "]"
 
 
-def _float_array(name, value, *, ndim=None, shape=None):
+MAX_ABS = 1e150
+"""Largest magnitude accepted for a number in a release: squares and products of the statistics
+(S theta, sigma^2, S C S) must stay finite in float64 (largest about 1.8e308)."""
+
+NOISE_COV_PSD_RTOL = 1e-10
+"""``noise_cov`` eigenvalues may be negative by rounding only: >= -NOISE_COV_PSD_RTOL * max |eig|."""
+
+MAX_COUNT = 2**53
+"""Largest row count accepted (exact in float64)."""
+
+
+def _as_array(name, value):
+    if isinstance(value, np.ndarray):
+        return value
     try:
-        a = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError):
+        return np.asarray(value)
+    except (TypeError, ValueError, OverflowError):
+        raise BayesdpInputError(f"{name} must be a rectangular array of numbers") from None
+
+
+def _float_array(name, value, *, ndim=None, shape=None):
+    a = _as_array(name, value)
+    if a.dtype == bool or (a.dtype == object and any(isinstance(v, (bool, np.bool_, str, bytes))
+                                                     for v in a.ravel())):
+        raise BayesdpInputError(f"{name} must be an array of numbers (not booleans or strings)")
+    try:
+        with np.errstate(over="ignore"):
+            a = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
         raise BayesdpInputError(f"{name} must be an array of numbers") from None
     if ndim is not None and a.ndim != ndim:
         raise BayesdpInputError(f"{name} must be a {ndim}-d array, got shape {a.shape}")
@@ -277,7 +317,36 @@ def _float_array(name, value, *, ndim=None, shape=None):
         raise BayesdpInputError(f"{name} must have shape {tuple(shape)}, got {a.shape}")
     if not np.all(np.isfinite(a)):
         raise BayesdpInputError(f"{name} contains NaN or infinite values")
+    if a.size and float(np.max(np.abs(a))) > MAX_ABS:
+        raise BayesdpInputError(
+            f"{name} has a value of magnitude {float(np.max(np.abs(a))):.3g}; bayesdp accepts "
+            f"magnitudes up to {MAX_ABS:g} (larger ones overflow float64 in the inference)")
     return a
+
+
+def _whole_numbers(name, value, J, minimum=1):
+    """``J`` whole numbers >= ``minimum`` and <= MAX_COUNT (no booleans) as an int64 array."""
+    a = _as_array(name, value)
+    ok = a.shape == (J,) and a.dtype != bool and not (
+        a.dtype == object and any(isinstance(v, (bool, np.bool_, str, bytes)) for v in a.ravel()))
+    if ok:
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                f = a.astype(np.float64)
+        except (TypeError, ValueError, OverflowError):
+            ok = False
+    if ok:
+        ok = bool(np.all(np.isfinite(f)) and np.all(f == np.round(f)))
+    if not ok:
+        raise BayesdpInputError(f"{name} must be {J} whole numbers (one per holder), got {value!r}")
+    if np.any(f > MAX_COUNT):
+        raise BayesdpInputError(f"{name}: counts above 2**53 are not supported, got {value!r}")
+    out = f.astype(np.int64)
+    if np.any(out < minimum):
+        raise BayesdpInputError(
+            f"{name}: every holder needs {name}_j >= {minimum}" + (" rows" if name == "n" else "")
+            + f", got {out.tolist()}")
+    return out
 
 
 def write_text_atomic(path, text: str) -> Path:
@@ -285,6 +354,8 @@ def write_text_atomic(path, text: str) -> Path:
     path = Path(path)
     if path.parent and not path.parent.exists():
         raise BayesdpInputError(f"path: folder {str(path.parent)!r} does not exist")
+    if path.is_dir():
+        raise BayesdpInputError(f"path: {str(path)!r} is a folder; give a file name to write")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     try:
         umask = os.umask(0)
@@ -312,6 +383,10 @@ def load_release(path) -> Release:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise BayesdpInputError(f"release file {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise BayesdpInputError(f"release file {str(path)!r} is a folder, not a file") from None
+    except OSError as exc:
+        raise BayesdpInputError(f"release file {str(path)!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ReleaseFormatError(f"{path}: not a UTF-8 text file") from None
     try:
@@ -320,6 +395,9 @@ def load_release(path) -> Release:
         raise ReleaseFormatError(
             f"{path}: not valid JSON (truncated or corrupted?) at line {exc.lineno}: {exc.msg}"
         ) from None
+    except RecursionError:
+        raise ReleaseFormatError(f"{path}: JSON nested too deeply (a release file is at most "
+                                 "a few levels deep)") from None
     where = _non_finite_field(doc)
     if where is not None:
         raise ReleaseFormatError(
@@ -334,19 +412,20 @@ def load_release(path) -> Release:
 
 
 def _non_finite_field(obj, where=""):
-    """JSON path (e.g. ``holders[0].S_hat[1][2]``) of the first non-finite number, or None."""
-    if isinstance(obj, float):
-        return None if math.isfinite(obj) else (where or "(top level)")
-    if isinstance(obj, dict):
-        items = ((f"{where}.{k}" if where else str(k), v) for k, v in obj.items())
-    elif isinstance(obj, list):
-        items = ((f"{where}[{i}]", v) for i, v in enumerate(obj))
-    else:
-        return None
-    for w, v in items:
-        found = _non_finite_field(v, w)
-        if found is not None:
-            return found
+    """JSON path (e.g. ``holders[0].S_hat[1][2]``) of the first non-finite number, or None.
+
+    Iterative (depth-first, in document order), so nesting depth cannot exhaust the stack."""
+    stack = [(obj, where)]
+    while stack:
+        x, w = stack.pop()
+        if isinstance(x, float):
+            if not math.isfinite(x):
+                return w or "(top level)"
+        elif isinstance(x, dict):
+            items = [(f"{w}.{k}" if w else str(k), v) for k, v in x.items()]
+            stack.extend(((v, kw) for kw, v in reversed(items)))
+        elif isinstance(x, list):
+            stack.extend(((x[i], f"{w}[{i}]") for i in range(len(x) - 1, -1, -1)))
     return None
 
 
@@ -362,7 +441,7 @@ def _need(doc, key, where, kind=None):
     if not isinstance(doc, dict) or key not in doc:
         raise ReleaseFormatError(f"missing field {where}{key!r}")
     v = doc[key]
-    if kind is not None and not isinstance(v, kind):
+    if kind is not None and (not isinstance(v, kind) or (isinstance(v, bool) and kind is int)):
         raise ReleaseFormatError(f"field {where}{key!r} has the wrong type ({type(v).__name__})")
     return v
 
@@ -390,25 +469,27 @@ def _release_from_dict(doc) -> Release:
     clipped, yty, syty, cov = [], [], [], []
     for j, h in enumerate(holders):
         w = f"holders[{j}]."
-        Sj = _number_array(_need(h, "S_hat", w, list), w + "S_hat")
-        zj = _number_array(_need(h, "z_hat", w, list), w + "z_hat")
+        Sj = _number_array(_need(h, "S_hat", w, list), w + "S_hat", 2)
+        zj = _number_array(_need(h, "z_hat", w, list), w + "z_hat", 1)
         if Sj.shape != (d, d):
             raise ReleaseFormatError(f"{w}S_hat must be {d} x {d}, got shape {Sj.shape}")
         if zj.shape != (d,):
             raise ReleaseFormatError(f"{w}z_hat must have length {d}, got shape {zj.shape}")
-        nj = _need(h, "n", w)
-        if isinstance(nj, bool) or not isinstance(nj, int):
-            raise ReleaseFormatError(f"{w}n must be a whole number, got {nj!r}")
         S.append(Sj)
         z.append(zj)
-        n.append(nj)
+        n.append(_count(_need(h, "n", w), w + "n"))
         ss.append(_number(_need(h, "sigma_s", w), w + "sigma_s"))
         sz.append(_number(_need(h, "sigma_z", w), w + "sigma_z"))
         hn.append(str(h.get("name", j)))
-        clipped.append(h.get("n_clipped"))
-        yty.append(h.get("yty_hat"))
-        syty.append(h.get("sigma_yty"))
-        cov.append(h.get("noise_cov"))
+        clipped.append(None if h.get("n_clipped") is None
+                       else _count(h["n_clipped"], w + "n_clipped", minimum=0))
+        yty.append(None if h.get("yty_hat") is None else _number(h["yty_hat"], w + "yty_hat"))
+        if h.get("yty_hat") is not None:
+            syty.append(_number(_need(h, "sigma_yty", w), w + "sigma_yty"))
+        elif h.get("sigma_yty") is not None:
+            raise ReleaseFormatError(f"{w}sigma_yty is given without {w}yty_hat")
+        cov.append(None if h.get("noise_cov") is None
+                   else _number_array(h["noise_cov"], w + "noise_cov", 2))
     pr = doc.get("privacy") or {}
     if not isinstance(pr, dict) or not isinstance(doc.get("provenance") or {}, dict):
         raise ReleaseFormatError("fields 'privacy' and 'provenance' must be JSON objects")
@@ -416,7 +497,15 @@ def _release_from_dict(doc) -> Release:
     seeded = _flag(prov, "seeded", False, "provenance.")
     prov.pop("seeded", None)
     b = pr.get("bounds")
-    bounds = None if b is None else (_need(b, "x", "privacy.bounds."), _need(b, "y", "privacy.bounds."))
+    bounds = None if b is None else (
+        _number(_need(b, "x", "privacy.bounds."), "privacy.bounds.x"),
+        _number(_need(b, "y", "privacy.bounds."), "privacy.bounds.y"))
+    for key in ("epsilon", "delta", "sensitivity"):
+        if pr.get(key) is not None:
+            _number(pr[key], "privacy." + key)
+    if pr.get("calibration") is not None and not isinstance(pr["calibration"], str):
+        raise ReleaseFormatError(
+            f"privacy.calibration must be a string, got {pr['calibration']!r}")
     has = lambda lst: all(v is not None for v in lst)  # noqa: E731
     if any(v is not None for v in yty) and not has(yty):
         raise ReleaseFormatError("yty_hat must be given for every holder or for none")
@@ -442,24 +531,70 @@ def _release_from_dict(doc) -> Release:
         n_clipped=np.array(clipped) if has(clipped) else None,
         yty_hat=np.array(yty, dtype=float) if has(yty) else None,
         sigma_yty=np.array(syty, dtype=float) if has(yty) else None,
-        noise_cov=np.array(cov, dtype=float) if has(cov) else None,
+        noise_cov=np.stack(cov) if has(cov) and len({c.shape for c in cov}) == 1 else (
+            None if not has(cov) else _ragged("noise_cov")),
         dp_claim_valid=_flag(pr, "dp_claim_valid", True, "privacy."),
         dp_claim_note=str(pr.get("dp_claim_note", "")),
         provenance=prov,
     )
 
 
-def _number_array(v, where):
+def _number_array(v, where, ndim):
+    """A rectangular ``ndim``-deep JSON list of numbers (not booleans, strings or null) with
+    magnitudes up to MAX_ABS, as a float64 array; errors name the JSON path of the bad entry."""
+    stack = [(v, where, 0)]
+    while stack:  # iterative: deeply nested input must not hit Python's recursion limit
+        x, w, depth = stack.pop()
+        if isinstance(x, list):
+            if depth >= ndim:
+                raise ReleaseFormatError(f"{where} must be a {ndim}-d array of numbers; {w} is a "
+                                         "list where a number belongs")
+            stack.extend((x[i], f"{w}[{i}]", depth + 1) for i in range(len(x) - 1, -1, -1))
+        elif depth < ndim:
+            raise ReleaseFormatError(f"{where} must be a {ndim}-d array of numbers; {w} is "
+                                     f"{x!r}, not a list")
+        else:
+            _number(x, w)
     try:
-        return np.array(v, dtype=np.float64)
+        a = np.array(v, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ReleaseFormatError(f"{where} must be an array of numbers") from None
+        raise ReleaseFormatError(f"{where} must be a rectangular array of numbers "
+                                 "(rows of equal length)") from None
+    if a.ndim != ndim:
+        raise ReleaseFormatError(f"{where} must be a rectangular {ndim}-d array of numbers")
+    return a
 
 
 def _number(v, where):
+    """A JSON number (not a boolean) of magnitude at most MAX_ABS, as a float."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ReleaseFormatError(f"{where} must be a number, got {v!r}")
+    if abs(v) > MAX_ABS:
+        raise ReleaseFormatError(
+            f"{where} = {_short(v)} is too large: bayesdp accepts "
+            f"magnitudes up to {MAX_ABS:g} (larger ones overflow float64 in the inference)")
     return float(v)
+
+
+def _short(v):
+    return f"{v:.3g}" if isinstance(v, float) else f"(a {len(str(abs(v)))}-digit integer)"
+
+
+def _count(v, where, minimum=1):
+    """A JSON whole number (not a boolean) in [minimum, MAX_COUNT]."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ReleaseFormatError(f"{where} must be a whole number, got {v!r}")
+    if v > MAX_COUNT:
+        raise ReleaseFormatError(f"{where} must be at most 2**53, got {_short(v)}")
+    if v < minimum:
+        raise ReleaseFormatError(
+            f"{where} must be >= {minimum}" + (" (every holder needs n_j >= 1 rows)"
+                                               if minimum == 1 else "") + f", got {v}")
+    return v
+
+
+def _ragged(field):
+    raise ReleaseFormatError(f"{field} must have the same shape for every holder")
 
 
 def combine_releases(*releases) -> Release:
@@ -530,11 +665,11 @@ class _Accumulator:
     def _new(self, lab):
         return self.stats.setdefault(lab, [np.zeros((self.d, self.d)), np.zeros(self.d), 0.0, 0, 0])
 
-    def add(self, X, y, labels):
+    def add(self, X, y, labels, what="nodes"):
         X, y = _check_rows(X, y, self.d)
         X, y, clipped = privacy.clip_rows(X, y, *self.bounds)
         labels = np.asarray(labels)
-        for lab in _unique_in_order(labels):
+        for lab in _unique_in_order(labels, what):
             m = labels == lab
             Xm, ym = X[m], y[m]
             st = self._new(lab)
@@ -545,8 +680,23 @@ class _Accumulator:
             st[4] += int(clipped[m].sum())
 
 
-def _unique_in_order(labels):
-    _, idx = np.unique(labels, return_index=True)
+def _unique_in_order(labels, what="nodes"):
+    """Distinct holder labels in order of first appearance; missing labels (None, NaN) and a
+    mix of numbers and strings are refused with an error naming ``what``."""
+    if labels.dtype.kind in "fcO":
+        missing = np.array([v is None or (isinstance(v, (float, np.floating, complex))
+                                          and not np.isfinite(v)) for v in labels.ravel()],
+                           dtype=bool)
+        if missing.any():
+            raise BayesdpInputError(
+                f"{what}: missing holder label (None or NaN) in {int(missing.sum())} rows (first "
+                f"row {int(np.flatnonzero(missing)[0])}); every row needs a label")
+    try:
+        _, idx = np.unique(labels, return_index=True)
+    except TypeError:
+        raise BayesdpInputError(
+            f"{what}: holder labels must be all numbers or all strings, got a mix of "
+            f"{sorted({type(v).__name__ for v in labels.ravel()})}") from None
     return [labels[i].item() if hasattr(labels[i], "item") else labels[i] for i in np.sort(idx)]
 
 
@@ -698,9 +848,14 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
     else:
         sens = privacy.sensitivity_sz(bx, by)
     sigma = privacy.gaussian_sigma(eps, dlt, sens, calibration)
+    if not sigma <= MAX_ABS / 100:  # the noisy statistics must stay below MAX_ABS
+        raise BayesdpInputError(
+            f"epsilon, bounds: the noise scale sigma = sensitivity * sigma(eps, delta) = "
+            f"{sigma:.3g} (epsilon={eps:g}, delta={dlt:g}, B_x={bx:g}, B_y={by:g}) is too large "
+            f"for float64 statistics; use a larger epsilon or smaller bounds")
     if calibration == "paper-code":
         warnings.warn(privacy.PAPER_CODE_WARNING, UserWarning, stacklevel=3)
-    rng = np.random.default_rng(seed)  # seed None: fresh operating-system entropy
+    rng = np.random.default_rng(check_seed(seed))  # seed None: fresh OS entropy
     d = acc.d
     iu = np.triu_indices(d)
     labels = list(acc.stats)
@@ -823,6 +978,7 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
     Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2).
     """
     df_names = _dataframe_names(X) if feature_names is None and hasattr(X, "columns") else None
+    check_seed(seed)
     X, y = _check_rows(X, y)
     if X.shape[0] < 1:
         raise BayesdpInputError("X has no rows")
@@ -860,9 +1016,12 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     path = Path(path)
     if not path.exists():
         raise BayesdpInputError(f"data file {str(path)!r} does not exist")
+    if path.is_dir():
+        raise BayesdpInputError(f"data file {str(path)!r} is a folder, not a file")
     privacy.check_epsilon_delta(epsilon, delta)
     if header not in ("infer", None):
         raise BayesdpInputError(f"header must be 'infer' or None, got {header!r}")
+    check_seed(seed)
     if header == "infer" and path.suffix.lower() not in (".parquet", ".pq"):
         _check_csv_header(path)
     if chunksize < 1:
@@ -920,7 +1079,7 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
         else:
             labels = chunk[ncol].to_numpy()
         try:
-            acc.add(Xc, yc, labels)
+            acc.add(Xc, yc, labels, "node_column" if ncol is not None else "nodes")
         except BayesdpInputError as exc:
             raise BayesdpInputError(f"{path}, rows {start}..{start + len(chunk) - 1}: {exc}") from None
         start += len(chunk)

@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 from scipy import stats
 
-from .errors import BayesdpInputError
+from .errors import BayesdpInputError, check_seed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +43,7 @@ def simulate(n=100_000, d=5, *, seed=None, sigma_y=1.0) -> SimulatedData:
     if not sigma_y > 0:
         raise BayesdpInputError(f"sigma_y must be > 0, got {sigma_y}")
     n, d = int(n), int(d)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     V = rng.standard_normal((d, d))
     Lambda = V.T @ V
     Sigma_x = np.atleast_2d(stats.invwishart(df=d + 1, scale=Lambda).rvs(random_state=rng))

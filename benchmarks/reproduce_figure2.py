@@ -35,7 +35,7 @@ def main():
     import bayesdp
     from bayesdp.compare import compare
 
-    methods = args.methods or [m for m in ("normalx", "fixeds", "fast", "bs", "adassp",
+    methods = args.methods or [m for m in ("normalx-paper", "fixeds", "fast", "bs", "adassp",
                                            "nonprivate")
                                if m in bayesdp.METHODS or m in ("adassp", "nonprivate")]
     suffix = "" if args.seed == 1 else f"-seed{args.seed}"

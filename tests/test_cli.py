@@ -1,6 +1,7 @@
 """The command line and the README's main command."""
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -233,3 +234,143 @@ def test_compare_out_dir_creates_only_the_leaf(tmp_path):
         bayesdp.compare("simulated", methods=["fast"], nodes=[1], reps=1, n=200,
                         out_dir=tmp_path / "a" / "b" / "run", n_jobs=1)
     assert not (tmp_path / "a").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# every failure: one line on stderr, non-zero exit, no traceback (audit, issue 15 item 6)
+
+
+@pytest.fixture(autouse=True)
+def _debug_unexpected_errors(monkeypatch):
+    """Unexpected exceptions propagate with their traceback in these tests (BAYESDP_DEBUG=1), so
+    the CLI's last-resort handler cannot hide a bug; the tests of that handler unset it."""
+    monkeypatch.setenv("BAYESDP_DEBUG", "1")
+
+
+def _assert_one_line_error(err, *words):
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("WARNING:")]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+@pytest.fixture
+def csv_data(tmp_path):
+    data = tmp_path / "d.csv"
+    data.write_text("a,b,y\n" + "".join(f"{i},{i % 3},{i % 5}\n" for i in range(20)))
+    return data
+
+
+def _release_file(tmp_path, mutate):
+    r = bayesdp.release(np.ones((4, 2)), np.ones(4), epsilon=1, delta=1e-5, bounds=(2, 2), seed=0)
+    doc = r.to_dict()
+    mutate(doc)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_cli_release_huge_bounds_and_epsilon(tmp_path, csv_data, capsys):
+    out = tmp_path / "out.json"
+    base = ["release", str(csv_data), "--delta", "1e-5", "--out", str(out)]
+    assert main(base + ["--epsilon", "1", "--bounds", "1e200", "3"]) == 2
+    _assert_one_line_error(capsys.readouterr().err, "bounds", "overflows")
+    assert main(base + ["--epsilon", "1e300", "--bounds", "30", "5"]) == 2
+    _assert_one_line_error(capsys.readouterr().err, "epsilon")
+    assert main(base + ["--epsilon", "1", "--bounds", "30", "5", "--seed", "-3"]) == 2
+    _assert_one_line_error(capsys.readouterr().err, "seed")
+    assert not out.exists()
+
+
+def test_cli_folders_given_as_files(tmp_path, csv_data, capsys):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    assert main(["release", str(folder), "--epsilon", "1", "--delta", "1e-5", "--bounds", "30",
+                 "5", "--out", str(tmp_path / "o.json")]) == 2
+    _assert_one_line_error(capsys.readouterr().err, "is a folder")
+    assert main(["release", str(csv_data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "30",
+                 "5", "--out", str(folder)]) == 2
+    _assert_one_line_error(capsys.readouterr().err, "is a folder")
+    assert main(["fit", str(folder)]) == 2
+    _assert_one_line_error(capsys.readouterr().err, "is a folder")
+    assert os.listdir(folder) == []
+
+
+def test_cli_unwritable_output_folder(tmp_path, csv_data, capsys, monkeypatch):
+    """A read-only folder (simulated: the tests may run as root, who can write anywhere) used to
+    end in a PermissionError traceback with status 1."""
+    import tempfile
+
+    def denied(*a, dir=None, **k):
+        raise PermissionError(13, "Permission denied", str(dir))
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    out = tmp_path / "ro" / "out.json"
+    out.parent.mkdir()
+    assert main(["release", str(csv_data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "30",
+                 "5", "--out", str(out)]) == 2
+    _assert_one_line_error(capsys.readouterr().err, str(out.parent), "Permission denied")
+    assert os.listdir(out.parent) == []
+
+
+@pytest.mark.parametrize(
+    "mutate, words",
+    [
+        (lambda doc: doc["holders"][0].__setitem__("n", 10**400), "holders[0].n"),
+        (lambda doc: doc["holders"][0].__setitem__("S_hat", [[1, "2"], [True, 3]]),
+         "holders[0].S_hat[0][1]"),
+        (lambda doc: doc.__setitem__("d", True), "'d'"),
+    ],
+)
+def test_cli_fit_bad_release_values(tmp_path, capsys, mutate, words):
+    assert main(["fit", str(_release_file(tmp_path, mutate))]) == 2
+    _assert_one_line_error(capsys.readouterr().err, words)
+
+
+def test_cli_fit_deeply_nested_json(tmp_path, capsys):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["fit", str(path)]) == 2
+    _assert_one_line_error(capsys.readouterr().err, "nested too deeply")
+
+
+def test_cli_unexpected_error_one_line_with_debug_hint(tmp_path, capsys, monkeypatch):
+    from bayesdp import cli
+
+    def broken(args):
+        raise RuntimeError("something\nbroke")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    parser._subparsers._group_actions[0].choices["combine"].set_defaults(func=broken)
+    argv = ["combine", "a.json", "--out", str(tmp_path / "x.json")]
+    with pytest.raises(RuntimeError):  # BAYESDP_DEBUG=1: the traceback is shown
+        main(argv)
+    monkeypatch.delenv("BAYESDP_DEBUG")
+    assert main(argv) == 1
+    _assert_one_line_error(capsys.readouterr().err, "RuntimeError", "something broke",
+                           "BAYESDP_DEBUG=1")
+
+
+def test_cli_subprocess_no_traceback(tmp_path, csv_data):
+    """The installed entry point as a user runs it: status != 0, one line, no traceback."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "BAYESDP_DEBUG"}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    runs = [
+        ["release", str(csv_data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "1e200", "3",
+         "--out", str(tmp_path / "o.json")],
+        ["fit", str(deep)],
+        ["fit", str(tmp_path)],
+    ]
+    for argv in runs:
+        p = subprocess.run([sys.executable, "-m", "bayesdp.cli", *argv], env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode != 0, argv
+        _assert_one_line_error(p.stderr)
+    assert not (tmp_path / "o.json").exists()

@@ -325,3 +325,29 @@ def test_paper_code_refuses_epsilon_where_its_formula_overflows():
     with pytest.raises(BayesdpInputError, match="epsilon"):
         privacy.paper_code_gaussian_sigma(1000.0, 1e-5)
     assert np.isfinite(privacy.paper_code_gaussian_sigma(50.0, 1e-5))
+
+
+def test_sensitivities_do_not_overflow_in_the_powers():
+    """B_x^4 overflowed float64 (OverflowError) for B_x = 1e200, although the sensitivity
+    itself is finite up to B_x ~ 1e154; beyond, a named error."""
+    for bx, by in ((1e100, 3.0), (3.0, 1e100), (1e-100, 2e-100), (1e150, 1e150)):
+        s = privacy.sensitivity_sz(bx, by)
+        assert math.isfinite(s) and s > 0
+        assert s == pytest.approx(bx * math.hypot(bx, by), rel=1e-14)
+        m = max(bx, by)
+        u, v = bx / m, by / m
+        assert privacy.sensitivity_szy(bx, by) == pytest.approx(
+            m * m * math.sqrt(u**4 + u**2 * v**2 + v**4), rel=1e-14)
+    assert privacy.sensitivity_sz(2.0, 3.0) == math.sqrt(2.0**4 + 2.0**2 * 3.0**2)  # unchanged
+    for fn in (privacy.sensitivity_sz, privacy.sensitivity_szy):
+        with pytest.raises(BayesdpInputError, match="bounds"):
+            fn(1e200, 3.0)
+
+
+def test_exact_calibration_refuses_epsilon_beyond_its_range():
+    """eps = 1e300 used to end in scipy's bare 'The function value at x=-1.0 is NaN'."""
+    with pytest.raises(BayesdpInputError, match="epsilon"):
+        bayesdp.gaussian_sigma(1e300, 1e-5)
+    assert privacy.MAX_EPSILON_EXACT >= 1e100
+    s = bayesdp.gaussian_sigma(privacy.MAX_EPSILON_EXACT, 1e-5)
+    assert s == pytest.approx(1.0 / math.sqrt(2.0 * privacy.MAX_EPSILON_EXACT), rel=1e-8)

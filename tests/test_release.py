@@ -2,6 +2,7 @@
 release, the JSON file format (round trip, combining, every bad-input case) and atomic writes."""
 
 import copy
+import dataclasses
 import importlib
 import json
 import math
@@ -1086,3 +1087,175 @@ def test_complex_input_is_refused(data):
         bayesdp.release(pd.DataFrame({"a": X[:, 0] + 2j, "b": X[:, 1], "c": X[:, 2]}), y, **kw)
     with pytest.raises(BayesdpInputError, match="X has complex values"):
         bayesdp.adassp(X + 1j, y, **kw)
+
+
+# values that used to load and break later (audit, issue 15 item 5)
+
+
+@pytest.mark.parametrize(
+    "path, value, field",
+    [
+        # 1e308 used to load; symmetrising 0.5 * (S + S^T) then gave inf
+        (("holders", 0, "S_hat"), [[1e308, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+         r"holders\[0\]\.S_hat\[0\]\[0\]"),
+        (("holders", 1, "z_hat"), [1.0, -1e200, 0.0], r"holders\[1\]\.z_hat\[1\]"),
+        (("holders", 0, "sigma_s"), 1e300, r"holders\[0\]\.sigma_s"),
+        # strings and booleans inside arrays used to be converted by np.array(dtype=float)
+        (("holders", 0, "S_hat"), [[1, "2", 0], ["2", 3, 0], [0, 0, 1]],
+         r"holders\[0\]\.S_hat\[0\]\[1\]"),
+        (("holders", 0, "S_hat"), [[1, True, 0], [True, 3, 0], [0, 0, 1]],
+         r"holders\[0\]\.S_hat\[0\]\[1\]"),
+        (("holders", 0, "z_hat"), [1.0, None, 0.0], r"holders\[0\]\.z_hat\[1\]"),
+        (("holders", 0, "S_hat"), [[1, 0, 0], [0, 1, 0], [0, 0, [1]]],
+         r"holders\[0\]\.S_hat\[2\]\[2\]"),
+        # bool is an int in Python: true used to pass as 1
+        (("holders", 0, "n_clipped"), True, r"holders\[0\]\.n_clipped"),
+        (("holders", 0, "n"), True, r"holders\[0\]\.n"),
+        (("format_version",), True, "format_version"),
+        (("d",), True, "'d'"),
+        (("privacy", "epsilon"), True, r"privacy\.epsilon"),
+        (("privacy", "bounds"), {"x": True, "y": 1.0}, r"privacy\.bounds\.x"),
+        (("privacy", "calibration"), ["exact"], r"privacy\.calibration"),
+        # a count too large for any integer type used to raise a bare OverflowError
+        (("holders", 0, "n"), 10**400, r"holders\[0\]\.n"),
+        (("holders", 0, "n_clipped"), 10**400, r"holders\[0\]\.n_clipped"),
+    ],
+    ids=lambda v: repr(v)[:24],
+)
+def test_values_that_break_later_are_refused_at_load(tmp_path, good_doc, path, value, field):
+    doc = _mutate(good_doc, path, value)
+    with pytest.raises(ReleaseFormatError, match=field) as exc:
+        bayesdp.load_release(_write(tmp_path, doc))
+    assert "bad.json" in str(exc.value)
+
+
+def test_per_holder_optional_numbers_name_their_field(tmp_path, good_doc):
+    doc = copy.deepcopy(good_doc)
+    for h in doc["holders"]:
+        h["yty_hat"], h["sigma_yty"] = 3.0, 1.0
+    doc["holders"][1]["yty_hat"] = "abc"
+    with pytest.raises(ReleaseFormatError, match=r"holders\[1\]\.yty_hat"):
+        bayesdp.load_release(_write(tmp_path, doc))
+    doc["holders"][1]["yty_hat"] = 3.0
+    doc["holders"][0]["sigma_yty"] = False
+    with pytest.raises(ReleaseFormatError, match=r"holders\[0\]\.sigma_yty"):
+        bayesdp.load_release(_write(tmp_path, doc))
+    doc = copy.deepcopy(good_doc)
+    doc["holders"][0]["sigma_yty"] = 1.0  # without yty_hat: refused, not silently dropped
+    with pytest.raises(ReleaseFormatError, match="sigma_yty"):
+        bayesdp.load_release(_write(tmp_path, doc))
+
+
+def test_noise_cov_must_be_psd_at_load(tmp_path, good_doc):
+    """A non-PSD noise_cov used to load and fail later inside a fit with a bare LinAlgError."""
+    D = 3 * 4 // 2 + 3
+    bad = np.eye(D)
+    bad[0, 1] = bad[1, 0] = 2.0  # symmetric, eigenvalues 3 and -1
+    doc = copy.deepcopy(good_doc)
+    for h in doc["holders"]:
+        h["noise_cov"] = np.eye(D).tolist()
+    bayesdp.load_release(_write(tmp_path, doc))  # PSD: fine
+    doc["holders"][1]["noise_cov"] = bad.tolist()
+    with pytest.raises(ReleaseFormatError, match=r"noise_cov of holder 1 is not positive semi"):
+        bayesdp.load_release(_write(tmp_path, doc))
+    # rounding-sized negative eigenvalues are accepted
+    nearly = np.eye(D)
+    nearly[0, 0] = -2e-12
+    doc["holders"][1]["noise_cov"] = nearly.tolist()
+    bayesdp.load_release(_write(tmp_path, doc))
+
+
+def test_release_object_refuses_bools_and_raw_sigma_yty(data):
+    X, y = data
+    r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=2, seed=1)
+    with pytest.raises(BayesdpInputError, match="n_clipped"):
+        dataclasses.replace(r, n_clipped=np.array([True, False]))
+    with pytest.raises(BayesdpInputError, match="n must"):
+        dataclasses.replace(r, n=np.array([True, True]))
+    with pytest.raises(BayesdpInputError, match="sigma_yty"):
+        dataclasses.replace(r, sigma_yty=np.array([-1.0, 1.0]))  # no yty_hat: used to be kept raw
+    with pytest.raises(BayesdpInputError, match="sigma_yty"):
+        dataclasses.replace(r, yty_hat=np.ones(2), sigma_yty="abc")
+    with pytest.raises(BayesdpInputError, match="S_hat"):
+        dataclasses.replace(r, S_hat=r.S_hat * 1e300)
+    big = dataclasses.replace(r, S_hat=r.S_hat / np.max(np.abs(r.S_hat)) * 1e150)
+    assert np.all(np.isfinite(big.S_hat))  # symmetrised without overflow
+
+
+def test_deeply_nested_and_folder_release_files(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ReleaseFormatError, match="nested too deeply"):
+        bayesdp.load_release(deep)
+    with pytest.raises(BayesdpInputError, match="is a folder"):
+        bayesdp.load_release(tmp_path)
+
+
+# --------------------------------------------------------------------------------------------
+# errors that were not ValueErrors (audit, issue 15 item 6)
+
+
+def test_missing_or_mixed_node_labels_are_named(data):
+    """None among the labels used to raise a TypeError inside np.unique."""
+    X, y = data
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    labels = np.array(["a"] * 30 + ["b"] * 30, dtype=object)
+    bayesdp.release(X, y, nodes=labels, **kw)
+    for bad in (None, float("nan")):
+        lab = labels.copy()
+        lab[7] = bad
+        with pytest.raises(BayesdpInputError, match="nodes: missing holder label.*first row 7"):
+            bayesdp.release(X, y, nodes=lab, **kw)
+    lab = labels.copy()
+    lab[3] = 5
+    with pytest.raises(BayesdpInputError, match="nodes: holder labels must be all numbers or"):
+        bayesdp.release(X, y, nodes=lab, **kw)
+
+
+def test_missing_node_labels_in_a_file(tmp_path, data):
+    X, y = data
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame["who"] = ["h1"] * 30 + ["h2"] * 30
+    frame.loc[12, "who"] = None
+    frame["y"] = y
+    path = tmp_path / "d.csv"
+    frame.to_csv(path, index=False)
+    with pytest.raises(BayesdpInputError, match="node_column: missing holder label"):
+        bayesdp.release_file(path, epsilon=EPS, delta=DELTA, bounds=BOUNDS, node_column="who")
+
+
+@pytest.mark.parametrize("seed", ["abc", 1.5, True, -1])
+def test_bad_seed_is_named(data, seed):
+    X, y = data
+    with pytest.raises(BayesdpInputError, match="seed"):
+        bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=seed)
+    with pytest.raises(BayesdpInputError, match="seed"):
+        bayesdp.simulate(50, 2, seed=seed)
+    r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    with pytest.raises(BayesdpInputError, match="seed"):
+        bayesdp.fit(r, seed=seed)
+    with pytest.raises(BayesdpInputError, match="seed"):
+        bayesdp.fit_nonprivate(X, y, seed=seed)
+    bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=np.int64(3))
+
+
+def test_noise_scale_beyond_float64_is_refused(data):
+    X, y = data
+    with pytest.raises(BayesdpInputError, match="bounds"):
+        bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=(1e200, 3.0), seed=0)
+    with pytest.raises(BayesdpInputError, match="epsilon"):  # classical sigma ~ 1/eps
+        bayesdp.release(X, y, epsilon=1e-300, delta=DELTA, bounds=BOUNDS, seed=0,
+                        calibration="classical")
+    with pytest.raises(BayesdpInputError, match="epsilon"):
+        bayesdp.release(X, y, epsilon=1e300, delta=DELTA, bounds=BOUNDS, seed=0)
+
+
+def test_folders_where_files_belong(tmp_path, data):
+    X, y = data
+    r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(BayesdpInputError, match="is a folder"):
+        r.save(tmp_path / "sub")
+    with pytest.raises(BayesdpInputError, match="is a folder"):
+        bayesdp.release_file(tmp_path / "sub", epsilon=EPS, delta=DELTA, bounds=BOUNDS)
+    assert os.listdir(tmp_path / "sub") == []

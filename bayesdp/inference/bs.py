@@ -25,6 +25,8 @@ The sweep is a pure function iterated by ``jax.lax.scan``; chains are ``vmap``-e
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 
 from ..errors import BayesdpInputError
@@ -114,7 +116,21 @@ def _build_sampler(d, num_iter, num_keep):
     return jax.jit(jax.vmap(run, in_axes=(0, None, None)))
 
 
-_SAMPLERS: dict = {}
+_SAMPLERS: OrderedDict = OrderedDict()
+SAMPLER_CACHE_SIZE = 2
+"""Compiled B&S samplers kept, one per (d, iterations, kept draws); the least recently used
+beyond this are dropped and their compiled code cleared (``clear_cache`` of the jitted function);
+each new shape used to keep about 700 memory maps and 25 MiB for good (measured)."""
+
+
+def _cached_sampler(key):
+    sampler = _SAMPLERS.pop(key, None)
+    if sampler is None:
+        sampler = _build_sampler(*key)
+    _SAMPLERS[key] = sampler
+    while len(_SAMPLERS) > SAMPLER_CACHE_SIZE:  # the jitted function's own executables go too
+        _SAMPLERS.popitem(last=False)[1].clear_cache()
+    return sampler
 
 
 def _psd_sqrt(V):
@@ -157,11 +173,9 @@ def run_bs(release, priors, *, seed, num_samples, num_chains, num_warmup, progre
         ss_hat, V, V_half, np.asarray(release.n, float), priors.Lambda, priors.kappa, L0,
         priors.m, priors.a, priors.b, float(psd_shift)))
     num_iter = num_warmup + num_samples
-    cache_key = (d, num_iter, num_samples)
-    if cache_key not in _SAMPLERS:
-        _SAMPLERS[cache_key] = _build_sampler(d, num_iter, num_samples)
+    sampler = _cached_sampler((d, num_iter, num_samples))
     keys = jax.random.split(jax.random.PRNGKey(int(seed) % (2**32)), num_chains)
-    theta, s2, Sx = _SAMPLERS[cache_key](keys, init, data)
+    theta, s2, Sx = sampler(keys, init, data)
     return MethodResult(
         posterior={"theta": np.asarray(theta), "sigma_y2": np.asarray(s2),
                    "Sigma_x": np.asarray(Sx)},

@@ -196,13 +196,65 @@ def require_wishart_valid(release, method):
             f"approximately for this release ({where})", UserWarning, stacklevel=3)
 
 
+DEGENERATE_RTOL = 1e-13
+"""Eigenvalues of sigma_y^2 S_j + Sigma_j below DEGENERATE_RTOL times the largest are null
+directions of the z_hat likelihood (see :func:`complete_degenerate_noise`): a few hundred times
+float64 rounding, so only matrices whose Cholesky factor would be meaningless are completed
+(e.g. diag(1e13, 5), condition 2e12, is left alone and keeps its information)."""
+
+
+def complete_degenerate_noise(S, z_centred, sigma_y2, Sigma_z):
+    """Make the z_hat likelihood N(S_j theta, sigma_y^2 S_j + Sigma_j) usable when its
+    covariance is singular, without changing the posterior.
+
+    With no noise on z (sigma_z = 0, or a ``noise_cov`` without z noise) and a singular S_j
+    (n_j < d, a constant or duplicated column, an eigenvalue clipped by the nearest-PSD
+    projection) the covariance K_j = sigma_y^2 S_j + Sigma_j is singular; Cholesky factors of it
+    fail and the MCMC-fixedS draws used to come out NaN. Its null space N is the common null
+    space of S_j and Sigma_j (both PSD), so it does not depend on sigma_y^2, and along N the
+    mean S_j theta is zero. The Gaussian is then a degenerate one, supported on z_hat with
+    N^T z_hat = 0; the likelihood of theta and sigma_y^2 is that of the range of K_j alone.
+    Adding c N N^T (c > 0) to Sigma_j makes K_j invertible and multiplies the likelihood by the
+    constant N(N^T z_hat; 0, c I), so every posterior is unchanged (exact, not a jitter).
+
+    ``z_centred`` is z_hat minus any shift; ``sigma_y2`` a typical value (the null space is
+    found from sigma_y2 S_j + Sigma_j with a relative tolerance DEGENERATE_RTOL). If z_hat has
+    a component along N the release is inconsistent with its stated noise (the model gives it
+    probability zero): a :class:`BayesdpInputError` names the holder. Returns the (J, d, d)
+    completed covariances (a copy; unchanged where K_j is regular)."""
+    S = np.asarray(S, dtype=float)
+    Sigma = np.array(Sigma_z, dtype=float, copy=True)
+    z = np.asarray(z_centred, dtype=float)
+    for j in range(S.shape[0]):
+        K = float(sigma_y2) * S[j] + Sigma[j]
+        w, E = np.linalg.eigh(0.5 * (K + K.T))
+        top = float(np.max(np.abs(w)))
+        if top == 0.0:
+            top = 1.0
+        null = w <= DEGENERATE_RTOL * top
+        if not null.any():
+            continue
+        N = E[:, null]
+        outside = float(np.linalg.norm(N.T @ z[j]))
+        if outside > 1e-8 * max(float(np.linalg.norm(z[j])), np.finfo(float).tiny):
+            raise BayesdpInputError(
+                f"release: holder {j}'s z_hat has a component ({outside:.3g}) outside the range "
+                f"of its S_j and z-noise covariance, which the stated noise makes impossible "
+                f"(sigma_z = 0 with a singular S_hat whose z_hat is noisy or inconsistent?); "
+                f"check sigma_s / sigma_z of this release")
+        Sigma[j] = Sigma[j] + top * (N @ N.T)
+    return Sigma
+
+
 def gaussian_theta_posterior(S, z_hat, sigma_y2, Sigma_z, m, C):
     """Moments of theta | S, sigma_y^2, z_hat (eq. 12), by Cholesky solves.
 
-    S (J, d, d) PSD, z_hat (J, d), Sigma_z (J, d, d) noise covariances of z_hat.
-    Returns (mean, cov, precision).
+    S (J, d, d) PSD, z_hat (J, d), Sigma_z (J, d, d) noise covariances of z_hat. A singular
+    sigma_y^2 S_j + Sigma_j (no z noise, singular S_j) is completed exactly by
+    :func:`complete_degenerate_noise`. Returns (mean, cov, precision).
     """
     d = S.shape[-1]
+    Sigma_z = complete_degenerate_noise(S, z_hat, sigma_y2, Sigma_z)
     C_chol = linalg.cho_factor(C, lower=True)
     P = linalg.cho_solve(C_chol, np.eye(d))
     h = linalg.cho_solve(C_chol, m)

@@ -13,7 +13,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from .. import diagnostics
-from ..errors import BayesdpInputError
+from ..errors import BayesdpInputError, SamplerError, check_seed
 from ..models.priors import Priors
 from . import closed_form
 
@@ -95,6 +95,7 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
             raise BayesdpInputError(f"{name} must be a whole number >= 1, got {v!r}")
     if isinstance(num_warmup, bool) or not isinstance(num_warmup, (int, np.integer)) or num_warmup < 0:
         raise BayesdpInputError(f"num_warmup must be a whole number >= 0, got {num_warmup!r}")
+    seed = check_seed(seed)
     priors = (priors or Priors()).resolve(release)
     if seed is None:
         seed = secrets.randbits(63)
@@ -103,6 +104,7 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
         num_chains=int(num_chains), num_warmup=int(num_warmup), progress_bar=progress_bar,
         **options,
     )
+    check_finite_posterior(result.posterior, method)
     attrs = {
         "method": method,
         "seed": int(seed),
@@ -123,6 +125,21 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
     else:
         diagnostics.check_convergence(idata, method, stacklevel=3)
     return idata
+
+
+def check_finite_posterior(posterior, method):
+    """Raise :class:`SamplerError` naming the method and variable if any draw is NaN or infinite.
+
+    The last line of defence: a method must never hand back non-finite draws as if they were a
+    posterior (they would pass silently through summaries and ``diagnose``)."""
+    for name, draws in posterior.items():
+        a = np.asarray(draws)
+        if a.dtype.kind in "fc" and not np.all(np.isfinite(a)):
+            bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
+            raise SamplerError(
+                f"method {method!r} produced {bad} non-finite (NaN or infinite) values of "
+                f"{name!r} out of {a.size}; the posterior is not usable. Check the release "
+                "(e.g. zero noise with a singular S_hat) or try another method")
 
 
 def release_attrs(release) -> dict:
@@ -241,6 +258,7 @@ def fit_nonprivate(X, y, *, priors: Optional[Priors] = None, seed=None, num_samp
     d = X.shape[1]
     names = list(names) if names is not None else [f"x{i}" for i in range(d)]
     priors = (priors or Priors()).resolve(d, bounds=bounds)
+    seed = check_seed(seed)
     if seed is None:
         seed = secrets.randbits(63)
     post = closed_form.nonprivate_posterior(X, y, priors, Lambda0)

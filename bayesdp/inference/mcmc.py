@@ -164,13 +164,19 @@ def _cached_mcmc(key, make):
     11,000-iteration normalx fit at d = 5, J = 10, 3.1 s for the next (0.9 s of sampling).
     ``key`` must hold everything that is baked into the compiled functions: the kernel and its
     static options, the data's shapes, and the run settings. Least recently used objects beyond
-    ``MCMC_CACHE_SIZE`` are dropped (each holds its last run's draws until reused)."""
+    ``MCMC_CACHE_SIZE`` are dropped (each holds its last run's draws until reused), together
+    with JAX's compiled code (:func:`bayesdp._jax.release_compiled_code`; without it every new
+    shape kept about 19 MiB and 24 memory maps for good)."""
     mcmc = _MCMC_CACHE.pop(key, None)
     if mcmc is None:
         mcmc = make()
     _MCMC_CACHE[key] = mcmc
-    while len(_MCMC_CACHE) > MCMC_CACHE_SIZE:
-        _MCMC_CACHE.popitem(last=False)
+    if len(_MCMC_CACHE) > MCMC_CACHE_SIZE:
+        from .._jax import release_compiled_code
+
+        while len(_MCMC_CACHE) > MCMC_CACHE_SIZE:
+            _MCMC_CACHE.popitem(last=False)
+        release_compiled_code()
     return mcmc
 
 
@@ -283,7 +289,10 @@ def fixeds_z_noise(release, priors, S_fix, sigma_y2, fixed_s="psd", s_noise=None
     if s_noise == "eiv":
         theta = closed_form.fast_posterior(release, priors, sigma_y2=sigma_y2, fixed_s=fixed_s,
                                            s_noise="eiv")["mean"]
-    return closed_form.z_given_s_noise(release, S_fix, s_noise=s_noise, theta=theta), s_noise, theta
+    shift, Sig = closed_form.z_given_s_noise(release, S_fix, s_noise=s_noise, theta=theta)
+    # zero z noise with a singular S_fix: exact completion (else the kernels' Cholesky gives NaN)
+    Sig = closed_form.complete_degenerate_noise(S_fix, release.z_hat - shift, sigma_y2, Sig)
+    return (shift, Sig), s_noise, theta
 
 
 def _check_release_for_normalx(release):

@@ -1,0 +1,60 @@
+"""Bounded caches of compiled samplers (audit, issue 15 item 7).
+
+Method 'bs' kept one compiled sampler per (d, iterations, kept draws) for good: 20 fits of new
+shapes grew the process from 2,200 to 15,600 memory maps and its RSS by 500 MiB (measured);
+'fixeds' dropped its MCMC objects (an LRU of 4) but JAX's own compilation caches kept their
+code, about 24 maps and 19 MiB per new shape. Once the caches are full, fits of ever new shapes
+must not grow the map count (the kernel's limit, vm.max_map_count = 65530, ends the process)."""
+
+import importlib
+import os
+import warnings
+
+import pytest
+
+import bayesdp
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux /proc")
+
+bs_mod = importlib.import_module("bayesdp.inference.bs")
+mcmc_mod = importlib.import_module("bayesdp.inference.mcmc")
+
+
+def n_maps():
+    with open("/proc/self/maps") as f:
+        return sum(1 for _ in f)
+
+
+@pytest.fixture(scope="module")
+def rel():
+    sim = bayesdp.simulate(n=300, d=2, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds,
+                               nodes=2, seed=2, include_yty=True)
+
+
+def _fits_of_new_shapes(rel, method, sizes):
+    for k in sizes:  # num_samples is part of every cache key: each fit is a new compiled shape
+        bayesdp.fit(rel, method=method, seed=0, num_samples=k, num_warmup=10, num_chains=1,
+                    progress_bar=False)
+
+
+def test_fixeds_new_shapes_do_not_grow_memory_maps(rel, monkeypatch):
+    monkeypatch.setattr(mcmc_mod, "MCMC_CACHE_SIZE", 1)
+    _fits_of_new_shapes(rel, "fixeds", range(10, 12))  # fill the cache, start evicting
+    before = n_maps()
+    _fits_of_new_shapes(rel, "fixeds", range(12, 16))
+    grown = n_maps() - before
+    assert len(mcmc_mod._MCMC_CACHE) == 1
+    assert grown < 50, grown  # without the fix: about 24 maps per new shape, 96 here
+
+
+def test_bs_new_shapes_do_not_grow_memory_maps(rel, monkeypatch):
+    monkeypatch.setattr(bs_mod, "SAMPLER_CACHE_SIZE", 1, raising=False)
+    _fits_of_new_shapes(rel, "bs", [10])  # the cache (size 1) is full
+    before = n_maps()
+    _fits_of_new_shapes(rel, "bs", [11])  # each B&S compile takes ~25 s: one more shape only
+    grown = n_maps() - before
+    assert grown < 300, grown  # without the fix: about 700 maps per new shape
+    assert len(bs_mod._SAMPLERS) == 1
