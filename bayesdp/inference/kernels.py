@@ -1183,10 +1183,14 @@ def noncentred_log_ratio(h, Sigma_x, W, S, sigma_y2, ll, data, prior):
 def noncentred_proposal(Sigma_x, W, S, sigma_y2, ll, tot, data, prior):
     """Gauss-Newton approximation N(m, P^{-1}) of the target of the non-centred move in h
     (x fixed). To first order S_j' = S_j + H S_j + S_j H^T, so the S_hat_j terms have
-    curvature A_j^T A_j / sigma_s_j^2 with A_j = :func:`noncentred_design` (S_j), and with theta
+    curvature A_j^T A_j / sigma_s_j^2 with A_j = :func:`noncentred_design` (S_j); since
+    S_j = n_j Sigma_x (1 + O(n_j^{-1/2})) under the model, sum_j A_j^T A_j / sigma_s_j^2 is
+    replaced by (sum_j n_j^2 / sigma_s_j^2) A^T A with A = noncentred_design(Sigma_x): one
+    D x D product instead of J (D = d(d+1)/2; this is only the proposal, the acceptance ratio
+    is exact whatever P is). With theta
     at its conditional mean theta_hat = P_theta^{-1} h_theta (``tot``) the z_hat_j terms
     N(z_hat_j; S_j' theta_hat, K_j) have curvature B_j^T K_j^{-1} B_j, B_j h = (H S_j + S_j H^T)
-    theta_hat. Then P = I + sum_j (A_j^T A_j / sigma_s_j^2 + B_j^T K_j^{-1} B_j) and
+    theta_hat. Then P = I + sum_j (n_j^2 / sigma_s_j^2) A^T A + sum_j B_j^T K_j^{-1} B_j and
     m = P^{-1} g, g the exact gradient of :func:`noncentred_log_ratio` at h = 0.
     Returns (m, chol P)."""
     J, d = S.shape[0], S.shape[-1]
@@ -1195,7 +1199,7 @@ def noncentred_proposal(Sigma_x, W, S, sigma_y2, ll, tot, data, prior):
     zero = jnp.zeros(D, S.dtype)
     g = jax.grad(lambda h: noncentred_log_ratio(h, Sigma_x, W, S, sigma_y2, ll, data,
                                                 prior)[0])(zero)
-    A = noncentred_design(S)
+    A = noncentred_design(Sigma_x)
     theta = jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(tot.P), True), tot.h)
     v = jnp.einsum("jab,b->ja", S, theta)  # S_j theta_hat
     eye = jnp.eye(d, dtype=S.dtype)
@@ -1204,7 +1208,7 @@ def noncentred_proposal(Sigma_x, W, S, sigma_y2, ll, tot, data, prior):
          + S[:, :, il[1]] * theta[il[0]][None, None, :])
     LK = jnp.linalg.cholesky(sigma_y2 * S + data.Sigma_z)
     KB = solve_triangular(LK, B, lower=True)
-    P = (jnp.eye(D, dtype=S.dtype) + jnp.einsum("jpq,jpr,j->qr", A, A, 1.0 / data.sigma_s**2)
+    P = (jnp.eye(D, dtype=S.dtype) + jnp.sum(data.n**2 / data.sigma_s**2) * (A.T @ A)
          + jnp.einsum("jpq,jpr->qr", KB, KB))
     R = jnp.linalg.cholesky(P)
     return jax.scipy.linalg.cho_solve((R, True), g), R
