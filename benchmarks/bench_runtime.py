@@ -4,8 +4,9 @@
         --iters 1000 --iters-long 4000 --repeats 2 --out-dir runs/fig3
 
 Setting as in the paper: n = 1e4 simulated rows, eps = 1, one data holder (``--nodes`` to change).
-Methods (default: all three of the paper's Figure 3 in one run): MCMC-normalX (``normalx``),
-MCMC-fixedS (``fixeds``) and MCMC-B&S (``bs``); normalX/fixedS need
+Methods (default: all three of the paper's Figure 3 in one run, as published): MCMC-normalX
+(``normalx-paper``),
+MCMC-fixedS (``fixeds-paper``) and MCMC-B&S (``bs``); normalX/fixedS need
 ``bayesdp.inference.mcmc`` (imported here so that it registers them).
 
 Each (method, d, K) is fitted once untimed (warm-up: imports, caches, compilation of whatever is
@@ -42,7 +43,8 @@ from pathlib import Path
 import numpy as np
 
 MEASURES = ("loop_per_iteration", "seconds_per_iteration", "whole_call_per_iteration")
-LABELS = {"normalx": "MCMC-normalX", "fixeds": "MCMC-fixedS", "bs": "MCMC-B&S",
+LABELS = {"normalx-paper": "MCMC-normalX", "fixeds-paper": "MCMC-fixedS", "bs": "MCMC-B&S",
+          "normalx": "MCMC-normalX (bayesdp default)", "fixeds": "MCMC-fixedS (slice)",
           "normalx-collapsed": "MCMC-normalX (collapsed)"}
 
 
@@ -95,7 +97,7 @@ def main():
     ap.add_argument("--nodes", type=int, default=1)
     ap.add_argument("--iters", type=int, default=1000, help="K1 (short run)")
     ap.add_argument("--iters-long", type=int, default=None, help="K2 (long run; default 4 K1)")
-    ap.add_argument("--methods", nargs="+", default=["normalx", "fixeds", "bs"])
+    ap.add_argument("--methods", nargs="+", default=["normalx-paper", "fixeds-paper", "bs"])
     ap.add_argument("--slope-from", nargs="+", type=int, default=[5, 10])
     ap.add_argument("--repeats", type=int, default=2, help="timed calls per setting (minimum kept)")
     ap.add_argument("--max-seconds", type=float, default=None,
@@ -200,7 +202,7 @@ def main():
     for meas in MEASURES:
         at = df[df.d == dmax].set_index("method")[meas]
         at = at[at > 0]
-        for other in ("fixeds", "normalx"):
+        for other in ("fixeds-paper", "normalx-paper"):
             if "bs" in at and other in at:
                 lines.append(f"\n{meas}: B&S / {other} at d = {dmax}: {at['bs'] / at[other]:.1f}x")
     text = "\n".join(lines)

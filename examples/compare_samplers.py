@@ -5,9 +5,10 @@
 Simulates the paper's data (d = 2, three holders of 300 rows: small enough for NUTS), releases
 it with eps = 1, and fits
 
-    normalx            the paper's Algorithm 1 (hand-written kernel)
+    normalx            the normalX model, bayesdp's default kernel (non-centred moves interwoven)
+    normalx-paper      the same model, the paper's Algorithm 1 as published
     normalx-collapsed  the same model, theta integrated out of the S and sigma_y^2 moves
-    fixeds             the paper's Algorithm 2 (S_j fixed at the nearest PSD matrix)
+    fixeds             the fixedS model (S_j fixed at the nearest PSD matrix), slice on sigma_y^2
     nuts-normalx       numpyro NUTS on the normalX model
     nuts-fixeds        numpyro NUTS on the fixedS model
     fast               Bayes-fixedS-fast (Algorithm 3, closed form)
@@ -32,6 +33,7 @@ def main(n_per_holder=300, J=3, d=2, epsilon=1.0, seed=7):
     ref = bayesdp.fit_nonprivate(sim.X, sim.y, seed=0, bounds=sim.bounds)
     runs = {
         "normalx": dict(num_samples=1000, num_warmup=1000),
+        "normalx-paper": dict(num_samples=1000, num_warmup=1000),
         "normalx-collapsed": dict(num_samples=1000, num_warmup=1000),
         "fixeds": dict(num_samples=1000, num_warmup=500),
         "nuts-normalx": dict(num_samples=300, num_warmup=300, num_chains=2),
