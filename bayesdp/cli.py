@@ -75,7 +75,8 @@ def _cmd_release(args):
                            nodes=args.nodes, y_column=y_col, node_column=node_col,
                            header=None if args.no_header else "infer", seed=args.seed,
                            calibration=args.calibration, include_yty=args.include_yty,
-                           chunksize=args.chunksize, split=args.split)
+                           chunksize=args.chunksize, split=args.split,
+                           holder_name=args.holder)
     _print_warnings(caught)
     rel.save(args.out)
     print(rel)
@@ -271,6 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "own values, add/remove-one private) or 'contiguous' (the authors' split "
                         "in row order; NOT private, flagged in the release)")
     p.add_argument("--node-column", default=None, help="column of holder labels (instead of --nodes)")
+    p.add_argument("--holder", default=None, metavar="NAME",
+                   help="name of the single holder (--nodes 1), e.g. hospital_a; 'bayesdp "
+                        "combine' keeps it and refuses the same name twice (default: '0', "
+                        "renamed '<k>:0' on combine)")
     p.add_argument("--y-column", default=None,
                    help="response column name or index (default: the last column that is not "
                         "the --node-column)")

@@ -18,6 +18,7 @@ import datetime
 import json
 import math
 import os
+import re
 import tempfile
 import warnings
 from pathlib import Path
@@ -597,16 +598,40 @@ def _ragged(field):
     raise ReleaseFormatError(f"{field} must have the same shape for every holder")
 
 
+_DEFAULT_HOLDER_NAME = re.compile(r"\d+(:\d+)*")
+
+
+def _is_default_holder_name(name) -> bool:
+    """True for the names bayesdp makes up when none is given: "0", "1", ... (one per holder of
+    a release) and "k:j" (made unique by an earlier combine)."""
+    return _DEFAULT_HOLDER_NAME.fullmatch(str(name)) is not None
+
+
 def combine_releases(*releases) -> Release:
     """Put per-holder releases together into one analysis set.
 
     Refuses releases whose d, feature names, bounds, privacy parameters, calibration or noise
     design differ. Holders hold disjoint rows, so the union keeps each holder's (eps, delta)
     guarantee (parallel composition).
+
+    Duplicates are refused with a :class:`CombineError` naming them, because counting one
+    holder twice halves its noise in the posterior and double-counts its rows:
+
+    - identical statistics: two holders (in any of the inputs) whose ``S_hat`` and ``z_hat`` are
+      equal. Independent noise makes this impossible for different holders, so it is always the
+      same release given twice (e.g. ``bayesdp combine a.json a.json``), whatever the names say.
+    - the same holder name in two inputs, when it is a name someone chose (``hospital_a``).
+      Names bayesdp makes up when none is given - "0", "1", ... and "k:j" from an earlier
+      combine - carry no identity: when such names clash between inputs, every made-up name is
+      renamed ``"<k>:<name>"``, k the position of its input, and the holders are kept.
     """
     rels = []
+    labels = []
     for r in releases:
-        rels.extend(r if isinstance(r, (list, tuple)) else [r])
+        for x in (r if isinstance(r, (list, tuple)) else [r]):
+            rels.append(x)
+            labels.append(f"release {len(labels)}" + (f" ({os.fspath(x)})"
+                                                      if isinstance(x, (str, os.PathLike)) else ""))
     rels = [load_release(r) if isinstance(r, (str, os.PathLike)) else r for r in rels]
     if not rels:
         raise BayesdpInputError("combine_releases needs at least one release")
@@ -622,9 +647,34 @@ def combine_releases(*releases) -> Release:
         for field in ("yty_hat", "noise_cov"):
             if (getattr(first, field) is None) != (getattr(r, field) is None):
                 raise CombineError(f"cannot combine: {field} is present in some releases only")
-    names = [h for r in rels for h in r.holder_names]
+    holders = [(k, h, r.S_hat[j], r.z_hat[j]) for k, r in enumerate(rels)
+               for j, h in enumerate(r.holder_names)]
+    seen = {}
+    for k, h, S, z in holders:
+        key = (S.tobytes(), z.tobytes())
+        if key in seen:
+            k0, h0 = seen[key]
+            raise CombineError(
+                f"cannot combine: holder {h!r} of {labels[k]} has the same statistics (S_hat and "
+                f"z_hat) as holder {h0!r} of {labels[k0]}: the same holder's release is given "
+                "twice, and counting it twice would double its rows and halve its noise")
+        seen[key] = (k, h)
+    owner = {}
+    for k, h, _, _ in holders:
+        if not _is_default_holder_name(h) and h in owner and owner[h] != k:
+            raise CombineError(
+                f"cannot combine: holder {h!r} is in {labels[owner[h]]} and in {labels[k]}; the "
+                "same holder must not be counted twice (if these are different holders, give "
+                "them different names, e.g. bayesdp release --holder NAME)")
+        owner.setdefault(h, k)
+    names = [h for _, h, _, _ in holders]
     if len(set(names)) != len(names):
-        names = [f"{k}:{h}" for k, r in enumerate(rels) for h in r.holder_names]
+        names = [f"{k}:{h}" if _is_default_holder_name(h) else h for k, h, _, _ in holders]
+        if len(set(names)) != len(names):
+            dup = sorted({h for h in names if names.count(h) > 1})
+            raise CombineError(f"cannot combine: holder names {dup} are not unique after "
+                               "renaming the default names as '<k>:<name>'; give the holders "
+                               "distinct names")
     cat = lambda f: None if getattr(first, f) is None else np.concatenate([getattr(r, f) for r in rels])  # noqa: E731
     return dataclasses.replace(
         first,
@@ -840,7 +890,7 @@ def _resolve_bounds(bounds, X, y):
 
 
 def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, feature_names,
-                   private_bounds, source, split="labels"):
+                   private_bounds, source, split="labels", holder_name=None):
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
     bx, by = acc.bounds
     if include_yty:
@@ -901,7 +951,8 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
         sigma_s=np.full(J, sigma),
         sigma_z=np.full(J, sigma),
         feature_names=tuple(feature_names),
-        holder_names=tuple(str(lab) for lab in labels),
+        holder_names=(holder_name,) if holder_name is not None and J == 1
+        else tuple(str(lab) for lab in labels),
         epsilon=eps,
         delta=dlt,
         calibration=calibration,
@@ -942,7 +993,7 @@ def _contiguous_note(n_total, J, sigma, sens, eps, dlt):
 
 
 def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="exact",
-            include_yty=False, feature_names=None, split="hash") -> Release:
+            include_yty=False, feature_names=None, split="hash", holder_name=None) -> Release:
     """Release noisy (S_hat_j, z_hat_j, n_j) for each data holder with (eps, delta)-DP.
 
     Parameters
@@ -973,12 +1024,17 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         "paper-code" reproduces the authors' buggy MATLAB sigma and is NOT (eps, delta)-DP.
     include_yty : bool
         Also release a noisy y^T y with the larger sensitivity of appendix C.1 (for MCMC-B&S).
+    holder_name : str or None
+        The name of the single holder (``nodes=1``), e.g. ``"hospital_a"``; it names the
+        holder's coordinates after :func:`combine_releases`, which refuses the same name in two
+        inputs. Default: ``"0"``, a made-up name that combine renames ``"<k>:0"``.
 
     Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
     Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2).
     """
     df_names = _dataframe_names(X) if feature_names is None and hasattr(X, "columns") else None
     check_seed(seed)
+    _check_holder_name(holder_name, nodes)
     X, y = _check_rows(X, y)
     if X.shape[0] < 1:
         raise BayesdpInputError("X has no rows")
@@ -993,12 +1049,13 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
     return _noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
                           include_yty=include_yty, seed=seed, feature_names=names,
                           private_bounds=private_bounds, source="arrays",
-                          split="labels" if holders is None else split)
+                          split="labels" if holders is None else split,
+                          holder_name=holder_name)
 
 
 def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_column=None,
                  header="infer", seed=None, calibration="exact", include_yty=False,
-                 chunksize=100_000, split="hash") -> Release:
+                 chunksize=100_000, split="hash", holder_name=None) -> Release:
     """Release from a CSV or Parquet file far larger than memory, in constant memory.
 
     The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
@@ -1012,6 +1069,7 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     most likely a data row, whose values would otherwise be published as feature names (and the
     row dropped). Pass ``header=None`` for such files (CLI ``--no-header``).
     ``bounds="data"`` costs one more pass, warns, and flags the release not private.
+    ``holder_name`` names the single holder (``nodes=1``), as in :func:`release`.
     """
     path = Path(path)
     if not path.exists():
@@ -1022,6 +1080,7 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     if header not in ("infer", None):
         raise BayesdpInputError(f"header must be 'infer' or None, got {header!r}")
     check_seed(seed)
+    _check_holder_name(holder_name, nodes if node_column is None else None)
     if header == "infer" and path.suffix.lower() not in (".parquet", ".pq"):
         _check_csv_header(path)
     if chunksize < 1:
@@ -1090,7 +1149,24 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     return _noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
                           include_yty=include_yty, seed=seed, feature_names=names,
                           private_bounds=not data_bounds, source=f"file {path.name}",
-                          split="labels" if J is None else split)
+                          split="labels" if J is None else split, holder_name=holder_name)
+
+
+def _check_holder_name(holder_name, nodes):
+    """``holder_name`` is for a single holder (a count ``nodes=1``) and must be a name someone
+    chose: a non-empty string that is not a made-up name ("0", "1", "k:j")."""
+    if holder_name is None:
+        return
+    if not isinstance(holder_name, str) or not holder_name.strip():
+        raise BayesdpInputError(f"holder_name must be a non-empty string, got {holder_name!r}")
+    if _is_default_holder_name(holder_name):
+        raise BayesdpInputError(
+            f"holder_name {holder_name!r}: names made of digits (and ':') are the ones bayesdp "
+            "makes up and renames on combine; choose a name such as 'hospital_a'")
+    if _holder_count(nodes) != 1:
+        raise BayesdpInputError(
+            "holder_name names the single holder of a release with nodes=1; with several "
+            f"holders (nodes={nodes!r} or a node column) the holders are named by their labels")
 
 
 def _looks_numeric(text) -> bool:

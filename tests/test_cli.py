@@ -86,6 +86,27 @@ def test_combine_from_the_shell(tmp_path):
     assert bayesdp.load_release(tmp_path / "all.json").J == 2
 
 
+def test_combine_refuses_the_same_file_twice_and_keeps_holder_names(tmp_path, capsys):
+    sim = bayesdp.simulate(400, 2, seed=3)
+    paths = []
+    for k, name in enumerate(["hospital_a", "hospital_b"]):
+        rows = slice(200 * k, 200 * (k + 1))
+        sim_csv = tmp_path / f"{name}.csv"
+        sim_csv.write_text("a,b,y\n" + "".join(f"{a!r},{b!r},{y!r}\n" for (a, b), y
+                                                 in zip(sim.X[rows].tolist(), sim.y[rows].tolist())))
+        out = tmp_path / f"{name}.json"
+        assert main(["release", str(sim_csv), "--epsilon", "1", "--delta", "1e-5", "--bounds",
+                     *map(str, sim.bounds), "--holder", name, "--out", str(out)]) == 0
+        paths.append(str(out))
+    capsys.readouterr()
+    all_ = tmp_path / "all.json"
+    assert main(["combine", paths[0], paths[0], "--out", str(all_)]) == 2
+    err = capsys.readouterr().err
+    assert "hospital_a" in err and "same statistics" in err and not all_.exists()
+    assert main(["combine", *paths, "--out", str(all_)]) == 0
+    assert bayesdp.load_release(all_).holder_names == ("hospital_a", "hospital_b")
+
+
 @pytest.mark.parametrize(
     "argv, words",
     [

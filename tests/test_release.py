@@ -556,6 +556,69 @@ def test_combine_files(tmp_path):
     _assert_releases_equal(comb, bayesdp.load_release(comb.save(tmp_path / "all.json")))
 
 
+def test_combine_refuses_the_same_release_twice(tmp_path):
+    """Identical statistics are the same holder given twice, whatever its name: refused, naming
+    the holder and both inputs (the paths when given as paths)."""
+    paths = _holder_releases(tmp_path)
+    with pytest.raises(CombineError, match=r"holder '0' of release 2 .*holder0\.json.*same "
+                                           r"statistics.*holder '0' of release 0"):
+        bayesdp.combine_releases([paths[0], paths[1], paths[0]])
+    rel = bayesdp.load_release(paths[1])
+    renamed = dataclasses.replace(rel, holder_names=("someone_else",))
+    with pytest.raises(CombineError, match="same statistics"):
+        bayesdp.combine_releases(rel, renamed)
+    # a multi-holder input whose holder reappears in another input is refused as well
+    both = bayesdp.combine_releases(paths[:2])
+    with pytest.raises(CombineError, match="same statistics"):
+        bayesdp.combine_releases(both, paths[1])
+
+
+def test_combine_refuses_a_chosen_holder_name_twice():
+    rng = np.random.default_rng(5)
+    rels = []
+    for j in range(2):
+        X, y = rows_in_ball(rng, 20, 3, *BOUNDS)
+        rels.append(bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=j,
+                                    holder_name="hospital_a" if j == 0 else "hospital_b"))
+    comb = bayesdp.combine_releases(rels)
+    assert comb.holder_names == ("hospital_a", "hospital_b")  # chosen names are kept as given
+    clash = dataclasses.replace(rels[1], holder_names=("hospital_a",))
+    with pytest.raises(CombineError, match="'hospital_a' is in release 0 and in release 1"):
+        bayesdp.combine_releases(rels[0], clash)
+    # made-up names ("0") that clash are renamed; chosen names next to them are kept
+    X, y = rows_in_ball(rng, 20, 3, *BOUNDS)
+    anon = [bayesdp.release(X[:10], y[:10], epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=s)
+            for s in (7, 8)]
+    comb = bayesdp.combine_releases([rels[0], *anon])
+    assert comb.holder_names == ("hospital_a", "1:0", "2:0")
+    # ... also when the inputs are themselves combinations ("k:j" names)
+    more = [bayesdp.release(X[10:], y[10:], epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=s)
+            for s in (9, 10)]
+    again = bayesdp.combine_releases(comb, bayesdp.combine_releases(more))
+    assert len(set(again.holder_names)) == 5 and again.holder_names[0] == "hospital_a"
+
+
+def test_holder_name_is_for_a_single_holder(tmp_path):
+    rng = np.random.default_rng(6)
+    X, y = rows_in_ball(rng, 30, 3, *BOUNDS)
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0)
+    assert bayesdp.release(X, y, holder_name="clinic", **kw).holder_names == ("clinic",)
+    with pytest.raises(BayesdpInputError, match="single holder"):
+        bayesdp.release(X, y, nodes=2, holder_name="clinic", **kw)
+    with pytest.raises(BayesdpInputError, match="single holder"):
+        bayesdp.release(X, y, nodes=np.arange(30) % 2, holder_name="clinic", **kw)
+    for bad in ("", "3", "1:0", 5):
+        with pytest.raises(BayesdpInputError, match="holder_name"):
+            bayesdp.release(X, y, holder_name=bad, **kw)
+    path = tmp_path / "d.csv"
+    pd.DataFrame(np.column_stack([X, y]), columns=["a", "b", "c", "y"]).to_csv(path, index=False)
+    rel = bayesdp.release_file(path, holder_name="clinic", **kw)
+    assert rel.holder_names == ("clinic",)
+    assert bayesdp.load_release(rel.save(tmp_path / "r.json")).holder_names == ("clinic",)
+    with pytest.raises(BayesdpInputError, match="single holder"):
+        bayesdp.release_file(path, nodes=3, holder_name="clinic", **kw)
+
+
 @pytest.mark.parametrize(
     "override, field",
     [
