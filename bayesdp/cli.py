@@ -21,6 +21,37 @@ from .errors import BayesdpError
 EPILOG = "Each command has its own --help. Docs: docs/ in the source tree."
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every option's default, "(default: ...)", unless its help already says it (the word
+    "default") or it has none to show (None, a flag's False). Lists print as typed: "1 5 10"."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if ("default" in text.lower() or default is None or default is False
+                or default is argparse.SUPPRESS
+                or (not action.option_strings and action.nargs not in ("?", "*"))):
+            return text
+        if isinstance(default, (list, tuple)):
+            default = " ".join(str(v) for v in default)
+        return f"{text} (default: {str(default).replace('%', '%%')})"
+
+    def _split_lines(self, text, width):
+        import textwrap
+
+        # no breaks inside hyphenated names (normalx-paper, --include-yty)
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+def _use_help_formatter(parser):
+    """Set :class:`HelpFormatter` on ``parser`` and on every sub-command below it."""
+    parser.formatter_class = HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _use_help_formatter(sub)
+
+
 def _add_privacy_args(p):
     p.add_argument("--epsilon", type=float, required=True, help="privacy epsilon (> 0)")
     p.add_argument("--delta", type=float, required=True, help="privacy delta, in (0, 1)")
@@ -104,6 +135,10 @@ def _cmd_fit(args):
     if args.method not in METHODS:
         raise BayesdpError(f"unknown method {args.method!r}; choose one of {sorted(METHODS)}")
     rel = combine_releases(*args.releases)
+    if args.method == "bs" and rel.yty_hat is None:
+        raise BayesdpError("--method bs (MCMC-B&S) needs a noisy y^T y, which this release does "
+                           "not have: make the release with 'bayesdp release ... --include-yty' "
+                           "(Python: release(..., include_yty=True)), or use another --method")
     kwargs = {}
     if args.num_warmup is not None:
         kwargs["num_warmup"] = args.num_warmup
@@ -222,6 +257,8 @@ def _is_int(s):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .inference import METHODS  # importing bayesdp has registered every method already
+
     parser = argparse.ArgumentParser(
         prog="bayesdp",
         description="Differentially private Bayesian linear regression from noisy summary "
@@ -240,16 +277,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epsilon", type=float, default=1.0, help="privacy epsilon (default 1)")
     p.add_argument("--delta", type=float, default=1e-5, help="privacy delta (default 1e-5)")
     p.add_argument("--seed", type=int, default=0, help="seed of the whole demo (default 0)")
-    p.add_argument("--out-dir", default="bayesdp-demo", help="folder for release.json, theta.png")
+    p.add_argument("--out-dir", default="bayesdp-demo",
+                   help="folder for release.json and theta.png (created if missing)")
     p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser("simulate", help="write the paper's simulated data set as CSV",
                        description="Sigma_x ~ InvWishart(V^T V, d+1), theta ~ N(0, I), "
                                    "x ~ N(0, Sigma_x), y = x^T theta + N(0, sigma_y^2). Writes "
                                    "a CSV (columns x0.., y) and a truth JSON beside it.")
-    p.add_argument("--n", type=int, default=100_000)
-    p.add_argument("--d", type=int, default=5)
-    p.add_argument("--sigma-y", type=float, default=1.0)
+    p.add_argument("--n", type=int, default=100_000, help="rows")
+    p.add_argument("--d", type=int, default=5, help="features")
+    p.add_argument("--sigma-y", type=float, default=1.0, help="sd of the regression noise on y")
     p.add_argument("--seed", type=int, default=None, help="seed (default: fresh entropy)")
     p.add_argument("--out", required=True, help="CSV file to write")
     p.add_argument("--truth", default=None, help="truth JSON (default: OUT with .truth.json)")
@@ -285,15 +323,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also release a noisy y^T y (for MCMC-B&S; larger sensitivity)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed the noise (experiments only; default: fresh OS entropy)")
-    p.add_argument("--chunksize", type=int, default=100_000)
+    p.add_argument("--chunksize", type=int, default=100_000,
+                   help="rows read at a time (memory grows with it; the result does not change)")
     p.add_argument("--out", required=True, help="release file to write (JSON)")
     p.set_defaults(func=_cmd_release)
 
     p = sub.add_parser("combine", help="put per-holder release files together",
                        description="Refuses releases with different d, feature names, bounds "
                                    "or privacy parameters.")
-    p.add_argument("releases", nargs="+")
-    p.add_argument("--out", required=True)
+    p.add_argument("releases", nargs="+", help="release files, one or more holders each")
+    p.add_argument("--out", required=True, help="combined release file to write (JSON)")
     p.set_defaults(func=_cmd_combine)
 
     p = sub.add_parser("fit", help="fit a posterior from one or more release files",
@@ -301,11 +340,16 @@ def build_parser() -> argparse.ArgumentParser:
                                    "set); prints the posterior table and can save the "
                                    "posterior as ArviZ netCDF.")
     p.add_argument("releases", nargs="+", help="release file(s)")
-    p.add_argument("--method", default="fast", help="inference method (default: fast)")
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--num-samples", type=int, default=1000)
-    p.add_argument("--num-chains", type=int, default=4)
-    p.add_argument("--num-warmup", type=int, default=None)
+    p.add_argument("--method", default="fast", metavar="METHOD",
+                   help="inference method, one of: " + ", ".join(sorted(METHODS))
+                        + " (default: fast; docs/methods.md)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the sampler (default: fresh OS entropy)")
+    p.add_argument("--num-samples", type=int, default=1000,
+                   help="kept draws per chain (MCMC methods)")
+    p.add_argument("--num-chains", type=int, default=4, help="chains (MCMC methods)")
+    p.add_argument("--num-warmup", type=int, default=None,
+                   help="burn-in draws per chain (MCMC methods; default: the method's, 1000)")
     p.add_argument("--sigma-y2", type=float, default=None,
                    help="method 'fast': fix sigma_y^2 at this value instead of the plug-in (B_y/3)^2")
     p.add_argument("--s-noise", default=None, choices=["conditional", "eiv", "ignore"],
@@ -326,6 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for register in _REGISTRARS:
         register(sub)
+    _use_help_formatter(parser)
     return parser
 
 

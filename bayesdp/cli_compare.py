@@ -29,22 +29,31 @@ def _cmd_compare(args):
 
 def register(subparsers):
     """Add ``compare`` to the ``bayesdp`` sub-commands."""
+    from .compare import BASELINES, default_methods
+    from .inference import METHODS
+
+    defaults = default_methods()
+    others = sorted((set(METHODS) | set(BASELINES)) - set(defaults))
     p = subparsers.add_parser(
         "compare", help="run the paper's comparison over epsilon x J x replications",
-        description="Runs every method (normalX, fixedS, fast, B&S, adaSSP, non-private; those "
-                    "available) on simulated data, a named UCI data set or a data file, over a "
+        description="Runs the paper's methods (" + ", ".join(defaults) + "; or those of "
+                    "--methods) on simulated data, a named UCI data set or a data file, over a "
                     "grid of epsilon, J and replications. Writes a tidy CSV, a Markdown summary "
-                    "with 90%% intervals and Figure 2/4-style plots; resumable.")
+                    "with 90% intervals and Figure 2/4-style plots; resumable.")
     p.add_argument("data", help="'simulated', powerplant | bikesharing | airquality | 3droad, "
                                 "or a data file (authors' CSV or UCI original)")
-    p.add_argument("--methods", nargs="+", default=None,
-                   help="methods (default: every available one)")
-    p.add_argument("--epsilons", nargs="+", type=float, default=[1.0])
-    p.add_argument("--nodes", nargs="+", type=int, default=[1, 5, 10], help="values of J")
+    p.add_argument("--methods", nargs="+", default=None, metavar="METHOD",
+                   help="methods to compare (default: the paper's, " + " ".join(defaults)
+                        + "; also available: " + ", ".join(others) + ")")
+    p.add_argument("--epsilons", nargs="+", type=float, default=[1.0],
+                   help="values of the privacy epsilon")
+    p.add_argument("--nodes", nargs="+", type=int, default=[1, 5, 10],
+                   help="values of J, the number of data holders")
     p.add_argument("--reps", type=int, default=5, help="replications (paper: 50)")
     p.add_argument("--calibration", default="exact", choices=["exact", "paper-code"],
                    help="'paper-code' = the authors' code (reproduces Table 1; NOT DP)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="master seed (data, noise and every sampler derive from it)")
     p.add_argument("--out-dir", default=None, help="folder for results (enables resume)")
     p.add_argument("--n-jobs", type=int, default=None, help="worker processes (default: all cores)")
     p.add_argument("--num-samples", type=int, default=1000, help="kept MCMC draws (paper: 5000)")
@@ -53,14 +62,17 @@ def register(subparsers):
     p.add_argument("--d", type=int, default=2, help="simulated features")
     p.add_argument("--data-dir", default=None, help="folder of the named data sets "
                                                     "(default: $BAYESDP_DATA_DIR)")
-    p.add_argument("--preprocessing", default="paper", choices=["paper", "sound"])
+    p.add_argument("--preprocessing", default="paper", choices=["paper", "sound"],
+                   help="real data: 'paper' (whole-file scaling, first 80%% of rows train) or "
+                        "'sound' (shuffled split, scaling fitted on training rows only)")
     p.add_argument("--bounds", default="data", choices=["data", "public"],
                    help="'data' (as the paper; not private) or 'public' (simulated only)")
     p.add_argument("--split", default="contiguous", choices=["contiguous", "hash"],
                    help="how J splits the rows: 'contiguous' (the paper's protocol; not "
                         "add/remove private) or 'hash' (private; bayesdp release's default)")
-    p.add_argument("--mmd", default="auto", choices=["auto", "yes", "no"])
-    p.add_argument("--no-figures", action="store_true")
-    p.add_argument("--verbose", action="store_true")
+    p.add_argument("--mmd", default="auto", choices=["auto", "yes", "no"],
+                   help="compute the MMD metrics ('auto': when d <= 5)")
+    p.add_argument("--no-figures", action="store_true", help="do not draw the figures")
+    p.add_argument("--verbose", action="store_true", help="print a line per finished cell")
     p.set_defaults(func=_cmd_compare)
     return p

@@ -71,14 +71,17 @@ def _add_gossip(sub):
     p.add_argument("--graph-file", default=None,
                    help="edge list of a real graph (repaired as in the paper); overrides --agents")
     p.add_argument("--gamma", type=float, default=2.0, help="power-law exponent")
-    p.add_argument("--d-max", type=int, default=64)
+    p.add_argument("--d-max", type=int, default=64,
+                   help="largest degree of the power-law graph (paper: 64)")
     p.add_argument("--d", type=int, default=2, help="features (linear design, incl. intercept)")
     p.add_argument("--intercept", action="store_true", help="first feature is the constant 1")
     p.add_argument("--theta", type=float, nargs="+", default=None,
                    help="true coefficients (default: drawn from N(0, 0.1^2 I); paper: 4096 1)")
     p.add_argument("--sigma-y", type=float, default=0.3, help="regression noise sd (linear)")
-    p.add_argument("--x-mean", type=float, default=0.0)
-    p.add_argument("--x-sd", type=float, default=0.5)
+    p.add_argument("--x-mean", type=float, default=0.0,
+                   help="mean of each feature x (linear design)")
+    p.add_argument("--x-sd", type=float, default=0.5,
+                   help="sd of each feature x (linear design)")
     p.add_argument("--epsilon", type=float, default=4.0, help="total budget, split over the runs")
     p.add_argument("--delta", type=float, default=None,
                    help="total delta (default: 1e-5; paper design 2^-7)")
@@ -180,18 +183,27 @@ def _add_pricer(sub):
     p.add_argument("--link-prob", type=float, default=0.6, help="p_ij on every link")
     p.add_argument("--ps-prob", type=float, nargs=2, default=(0.3, 0.9), metavar=("LO", "HI"),
                    help="node -> server probabilities drawn U(LO, HI)")
-    p.add_argument("--reciprocity", type=float, default=1.0)
-    p.add_argument("--d", type=int, default=2)
-    p.add_argument("--theta", type=float, nargs="+", default=None)
-    p.add_argument("--sigma-y", type=float, default=0.5)
+    p.add_argument("--reciprocity", type=float, default=1.0,
+                   help="link reciprocity r in [0, 1]: 1 = both directions of a link up "
+                        "together (the authors' code), 0 = independent directions")
+    p.add_argument("--d", type=int, default=2, help="features")
+    p.add_argument("--theta", type=float, nargs="+", default=None,
+                   help="true coefficients (default: drawn from N(0, 0.1^2 I) with --seed)")
+    p.add_argument("--sigma-y", type=float, default=0.5, help="regression noise sd")
     p.add_argument("--epsilon", type=float, default=0.5, help="per-link eps")
     p.add_argument("--delta", type=float, default=1e-5, help="per-link delta")
-    p.add_argument("--bounds", type=float, nargs=2, default=(4.0, 20.0), metavar=("B_X", "B_Y"))
-    p.add_argument("--mechanism", choices=["classic", "analytic"], default="classic")
+    p.add_argument("--bounds", type=float, nargs=2, default=(4.0, 20.0), metavar=("B_X", "B_Y"),
+                   help="public bounds on ||x|| and |y|")
+    p.add_argument("--mechanism", choices=["classic", "analytic"], default="classic",
+                   help="Gaussian calibration: 'classic' (the paper; proved for eps < 1 only) or "
+                        "'analytic' (exact analytic Gaussian)")
     p.add_argument("--record-level", action="store_true",
                    help="record-level sensitivity instead of the paper's node-level 2R (extension)")
     p.add_argument("--v-mode", choices=["ps_conditional", "expected", "oracle"],
-                   default="ps_conditional")
+                   default="ps_conditional",
+                   help="noise variance v released: 'ps_conditional' (given which nodes reached "
+                        "the server), 'expected' (its public expectation) or 'oracle' (the "
+                        "realised one; simulation only)")
     _common(p)
     p.set_defaults(func=_cmd_pricer)
     return p
@@ -249,19 +261,25 @@ def _add_consensus(sub):
                     "random chords, or --graph-file), one row per agent (and round), and writes the "
                     "adapted release: one holder per network, Kish n_eff, and a Gaussian with the "
                     "exact covariance of the Laplace mixture (flagged as an approximation).")
-    p.add_argument("--networks", type=int, default=1)
+    p.add_argument("--networks", type=int, default=1, help="independent networks = holders J")
     p.add_argument("--agents", type=int, default=200, help="agents per network (synthetic graph)")
     p.add_argument("--graph-file", default=None, help="edge list, e.g. the US power grid")
-    p.add_argument("--algorithm", choices=["mvue", "online"], default="mvue")
-    p.add_argument("--notion", choices=["signal", "network"], default="signal")
-    p.add_argument("--rounds", type=int, default=50, help="T")
+    p.add_argument("--algorithm", choices=["mvue", "online"], default="mvue",
+                   help="'mvue' (Alg. 3, one row per agent) or 'online' (Algs. 4/5, one row per "
+                        "agent and round)")
+    p.add_argument("--notion", choices=["signal", "network"], default="signal",
+                   help="privacy notion of the local Laplace noise: per agent 'signal' or "
+                        "'network' DP")
+    p.add_argument("--rounds", type=int, default=50, help="consensus rounds T")
     p.add_argument("--output-agents", default="all",
                    help="'all' (network average) or an agent index whose output is released")
-    p.add_argument("--d", type=int, default=2)
-    p.add_argument("--theta", type=float, nargs="+", default=None)
-    p.add_argument("--sigma-y", type=float, default=0.5)
-    p.add_argument("--epsilon", type=float, default=1.0)
-    p.add_argument("--bounds", type=float, nargs=2, default=(4.0, 10.0), metavar=("B_X", "B_Y"))
+    p.add_argument("--d", type=int, default=2, help="features")
+    p.add_argument("--theta", type=float, nargs="+", default=None,
+                   help="true coefficients (default: drawn from N(0, 0.1^2 I) with --seed)")
+    p.add_argument("--sigma-y", type=float, default=0.5, help="regression noise sd")
+    p.add_argument("--epsilon", type=float, default=1.0, help="per-agent Laplace eps")
+    p.add_argument("--bounds", type=float, nargs=2, default=(4.0, 10.0), metavar=("B_X", "B_Y"),
+                   help="public bounds on ||x|| and |y|")
     _common(p)
     p.set_defaults(func=_cmd_consensus)
     return p

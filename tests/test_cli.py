@@ -143,6 +143,73 @@ def test_help_for_every_command(capsys):
         assert "usage: bayesdp " + cmd in capsys.readouterr().out
 
 
+def _commands(parser, path=()):
+    """(argv prefix, parser) of every command and sub-command below ``parser``."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*path, name), sub
+                yield from _commands(sub, (*path, name))
+
+
+def test_every_option_of_every_command_has_help_and_shows_its_default(capsys):
+    """``--help`` of every (sub-)command: each option has a help text, and each option with a
+    default to show (not None, not a flag's False) says it in the printed help."""
+    import argparse
+
+    from bayesdp.cli import build_parser
+
+    commands = list(_commands(build_parser()))
+    assert {c[0] for c, _ in commands} >= {"demo", "simulate", "release", "combine", "fit",
+                                           "diagnose", "compare", "simulate-network"}
+    for path, sub in commands:
+        with pytest.raises(SystemExit) as e:
+            main([*path, "--help"])
+        assert e.value.code == 0
+        text = " ".join(capsys.readouterr().out.split())
+        for action in sub._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            name = "/".join(action.option_strings) or action.dest
+            assert action.help and action.help.strip(), f"{' '.join(path)} {name}: no help text"
+            if action.option_strings and action.default not in (None, False):
+                shown = action.default
+                if isinstance(shown, (list, tuple)):
+                    shown = " ".join(str(v) for v in shown)
+                first = " ".join(action.help.split())[:40].replace("%%", "%")
+                seg = text[text.index(first):] if first in text else ""
+                seg = seg[:len(" ".join(action.help.split())) + 60]
+                assert "default" in seg.lower(), f"{' '.join(path)} {name}: default not shown"
+                if "default" not in action.help.lower():
+                    assert f"(default: {shown})" in seg, (path, name, seg)
+
+
+def test_fit_help_lists_the_methods_and_compare_its_default_methods(capsys):
+    from bayesdp.compare import default_methods
+
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for m in bayesdp.METHODS:
+        assert m in text, m
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default: the paper's, " + " ".join(default_methods()) in text
+    assert "every available one" not in text
+    assert "(default: 1 5 10)" in text  # --nodes
+
+
+def test_fit_bs_without_yty_names_the_cli_flag(tmp_path, capsys):
+    r = bayesdp.release(np.ones((4, 2)), np.ones(4), epsilon=1, delta=1e-5, bounds=(2, 2), seed=0)
+    rel = r.save(tmp_path / "r.json")
+    assert main(["fit", str(rel), "--method", "bs"]) == 2
+    err = capsys.readouterr().err
+    assert "bayesdp release ... --include-yty" in err and len(err.strip().splitlines()) == 1
+
+
 # ---------------------------------------------------------------------------------------------
 # audit issue 15, items 1, 2, 8, 9 from the shell
 
