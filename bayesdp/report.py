@@ -33,29 +33,50 @@ def format_table(table: pd.DataFrame) -> str:
     return table.to_string(float_format=lambda v: f"{v: .4f}")
 
 
+TRUTH_STYLE = dict(marker="D", s=42, color="k", edgecolors="white", linewidths=1.2)
+"""The truth marker: a black diamond with a white edge, drawn above the intervals and estimates
+so that it stays visible where it falls on an interval or a posterior mean."""
+
+
+def draw_theta(ax, idata, *, truth=None, estimates=None, prob=0.9, title=None) -> dict:
+    """Draw posterior mean and ``prob`` interval per coordinate of theta on ``ax``, with the truth
+    (on top) and other point estimates (beside each interval); return the artists by role
+    ("interval", "truth", and each estimate's name)."""
+    table = theta_table(idata, truth=truth, estimates=estimates, prob=prob)
+    pct = f"{100 * prob:g}%"
+    k = np.arange(len(table))
+    artists = {}
+    artists["interval"] = ax.errorbar(
+        k, table["mean"], yerr=[table["mean"] - table[f"{pct} lower"],
+                                table[f"{pct} upper"] - table["mean"]],
+        fmt="o", capsize=4, color="C0", zorder=2, label=f"posterior mean, {pct} interval")
+    for i, name in enumerate(estimates or {}):
+        artists[name] = ax.scatter(k + 0.15 * (i + 1), table[name], marker="s", s=30, zorder=3,
+                                   color=f"C{i + 1}", label=name)
+    if truth is not None:
+        artists["truth"] = ax.scatter(k, table["true"], zorder=4, label="true theta",
+                                      **TRUTH_STYLE)
+    ax.set_xticks(k, table.index)
+    ax.set_xlim(-0.5, len(table) - 0.5 + 0.15 * len(estimates or {}))
+    ax.set_xlabel("coefficient of theta (feature)")
+    ax.set_ylabel("value of the coefficient")
+    ax.axhline(0.0, color="0.8", lw=0.8, zorder=0)
+    ax.set_title(title or "posterior of theta")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    return artists
+
+
 def plot_theta(idata, path, *, truth=None, estimates=None, prob=0.9, title=None) -> Path:
-    """Posterior mean and ``prob`` interval per coordinate, with the truth and other estimates."""
+    """Posterior mean and ``prob`` interval per coordinate, with the truth and other estimates
+    (:func:`draw_theta`), saved as an image at ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    table = theta_table(idata, truth=truth, estimates=estimates, prob=prob)
-    pct = f"{100 * prob:g}%"
-    k = np.arange(len(table))
-    fig, ax = plt.subplots(figsize=(1.2 * len(table) + 3, 3.6))
-    ax.errorbar(k, table["mean"], yerr=[table["mean"] - table[f"{pct} lower"],
-                                        table[f"{pct} upper"] - table["mean"]],
-                fmt="o", capsize=4, color="C0", label=f"posterior mean, {pct} interval")
-    if truth is not None:
-        ax.scatter(k, table["true"], marker="x", s=60, color="k", zorder=3, label="true theta")
-    for i, name in enumerate(estimates or {}):
-        ax.scatter(k + 0.12 * (i + 1), table[name], marker="s", s=30, zorder=3,
-                   color=f"C{i + 1}", label=name)
-    ax.set_xticks(k, table.index)
-    ax.set_ylabel("theta")
-    ax.set_title(title or "posterior of theta")
-    ax.legend(fontsize=8, loc="best")
+    d = int(idata.posterior["theta"].shape[-1])
+    fig, ax = plt.subplots(figsize=(1.2 * d + 4.5, 3.8))
+    draw_theta(ax, idata, truth=truth, estimates=estimates, prob=prob, title=title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

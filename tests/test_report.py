@@ -1,0 +1,60 @@
+"""The demo's plot of theta (bayesdp.report): labelled axes, truth markers visible on top."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.colors import to_rgba  # noqa: E402
+
+import bayesdp  # noqa: E402
+from bayesdp import report  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def posterior():
+    sim = bayesdp.simulate(5000, 3, seed=4)
+    rel = bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-5, bounds=sim.bounds, nodes=2,
+                          seed=1)
+    return bayesdp.fit(rel, method="fast", seed=2, num_samples=400), sim.theta
+
+
+def test_axes_are_labelled_and_the_truth_is_drawn_on_top(posterior):
+    idata, theta = posterior
+    fig, ax = plt.subplots()
+    art = report.draw_theta(ax, idata, truth=theta, estimates={"other": theta + 0.1})
+    assert ax.get_xlabel().strip() and ax.get_ylabel().strip()
+    interval = art["interval"]
+    below = [interval.lines[0], *interval.lines[1], *interval.lines[2], art["other"]]
+    assert all(art["truth"].get_zorder() > a.get_zorder() for a in below)
+    # a marker edge of another colour than the face keeps it visible on a same-coloured line
+    face = art["truth"].get_facecolor()[0]
+    edge = art["truth"].get_edgecolor()[0]
+    assert not np.allclose(face, edge) and art["truth"].get_linewidths()[0] > 0
+    plt.close(fig)
+
+
+def test_truth_marker_visible_where_it_falls_on_the_posterior_mean(posterior):
+    """Truth placed exactly on each posterior mean: the rendered pixel there has the truth's
+    colour, not the interval's."""
+    idata, _ = posterior
+    mean = np.asarray(report.theta_table(idata)["mean"])
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    art = report.draw_theta(ax, idata, truth=mean)
+    fig.canvas.draw()
+    img = np.asarray(fig.canvas.buffer_rgba())[..., :3] / 255.0
+    want = np.array(to_rgba(art["truth"].get_facecolor()[0])[:3])
+    h = img.shape[0]
+    for k, m in enumerate(mean):
+        x, y = ax.transData.transform((k, m))
+        px = img[int(round(h - y)), int(round(x))]
+        assert np.allclose(px, want, atol=0.15), (k, px, want)
+    plt.close(fig)
+
+
+def test_plot_theta_writes_a_png(posterior, tmp_path):
+    idata, theta = posterior
+    path = report.plot_theta(idata, tmp_path / "theta.png", truth=theta,
+                             estimates={"adaSSP": theta})
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
