@@ -27,7 +27,7 @@ Only that setting reproduces Table 1; ``"exact"`` is the correct (eps, delta)-DP
 
 Output (when ``out_dir`` is given): ``cells/*.csv`` (one per method and cell, written as soon as it
 is finished; a rerun skips them), ``results.csv`` (tidy: method, epsilon, J, rep, metric, value),
-``summary.md`` (means with 90% intervals mean +- t_{0.95, reps-1} sd / sqrt(reps)), ``fig_*.png``
+``summary.md`` (means with 90% percentile bootstrap intervals of the mean), ``fig_*.png``
 (Figure 2/4 style) and ``config.json``.
 """
 
@@ -423,12 +423,14 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
 
 
 def summarize(df: pd.DataFrame, level=0.90) -> pd.DataFrame:
-    """Mean and ``level`` interval (mean +- t sd/sqrt(reps)) per method, epsilon, J, metric."""
-    from .metrics import mean_interval
+    """Mean and ``level`` interval per method, epsilon, J, metric: the percentile bootstrap
+    interval of the mean over replications (:func:`bayesdp.metrics.bootstrap_mean_interval`),
+    which stays > 0 for positive metrics (MSE, seconds), unlike mean +- t sd/sqrt(reps)."""
+    from .metrics import bootstrap_mean_interval
 
     rows = []
     for (metric, method, eps, J), g in df.groupby(["metric", "method", "epsilon", "J"], sort=False):
-        mean, lo, hi = mean_interval(g["value"].to_numpy(), level)
+        mean, lo, hi = bootstrap_mean_interval(g["value"].to_numpy(), level)
         rows.append({"metric": metric, "method": method, "epsilon": eps, "J": J, "mean": mean,
                      "lower": lo, "upper": hi, "reps": int(g["value"].notna().sum())})
     return pd.DataFrame(rows)
@@ -444,7 +446,9 @@ def summary_markdown(df: pd.DataFrame, title="") -> str:
     """Markdown tables (one per metric): rows (epsilon, J), columns methods, 'mean [90% CI]'."""
     s = summarize(df)
     methods = list(dict.fromkeys(df["method"]))
-    out = [f"# compare summary\n\n{title}\n\nmean [90% interval: mean +- t(0.95, reps-1) sd/sqrt(reps)]\n"]
+    out = [f"# compare summary\n\n{title}\n\nmean over replications [90% percentile bootstrap "
+           "interval of the mean: 5% and 95% quantiles of the means of 4000 resamples of the "
+           "replications; > 0 for positive metrics]\n"]
     for metric in [m for m in METRICS if m in set(s["metric"])]:
         sm = s[s["metric"] == metric]
         out.append(f"\n## {metric}\n")

@@ -2,6 +2,7 @@
 
 import argparse
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -132,3 +133,26 @@ def test_powerplant_paper_code_near_table1(tmp_path):
     s = summarize(df[df.metric == "prediction_mse"]).set_index("method")["mean"]
     assert s["fast"] == pytest.approx(0.0129, abs=0.0005)   # Table 1
     assert s["adassp"] == pytest.approx(0.0139, abs=0.0010)
+
+
+def test_summary_intervals_of_positive_metrics_stay_positive():
+    """summary.md: every interval of a positive metric has a lower end > 0 and holds the mean,
+    for skewed MSE-like replications where mean +- t sd/sqrt(reps) would go below zero."""
+    from bayesdp.compare import summary_markdown
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for method in ("fast", "adassp"):
+        for J in (1, 5):
+            vals = np.exp(rng.normal(-3.0, 1.5, size=5))
+            vals[0] *= 40.0  # one bad replication
+            rows += [{"method": method, "epsilon": 1.0, "J": J, "rep": r,
+                      "metric": "estimation_mse", "value": v} for r, v in enumerate(vals)]
+    df = pd.DataFrame(rows)
+    s = summarize(df)
+    assert (s["lower"] > 0).all() and (s["lower"] < s["mean"]).all()
+    assert (s["mean"] < s["upper"]).all()
+    text = summary_markdown(df)
+    assert "bootstrap" in text
+    lowers = [float(x) for x in re.findall(r"\[(-?[0-9.e+-]+), ", text)]
+    assert len(lowers) == 4 and min(lowers) > 0
