@@ -282,7 +282,9 @@ def test_adapter_release_roundtrip_and_normalx_refusal(tmp_path, graph512):
     X, y = _linear_rows(512, rng)
     out, _ = g.simulate_gossip(graph512, X, y, epsilon=40, delta=1e-5, bounds=(3, 3),
                                intercept=True, seed=1, tol=1e-12)
-    rel = g.gossip_releases([out, out])
+    out2, _ = g.simulate_gossip(graph512, X, y, epsilon=40, delta=1e-5, bounds=(3, 3),
+                                intercept=True, seed=2, tol=1e-12)  # a second network's run
+    rel = g.gossip_releases([out, out2])
     assert rel.J == 2
     path = rel.save(tmp_path / "r.json")
     back = bayesdp.load_release(path)
@@ -515,6 +517,19 @@ def test_cli_simulate_network_gossip(tmp_path):
 # -- end to end calibration --------------------------------------------------------------------------
 
 
+def _as_independent_holders(rels):
+    """The negative control's deliberate mistake: agents of ONE network stacked as if they were
+    independent holders. (combine_releases refuses this when agents' statistics are identical,
+    as they are once the consensus has converged, so the stacking is done here by hand.)"""
+    import dataclasses
+
+    cat = lambda f: np.concatenate([getattr(r, f) for r in rels])  # noqa: E731
+    return dataclasses.replace(rels[0], S_hat=cat("S_hat"), z_hat=cat("z_hat"), n=cat("n"),
+                               sigma_s=cat("sigma_s"), sigma_z=cat("sigma_z"),
+                               noise_cov=cat("noise_cov"),
+                               holder_names=tuple(str(a) for a in range(len(rels))))
+
+
 def _coverage_linear(reps, n, seed, eps=300.0):
     """Nominal 90% intervals of Bayes-fixedS-fast on adapted releases, theta drawn from the prior.
     Also the negative control: 10 agents of the same network used as 10 independent holders."""
@@ -535,8 +550,7 @@ def _coverage_linear(reps, n, seed, eps=300.0):
                                    it_go=1024, tol=1e-12, intercept=True, seed=rng)
         post = cf.fast_posterior(g.gossip_release(out), pri, sigma_y2=sy**2)
         hit.append(np.abs(post["mean"] - th) < q * np.sqrt(np.diag(post["cov"])))
-        bad = bayesdp.combine_releases([g.gossip_release(out, agent=a, holder_name=str(a))
-                                        for a in range(10)])
+        bad = _as_independent_holders([g.gossip_release(out, agent=a) for a in range(10)])
         pb = cf.fast_posterior(bad, pri, sigma_y2=sy**2)
         hit_bad.append(np.abs(pb["mean"] - th) < q * np.sqrt(np.diag(pb["cov"])))
     return np.mean(hit, axis=0), np.mean(hit_bad, axis=0)
