@@ -110,6 +110,7 @@ def normalx_replicates(rel):
     return stats.mean(0), stats.std(0, ddof=1) / np.sqrt(len(fits))
 
 
+@pytest.mark.slow  # 9 fits of the two normalX kernels: minutes on 2 cores
 def test_collapsed_agrees_with_normalx(rel, normalx_replicates):
     b = bayesdp.fit(rel, method="normalx-collapsed", seed=5, num_samples=1000, num_warmup=1000,
                     progress_bar=False, priors=bayesdp.Priors.paper())

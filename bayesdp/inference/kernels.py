@@ -699,41 +699,46 @@ def slice_1d(u, x0, log_f, width):
 
 
 class SpectralTerms(NamedTuple):
-    """The S_j and z_hat_j in the basis that diagonalises every K_j(s2) = s2 S_j + Sigma_z_j at
-    once: with Sigma_z_j = L L^T and L^{-1} S_j L^{-T} = V diag(lam) V^T,
+    """The S_j and z_hat_j in a basis that diagonalises every K_j(s2) = s2 S_j + Sigma_z_j at
+    once. With A_j = S_j + Sigma_z_j = L L^T (positive definite whenever some K_j(s2) is) and
+    L^{-1} S_j L^{-T} = V diag(lam) V^T (0 <= lam <= 1), L^{-1} Sigma_z_j L^{-T} =
+    V diag(1 - lam) V^T, so
 
-        K_j = L V diag(s2 lam + 1) V^T L^T,   M_j = V^T L^{-1} S_j,   w_j = V^T L^{-1} z_hat_j,
+        K_j = L V diag(q) V^T L^T,  q = s2 lam + 1 - lam,
+        M_j = V^T L^{-1} S_j,   w_j = V^T L^{-1} z_hat_j,
 
-    so S_j K_j^{-1} S_j = M_j^T diag(1/(s2 lam + 1)) M_j, S_j K_j^{-1} z_hat_j = M_j^T D w_j,
-    z_hat_j^T K_j^{-1} z_hat_j = w_j^T D w_j and log|K_j| = log|Sigma_z_j| + sum log(s2 lam + 1).
-    One eigendecomposition per holder then makes every evaluation at a new sigma_y^2 a few
-    elementwise products (no factorisation per holder), which is what a slice sampler on
-    sigma_y^2 needs."""
+    and S_j K_j^{-1} S_j = M_j^T diag(1/q) M_j, S_j K_j^{-1} z_hat_j = M_j^T diag(1/q) w_j,
+    z_hat_j^T K_j^{-1} z_hat_j = w_j^T diag(1/q) w_j, log|K_j| = log|A_j| + sum log q. Neither
+    S_j nor Sigma_z_j needs to be invertible (a fixed S from the nearest PSD matrix often is
+    singular, and so is a noiseless release's Sigma_z). One eigendecomposition per holder
+    makes every evaluation at a new sigma_y^2 a few elementwise products, which is what a
+    slice sampler on sigma_y^2 needs."""
 
     lam: jax.Array  # (J, d)
     M: jax.Array  # (J, d, d)
     w: jax.Array  # (J, d)
-    logdet_z: jax.Array  # (J,)
+    logdet_A: jax.Array  # (J,)
 
 
 def spectral_terms(S, data):
     """:class:`SpectralTerms` of the S_j (J, d, d) under the release's z-noise covariances."""
-    Lz = _chol(data.Sigma_z)
-    Lz_inv = _tri_inv(Lz)
-    A = _mm(Lz_inv, S)
-    lam, V = jnp.linalg.eigh(_sym(_mm(A, _mT(Lz_inv))))
+    La = _chol(S + data.Sigma_z)
+    La_inv = _tri_inv(La)
+    B = _mm(La_inv, S)
+    lam, V = jnp.linalg.eigh(_sym(_mm(B, _mT(La_inv))))
     Vt = _mT(V)
-    return SpectralTerms(lam, _mm(Vt, A), _mv(Vt, _mv(Lz_inv, data.z_hat)), _logdet_chol(Lz))
+    return SpectralTerms(jnp.clip(lam, 0.0, 1.0), _mm(Vt, B),
+                         _mv(Vt, _mv(La_inv, data.z_hat)), _logdet_chol(La))
 
 
 def _spectral_totals(sp: SpectralTerms, sigma_y2, prior: "_Totals"):
     """:class:`_Totals` at sigma_y^2 from :class:`SpectralTerms` (theta integrated out)."""
-    q = sigma_y2 * sp.lam + 1.0
+    q = sigma_y2 * sp.lam + (1.0 - sp.lam)
     D = 1.0 / q
     P = prior.P + jnp.einsum("jki,jk,jkl->il", sp.M, D, sp.M)
     h = prior.h + jnp.einsum("jki,jk,jk->i", sp.M, D, sp.w)
     Q = prior.Q + jnp.sum(D * sp.w**2)
-    LD = jnp.sum(sp.logdet_z) + jnp.sum(jnp.log(q))
+    LD = jnp.sum(sp.logdet_A) + jnp.sum(jnp.log(q))
     return _Totals(P, h, Q, LD)
 
 
