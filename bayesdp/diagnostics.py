@@ -312,7 +312,7 @@ def convergence_message(conv: dict, method="?") -> str:
         what.append(f"r_hat = {_fmt_rhat(conv['r_hat'])}")
     what.append(f"bulk ESS = {conv['ess_bulk']:.0f}, tail ESS = {conv['ess_tail']:.0f}")
     advice = ("run longer (larger num_warmup and num_samples) or use another method "
-              "(e.g. 'fast', or 'normalx-collapsed' for normalX)")
+              "('fixeds' converged in the cells measured in docs/methods.md)")
     if total < conv["ess_min"]:
         advice = (f"only {total} draws were kept in total, so ESS cannot reach "
                   f"{conv['ess_min']:.0f}; " + advice)
