@@ -439,23 +439,19 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
         dims = {"acceptance_rate_S": ["holder"], "alpha_S": ["holder"]}
         attrs["acceptance_rate_S_mean"] = np.mean(_np(info.accept_prob_S), axis=(0, 1))
         attrs["proposal_ratio"] = int(bool(proposal_ratio))
-        if info.accept_prob_noncentred is not None:  # normalx's non-centred move
+        if info.accept_prob_prior is not None:  # prior-proposal moves (collapsed kernels)
             stats["acceptance_rate_S_prior"] = _np(info.accept_prob_prior)
-            stats["acceptance_rate_noncentred"] = _np(info.accept_prob_noncentred)
-            stats["scale_noncentred"] = np.exp(_np(tuning.log_group_step))
             dims["acceptance_rate_S_prior"] = ["holder"]
             attrs["acceptance_rate_S_prior_mean"] = np.mean(_np(info.accept_prob_prior),
                                                             axis=(0, 1))
-            attrs["acceptance_rate_noncentred_mean"] = float(
-                np.mean(_np(info.accept_prob_noncentred)))
-        if info.accept_prob_group is not None:  # normalx-collapsed's extra moves
-            stats["acceptance_rate_S_prior"] = _np(info.accept_prob_prior)
-            stats["acceptance_rate_group"] = _np(info.accept_prob_group)
-            stats["step_size_group"] = np.exp(_np(tuning.log_group_step))
-            dims["acceptance_rate_S_prior"] = ["holder"]
-            attrs["acceptance_rate_S_prior_mean"] = np.mean(_np(info.accept_prob_prior),
-                                                            axis=(0, 1))
-            attrs["acceptance_rate_group_mean"] = float(np.mean(_np(info.accept_prob_group)))
+        # normalx's non-centred move / normalx-collapsed's group move (both scaled by
+        # tuning.log_group_step)
+        for name, prob, scale in (("noncentred", info.accept_prob_noncentred, "scale_noncentred"),
+                                  ("group", info.accept_prob_group, "step_size_group")):
+            if prob is not None:
+                stats[f"acceptance_rate_{name}"] = _np(prob)
+                stats[scale] = np.exp(_np(tuning.log_group_step))
+                attrs[f"acceptance_rate_{name}_mean"] = float(np.mean(_np(prob)))
     else:
         attrs.update(_s_noise_attrs(fixed_s, s_noise, theta_eiv))
         if fix_sigma_y2 is not None:
