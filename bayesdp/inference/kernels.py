@@ -1,4 +1,8 @@
-"""Hand-written MCMC kernels of the paper (Algorithms 1 and 2) and a collapsed variant.
+"""Hand-written MCMC kernels: the paper's Algorithms 1 and 2 as published
+(:func:`normalx_paper_step`, :func:`fixeds_paper_step`), bayesdp's default kernels for the same
+posteriors (:func:`normalx_step`: centred and non-centred moves of (Sigma_x, S) interwoven and a
+slice sampler on sigma_y^2; :func:`fixeds_step`: collapsed slice/Gibbs), and the collapsed
+variant :func:`collapsed_step`.
 
 Every kernel is a pure function ``step(rng_key, state, data, tuning) -> (state, info)`` over
 small NamedTuples (the style of blackjax's ``rmh.py``); :mod:`bayesdp.inference.mcmc` wraps them
