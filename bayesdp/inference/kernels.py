@@ -759,10 +759,27 @@ def log_sigma_y2_marginal(log_s2, sp: SpectralTerms, data, prior):
     tot = _spectral_totals(sp, s2, prior)
     # LAPACK Cholesky here, not the unrolled one: it is evaluated at several call sites of the
     # slice sampler and compiles in half the time
+    return _log_invgamma(s2, data.a, data.b) + log_s2 + _collapsed_loglik_lapack(tot), tot
+
+
+def _collapsed_loglik_lapack(tot):
+    """:func:`collapsed_loglik` with LAPACK's Cholesky instead of the unrolled one: for code
+    that is differentiated or evaluated at several call sites (it compiles in half the time)."""
     R = jnp.linalg.cholesky(tot.P)
     w = solve_triangular(R, tot.h, lower=True)
-    ll = -0.5 * (tot.Q - w @ w) - 0.5 * tot.LD - 0.5 * _logdet_chol(R)
-    return _log_invgamma(s2, data.a, data.b) + log_s2 + ll, tot
+    return -0.5 * (tot.Q - w @ w) - 0.5 * tot.LD - 0.5 * _logdet_chol(R)
+
+
+def slice_sigma_y2_then_theta(u, eps, S, sigma_y2, data, prior, log_width):
+    """One slice update of u = log sigma_y^2 | S from its theta-integrated marginal
+    (:func:`log_sigma_y2_marginal`), then theta | S, sigma_y^2 exactly (eq. 12); shared by
+    :func:`fixeds_step` and :func:`normalx_step`. ``u``: SLICE_N_UNIFORMS uniforms; ``eps``:
+    d standard normals. Returns (theta, sigma_y2, |jump of log sigma_y2|, evaluations)."""
+    sp = spectral_terms(S, data)
+    u0 = jnp.log(sigma_y2)
+    u1, tot, evals = slice_1d(u, u0, lambda v: log_sigma_y2_marginal(v, sp, data, prior),
+                              jnp.exp(log_width))
+    return _theta_from_precision(tot.P, tot.h, eps), jnp.exp(u1), jnp.abs(u1 - u0), evals
 
 
 def fixeds_step(rng_key, state: FixedSState, data, tuning: Tuning):
@@ -782,17 +799,12 @@ def fixeds_step(rng_key, state: FixedSState, data, tuning: Tuning):
     S = data.S_fixed
     J, d = data.z_hat.shape
     eps, uni = _draw(rng_key, d, SLICE_N_UNIFORMS)
-    prior = _fixed_s_prior_totals(data)
-    sp = spectral_terms(S, data)
-    u0 = jnp.log(state.sigma_y2)
-    u1, tot, evals = slice_1d(uni, u0, lambda u: log_sigma_y2_marginal(u, sp, data, prior),
-                              jnp.exp(tuning.log_step))
-    s2 = jnp.exp(u1)
-    theta = _theta_from_precision(tot.P, tot.h, eps)
+    theta, s2, jump, evals = slice_sigma_y2_then_theta(
+        uni, eps, S, state.sigma_y2, data, _fixed_s_prior_totals(data), tuning.log_step)
     zeros = jnp.zeros((J,), dtype=theta.dtype)
     one = jnp.ones((), dtype=theta.dtype)
     return FixedSState(theta, s2), Info(zeros, zeros > 0, one, one > 0,
-                                        jump_log_sigma_y2=jnp.abs(u1 - u0), evals_sigma_y2=evals)
+                                        jump_log_sigma_y2=jump, evals_sigma_y2=evals)
 
 
 def fixeds_paper_step(rng_key, state: FixedSState, data, tuning: Tuning):
@@ -1182,9 +1194,7 @@ def noncentred_log_ratio(h, Sigma_x, W, S, sigma_y2, ll, data, prior):
     Y = solve_triangular(K, jnp.concatenate([S_g, data.z_hat[..., None]], axis=-1), lower=True)
     zt = _ZTerms(Y[..., :d], Y[..., d], jnp.sum(jnp.log(jnp.diagonal(K, axis1=-2, axis2=-1)), -1))
     tot_g = _sum_totals(prior, _holder_totals(zt))
-    R = jnp.linalg.cholesky(tot_g.P)
-    w = solve_triangular(R, tot_g.h, lower=True)
-    ll_g = -0.5 * (tot_g.Q - w @ w) - 0.5 * tot_g.LD - 0.5 * _logdet_chol(R)
+    ll_g = _collapsed_loglik_lapack(tot_g)
     log_r, Sx_g, W_g = group_move_log_ratio(G, G_inv, logdet, S, Sigma_x, W, S_g, ll, ll_g, data)
     return log_r, (S_g, Sx_g, W_g, tot_g, ll_g)
 
@@ -1320,18 +1330,13 @@ def normalx_step(rng_key, state: NormalXState, data, tuning: Tuning, proposal_ra
         (S, Sigma_x, _, _, _), (p_nc, a_nc) = jax.lax.scan(
             nc, (S, Sigma_x, hm.pre.W, hm.tot, hm.ll), (xi, log_u[2 * J:]))
         p_nc, a_nc = jnp.mean(p_nc), jnp.mean(a_nc)
-    # 4. log sigma_y^2 | S by slice sampling, theta integrated out
-    sp = spectral_terms(S, data)
-    u0 = jnp.log(state.sigma_y2)
-    u1, tot, evals = slice_1d(u_slice, u0,
-                              lambda v: log_sigma_y2_marginal(v, sp, data, hm.prior),
-                              jnp.exp(tuning.log_step))
-    # 5. theta | S, sigma_y^2
-    theta = _theta_from_precision(tot.P, tot.h, eps_theta)
-    new = NormalXState(theta=theta, sigma_y2=jnp.exp(u1), Sigma_x=Sigma_x, S=S)
+    # 4. log sigma_y^2 | S by slice sampling, theta integrated out; 5. theta | S, sigma_y^2
+    theta, s2, jump, evals = slice_sigma_y2_then_theta(
+        u_slice, eps_theta, S, state.sigma_y2, data, hm.prior, tuning.log_step)
+    new = NormalXState(theta=theta, sigma_y2=s2, Sigma_x=Sigma_x, S=S)
     one = jnp.ones((), S.dtype)
     info = Info(hm.p_rw, hm.a_rw, one, one > 0, hm.p_pr, hm.a_pr,
-                jump_log_sigma_y2=jnp.abs(u1 - u0), evals_sigma_y2=evals,
+                jump_log_sigma_y2=jump, evals_sigma_y2=evals,
                 accept_prob_noncentred=p_nc, is_accepted_noncentred=a_nc)
     return new, info
 
