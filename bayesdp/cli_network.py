@@ -67,7 +67,9 @@ def _add_gossip(sub):
                         "domain sensitivities; 'paper': the paper's x = (d - mu_d)^2 use case with "
                         "its (unsound) sensitivities and classical sigma")
     p.add_argument("--networks", type=int, default=1, help="independent networks = holders J")
-    p.add_argument("--agents", type=int, default=1024, help="agents (rows) per network")
+    p.add_argument("--agents", type=int, default=None,
+                   help="agents (rows) per network (default: 16384 for the linear design, enough "
+                        "for a usable 1/d run at the default epsilon; paper design 1024)")
     p.add_argument("--graph-file", default=None,
                    help="edge list of a real graph (repaired as in the paper); overrides --agents")
     p.add_argument("--gamma", type=float, default=2.0, help="power-law exponent")
@@ -103,6 +105,27 @@ def _add_gossip(sub):
     return p
 
 
+def _ceil2(x):
+    """x rounded up to two significant digits (6612 -> 6700, 11.23 -> 12)."""
+    step = 10.0 ** (np.floor(np.log10(x)) - 1)
+    v = float(np.ceil(x / step - 1e-9) * step)
+    return f"{v:.0f}" if v >= 10 else f"{v:.2g}"
+
+
+def _check_count_run(g, A, out, args):
+    """Refuse, in one line naming what to change, a run whose 1/d denominator is too noisy."""
+    from .errors import BayesdpInputError
+
+    adv = g.count_run_advice(A, out)
+    if adv is None:
+        return
+    more = "" if args.graph_file else f" or --agents to {_ceil2(adv['n_agents'])}"
+    raise BayesdpInputError(
+        f"the 1/d run is too noisy to form ratios (its noise sd is {adv['rel_sd']:.0%} of its "
+        f"value, usable up to {adv['max_rel_sd']:.0%}): raise --epsilon to "
+        f"{_ceil2(adv['epsilon'])}{more} (or more)")
+
+
 def _cmd_gossip(args):
     from .adapters import gossip as g
     from .errors import BayesdpInputError
@@ -110,6 +133,8 @@ def _cmd_gossip(args):
     rng = np.random.default_rng(args.seed)
     if args.networks < 1:
         raise BayesdpInputError(f"--networks must be >= 1, got {args.networks}")
+    if args.agents is None:
+        args.agents = 1024 if args.design == "paper" else 16384
     tol = args.tol if args.tol and args.tol > 0 else None
     graph = None
     if args.graph_file:
@@ -121,11 +146,15 @@ def _cmd_gossip(args):
         if theta.shape != (2,):
             raise BayesdpInputError("--theta: the paper design has two coefficients")
         for j in range(args.networks):
+            # the same draws simulate_paper_gossip makes for its graph; kept here for the check
+            A = graph if graph is not None else g.synthetic_graph(
+                args.agents, args.gamma, args.d_max, seed=rng)
             out, tr = g.simulate_paper_gossip(
-                graph, n=args.agents, theta=theta, epsilon=args.epsilon,
+                A, n=args.agents, theta=theta, epsilon=args.epsilon,
                 delta=2.0**-7 if args.delta is None else args.delta,
                 it_go=args.it_go, tol=tol, gamma=args.gamma, d_max=args.d_max,
                 calibration=args.calibration or "classical", clip=args.clip, seed=rng)
+            _check_count_run(g, A, out, args)
             rels.append(g.gossip_release(out, holder_name=f"network{j}", mu_d2=args.mu_d2,
                                          feature_names=("intercept", "x")))
             truth["networks"].append({"S": tr.S, "z": tr.z, "n": int(tr.X.shape[0])})
@@ -154,6 +183,7 @@ def _cmd_gossip(args):
                 it_go=args.it_go, tol=tol, calibration=args.calibration or "exact",
                 intercept=args.intercept, kappa_run=not args.no_kappa_run, clip="none",
                 d_max=args.d_max, seed=rng)
+            _check_count_run(g, A, out, args)
             rels.append(g.gossip_release(out, holder_name=f"network{j}", mu_d2=args.mu_d2,
                                          feature_names=names))
             truth["networks"].append({"S": tr.S, "z": tr.z, "n": int(n)})

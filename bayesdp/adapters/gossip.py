@@ -357,6 +357,48 @@ def _sigma(eps, delta, sens, calibration):
     return privacy.gaussian_sigma(eps, delta, sens, calibration)
 
 
+#: Largest usable relative noise of the 1/d run, sd(D) / E[D] = sigma_0 sqrt(mu_{d^2} / n) (report
+#: section 4.2). The ratio N / D and its delta-method covariance need a precise denominator (the
+#: report checks them at 13%); at 50% (the command line's old default: 1024 agents, epsilon 4, two
+#: features) D is <= 0 in about one run in 40, and a small positive D blows the moments up.
+MAX_COUNT_REL_SD = 0.2
+
+
+def count_rel_sd(graph, sigma_count) -> float:
+    """Relative noise sd of the 1/d run's output at convergence, sd(D) / E[D] =
+    sigma_0 sqrt(mu_{d^2} / n), from the graph (which the protocol treats as public)."""
+    deg = np.asarray(sparse.csr_matrix(graph).sum(axis=1), dtype=float).ravel()
+    return float(sigma_count) * math.sqrt(float(np.mean(deg**2)) / deg.size)
+
+
+def count_run_advice(graph, output, max_rel_sd=MAX_COUNT_REL_SD):
+    """None when the 1/d run of ``output`` (simulated on ``graph``) is precise enough to form
+    ratios (:func:`count_rel_sd` <= ``max_rel_sd``); else a dict with ``rel_sd``, ``max_rel_sd``
+    and what would reach ``max_rel_sd`` with the other settings unchanged: the total ``epsilon``,
+    or the number of agents ``n_agents`` (same degree distribution; sd(D) / E[D] ~ 1 / sqrt(n))."""
+    if not isinstance(output, GossipOutput):
+        raise BayesdpInputError("output must be a GossipOutput (from simulate_gossip)")
+    rel = count_rel_sd(graph, output.sigmas["count"])
+    if rel <= max_rel_sd:
+        return None
+    st = output.settings
+    parts, dlt, cal = st["parts"], st["delta"], st["calibration"]
+
+    def unit(e):  # noise sd of the 1/d run at total epsilon e, per unit of sensitivity
+        return privacy.gaussian_sigma(e / parts, dlt / parts, 1.0, cal)
+
+    target = unit(st["epsilon"]) * max_rel_sd / rel
+    lo, hi = st["epsilon"], 2.0 * st["epsilon"]
+    while unit(hi) > target:
+        lo, hi = hi, 2.0 * hi
+    for _ in range(60):  # bisection: unit() decreases in e
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if unit(mid) > target else (lo, mid)
+    n = sparse.csr_matrix(graph).shape[0]
+    return {"rel_sd": rel, "max_rel_sd": float(max_rel_sd), "epsilon": hi,
+            "n_agents": int(math.ceil(n * (rel / max_rel_sd) ** 2))}
+
+
 # -- the protocol ----------------------------------------------------------------------------------
 
 
