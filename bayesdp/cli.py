@@ -60,6 +60,13 @@ def _add_privacy_args(p):
                         "sigma and is NOT (eps, delta)-DP (default: exact analytic Gaussian)")
 
 
+def add_progress_option(p):
+    """``--progress/--no-progress``: a progress bar on stderr; default: only on a terminal."""
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar on stderr with a count and the time left (default: "
+                        "only when stderr is a terminal)")
+
+
 def _cmd_demo(args):
     from .demo import run_demo
 
@@ -107,7 +114,7 @@ def _cmd_release(args):
                            header=None if args.no_header else "infer", seed=args.seed,
                            calibration=args.calibration, include_yty=args.include_yty,
                            chunksize=args.chunksize, split=args.split,
-                           holder_name=args.holder)
+                           holder_name=args.holder, progress=args.progress)
     _print_warnings(caught)
     rel.save(args.out)
     print(rel)
@@ -148,7 +155,8 @@ def _cmd_fit(args):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)  # ConvergenceWarning is a UserWarning
         idata = fit(rel, method=args.method, seed=args.seed, num_samples=args.num_samples,
-                    num_chains=args.num_chains, priors=_priors_from_args(args), **kwargs)
+                    num_chains=args.num_chains, priors=_priors_from_args(args),
+                    progress_bar=args.progress, **kwargs)
     _print_warnings(caught)
     print(rel)
     print(_priors_line(idata))
@@ -326,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunksize", type=int, default=100_000,
                    help="rows read at a time (memory grows with it; the result does not change)")
     p.add_argument("--out", required=True, help="release file to write (JSON)")
+    add_progress_option(p)
     p.set_defaults(func=_cmd_release)
 
     p = sub.add_parser("combine", help="put per-holder release files together",
@@ -366,6 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prior-scale-theta", type=float, default=None,
                    help="prior sd s of every coefficient: theta ~ N(0, s^2 I) (overrides --priors)")
     p.add_argument("--out", default=None, help="write the posterior here (netCDF)")
+    add_progress_option(p)
     p.set_defaults(func=_cmd_fit)
 
     for register in _REGISTRARS:

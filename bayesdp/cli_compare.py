@@ -19,7 +19,7 @@ def _cmd_compare(args):
         n=args.n, d=args.d, data_dir=args.data_dir, preprocessing=args.preprocessing,
         bounds=args.bounds, mmd={"auto": None, "yes": True, "no": False}[args.mmd],
         method_options=method_options, figures=not args.no_figures, verbose=args.verbose,
-        split=args.split,
+        split=args.split, progress=args.progress,
     )
     print(summary_markdown(df[df["metric"].isin(["estimation_mse", "prediction_mse"])],
                            title=f"data={args.data}, calibration={args.calibration}"))
@@ -55,7 +55,8 @@ def register(subparsers):
     p.add_argument("--seed", type=int, default=0,
                    help="master seed (data, noise and every sampler derive from it)")
     p.add_argument("--out-dir", default=None, help="folder for results (enables resume)")
-    p.add_argument("--n-jobs", type=int, default=None, help="worker processes (default: all cores)")
+    p.add_argument("--n-jobs", type=int, default=None,
+                   help="worker processes (default: all cores; 1 = in this process)")
     p.add_argument("--num-samples", type=int, default=1000, help="kept MCMC draws (paper: 5000)")
     p.add_argument("--num-warmup", type=int, default=1000, help="MCMC burn-in (paper: 5000)")
     p.add_argument("--n", type=int, default=100_000, help="simulated rows")
@@ -73,6 +74,10 @@ def register(subparsers):
     p.add_argument("--mmd", default="auto", choices=["auto", "yes", "no"],
                    help="compute the MMD metrics ('auto': when d <= 5)")
     p.add_argument("--no-figures", action="store_true", help="do not draw the figures")
-    p.add_argument("--verbose", action="store_true", help="print a line per finished cell")
+    p.add_argument("--verbose", action="store_true",
+                   help="print a line per finished cell: [k/total] eps J rep, methods, time")
+    from .cli import add_progress_option
+
+    add_progress_option(p)
     p.set_defaults(func=_cmd_compare)
     return p

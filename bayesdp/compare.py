@@ -40,12 +40,13 @@ import multiprocessing
 import os
 import time
 import warnings
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .errors import BayesdpInputError
+from .errors import BayesdpError, BayesdpInputError
 
 CALIBRATIONS = ("exact", "paper-code")
 #: methods computed by compare itself rather than through ``fit``
@@ -264,10 +265,11 @@ def _as_list(name, v, cast):
 
 
 def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), reps=5,
-            calibration="exact", seed=0, out_dir=None, n_jobs=None, num_samples=1000,
+            calibration="exact", seed=0, out_dir=None, n_jobs=1, num_samples=1000,
             num_warmup=1000, *, n=100_000, d=2, data_dir=None, preprocessing="paper",
             bounds="data", mmd=None, mmd_draws=500, mmd_bandwidth=0.1, method_options=None,
-            figures=True, verbose=False, split="contiguous") -> pd.DataFrame:
+            figures=True, verbose=False, split="contiguous", executor=None,
+            progress=None) -> pd.DataFrame:
     """Run every method over epsilons x nodes x reps; return the tidy results DataFrame.
 
     Parameters
@@ -281,7 +283,13 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     seed : master seed (data simulation, Lambda, and every cell's seeds derive from it).
     out_dir : folder for cell files, results.csv, summary.md, figures; None keeps all in memory
         (no resume). Created if missing, but its parent folder must exist.
-    n_jobs : worker processes (default: all cores); 1 runs in this process.
+    n_jobs : 1 (default) runs every cell in this process, one after the other; k > 1 starts k
+        worker processes (``spawn``), which re-import the calling script, so a script must then
+        call compare under ``if __name__ == "__main__":``; None: one process per core.
+    executor : a ``concurrent.futures.Executor`` (or any object with ``submit(fn, *args)``
+        returning futures; e.g. ``ThreadPoolExecutor(2)``, your own ``ProcessPoolExecutor``, a
+        dask ``Client.get_executor()``) that runs the cells instead; not shut down here. Not
+        together with ``n_jobs`` > 1. Results do not depend on how the cells are run.
     num_samples, num_warmup : kept draws and burn-in of the MCMC methods (one chain per cell).
     n, d : simulated data size. data_dir : folder of the named data sets (else $BAYESDP_DATA_DIR).
     preprocessing : "paper" or "sound" (real data). bounds : "data" (read off the data, as the
@@ -293,6 +301,9 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         statistically equivalent results.
     mmd : compute the MMD metrics (default: when d <= 5). mmd_draws, mmd_bandwidth : draws per
         posterior and kernel variance h. method_options : {method: {option: value}} for ``fit``.
+    verbose : print a line per finished cell, "[k/total] eps=.. J=.. rep=..: methods (seconds)".
+    progress : a progress bar over the cells on stderr (count, total, time left): None
+        (default) when stderr is a terminal, True / False to force it (``bayesdp.progress``).
     """
     from .inference import METHODS
 
@@ -315,6 +326,15 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         raise BayesdpInputError(f"reps must be a whole number >= 1, got {reps!r}")
     if bounds not in ("data", "public"):
         raise BayesdpInputError(f"bounds must be 'data' or 'public', got {bounds!r}")
+    if n_jobs is not None and (isinstance(n_jobs, bool) or int(n_jobs) != n_jobs or n_jobs < 1):
+        raise BayesdpInputError(f"n_jobs must be a whole number >= 1 or None, got {n_jobs!r}")
+    if executor is not None:
+        if not callable(getattr(executor, "submit", None)):
+            raise BayesdpInputError("executor must have a submit(fn, *args) method like a "
+                                    f"concurrent.futures.Executor, got {type(executor).__name__}")
+        if n_jobs is None or n_jobs > 1:
+            raise BayesdpInputError("give executor or n_jobs > 1, not both (the executor decides "
+                                    "how many cells run at once)")
     if out_dir is not None:  # checked before any work; only the leaf folder is ever created
         out_dir = Path(out_dir)
         if out_dir.exists() and not out_dir.is_dir():
@@ -381,24 +401,9 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
                 if todo:
                     tasks.append((e, J, r, todo))
     n_jobs = (os.cpu_count() or 1) if n_jobs is None else int(n_jobs)
-    results = []
-    if tasks:
-        if n_jobs <= 1 or len(tasks) == 1:
-            for e, J, r, todo in tasks:
-                results.append(run_cell(spec, e, J, r, todo, cells_dir, modules))
-                if verbose:
-                    print(f"done eps={e:g} J={J} rep={r}: {todo}", flush=True)
-        else:
-            ctx = multiprocessing.get_context("spawn")
-            with cf.ProcessPoolExecutor(max_workers=min(n_jobs, len(tasks)), mp_context=ctx,
-                                        initializer=_worker_init) as pool:
-                futs = {pool.submit(run_cell, spec, e, J, r, todo, cells_dir, modules): (e, J, r)
-                        for e, J, r, todo in tasks}
-                for f in cf.as_completed(futs):
-                    results.append(f.result())
-                    if verbose:
-                        e, J, r = futs[f]
-                        print(f"done eps={e:g} J={J} rep={r}", flush=True)
+    label = "simulated" if spec["kind"] == "simulated" else Path(str(data)).name
+    results = _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose,
+                         progress, f"compare {label} ({calibration})")
     if cells_dir is not None:
         parts = [pd.read_csv(cell_path(cells_dir, m, e, J, r))
                  for e in epsilons for J in nodes for r in range(int(reps)) for m in methods]
@@ -417,6 +422,60 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         if figures:
             plot_results(df, out_dir)
     return df
+
+
+def _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose, progress, desc):
+    """Run the cells: in this process, in ``n_jobs`` spawned workers, or on ``executor``;
+    with a progress bar (count and time left) and, if ``verbose``, a line per cell."""
+    from . import progress as pg
+
+    results = []
+    if not tasks:
+        return results
+    total = len(tasks)
+    # run_cell silences fit's warnings with warnings.catch_warnings, which is not thread-safe:
+    # cells running in threads could leave "ignore" in the process's filters. Setting it here, in
+    # the calling thread, for the whole run keeps it on while cells run and restores it after.
+    with warnings.catch_warnings(), pg.bar(total, desc, progress=progress, unit="cell") as bar:
+        warnings.simplefilter("ignore", UserWarning)
+        t0 = time.perf_counter()
+
+        def done(k, e, J, r, todo):
+            bar.update(1)
+            if verbose:
+                pg.write(f"[{k}/{total}] eps={e:g} J={J} rep={r}: {', '.join(todo)} "
+                         f"({time.perf_counter() - t0:.0f} s elapsed)", bar)
+
+        if executor is None and (n_jobs <= 1 or total == 1):
+            for k, (e, J, r, todo) in enumerate(tasks, 1):
+                results.append(run_cell(spec, e, J, r, todo, cells_dir, modules))
+                done(k, e, J, r, todo)
+            return results
+        pool = None
+        if executor is None:
+            ctx = multiprocessing.get_context("spawn")
+            pool = executor = cf.ProcessPoolExecutor(max_workers=min(n_jobs, total),
+                                                     mp_context=ctx, initializer=_worker_init)
+        try:
+            futs = {executor.submit(run_cell, spec, e, J, r, todo, cells_dir, modules):
+                    (e, J, r, todo) for e, J, r, todo in tasks}
+            # futures of other executors (not concurrent.futures ones) are awaited in order
+            order = (cf.as_completed(futs) if all(isinstance(f, cf.Future) for f in futs)
+                     else list(futs))
+            for k, f in enumerate(order, 1):
+                results.append(f.result())
+                done(k, *futs[f])
+        except BrokenProcessPool as exc:
+            if pool is None:
+                raise
+            raise BayesdpError(
+                "compare: a worker process died. Workers re-import the calling script: call "
+                "compare(n_jobs > 1) under 'if __name__ == \"__main__\":', or use n_jobs=1 or "
+                "executor=ThreadPoolExecutor(...)") from exc
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
+    return results
 
 
 # -- reporting ----------------------------------------------------------------------------------

@@ -1055,7 +1055,7 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
 
 def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_column=None,
                  header="infer", seed=None, calibration="exact", include_yty=False,
-                 chunksize=100_000, split="hash", holder_name=None) -> Release:
+                 chunksize=100_000, split="hash", holder_name=None, progress=None) -> Release:
     """Release from a CSV or Parquet file far larger than memory, in constant memory.
 
     The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
@@ -1070,6 +1070,8 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     row dropped). Pass ``header=None`` for such files (CLI ``--no-header``).
     ``bounds="data"`` costs one more pass, warns, and flags the release not private.
     ``holder_name`` names the single holder (``nodes=1``), as in :func:`release`.
+    ``progress``: a progress bar per pass over the file on stderr (share of the file read, time
+    left): None (default) when stderr is a terminal, True / False to force it.
     """
     path = Path(path)
     if not path.exists():
@@ -1094,10 +1096,12 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
         if J is None:
             raise BayesdpInputError(f"nodes must be a whole number >= 1, got {nodes!r} (per-row "
                                     "labels in a file go in a column: node_column)")
-    if (node_column is None and split == "contiguous") or data_bounds:
+    passes = 2 if (node_column is None and split == "contiguous") or data_bounds else 1
+    if passes == 2:
         # first pass: count rows and/or read the bounds off the data
         n_rows, bx, by = 0, 0.0, 0.0
-        for chunk, feats, ycol, _ in _iter_columns(path, header, chunksize, y_column, node_column):
+        for chunk, feats, ycol, _ in _iter_columns(path, header, chunksize, y_column, node_column,
+                                                   progress, f"{path.name} (pass 1/2)"):
             n_rows += len(chunk)
             if data_bounds:
                 Xc, yc = _check_rows(chunk[feats].to_numpy(), chunk[ycol].to_numpy())
@@ -1114,7 +1118,9 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     acc = None
     start = 0
     names = None
-    for chunk, feats, ycol, ncol in _iter_columns(path, header, chunksize, y_column, node_column):
+    desc = path.name + (" (pass 2/2)" if passes == 2 else "")
+    for chunk, feats, ycol, ncol in _iter_columns(path, header, chunksize, y_column, node_column,
+                                                  progress, desc):
         if names is None:
             names = [str(c) for c in feats]
             acc = _Accumulator(len(feats), bnds, None if J is None else list(range(J)))
@@ -1239,9 +1245,9 @@ def _numeric_column(col):
     return True
 
 
-def _iter_columns(path, header, chunksize, y_column, node_column):
+def _iter_columns(path, header, chunksize, y_column, node_column, progress=False, desc=None):
     """Chunks of a data file with the feature, response and node column names resolved."""
-    for chunk in _iter_chunks(path, header, chunksize):
+    for chunk in _iter_chunks(path, header, chunksize, progress, desc):
         cols = list(chunk.columns)
         ncol = None if node_column is None else _pick_column(cols, node_column, "node_column")
         if y_column is None:
@@ -1275,8 +1281,17 @@ def _pick_column(cols, key, what):
     return key
 
 
-def _iter_chunks(path, header, chunksize):
+#: file endings pandas reads as compressed (its ``compression="infer"``)
+_COMPRESSION = {".gz": "gzip", ".bz2": "bz2", ".zip": "zip", ".xz": "xz", ".zst": "zstd",
+                ".tar": "tar"}
+
+
+def _iter_chunks(path, header, chunksize, progress=False, desc=None):
+    """DataFrames of ``chunksize`` rows; with a progress bar over the rows (Parquet) or the bytes
+    of the file read so far (CSV, compressed or not)."""
     import pandas as pd
+
+    from .progress import bar
 
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
@@ -1285,14 +1300,23 @@ def _iter_chunks(path, header, chunksize):
         except ImportError:  # pragma: no cover - depends on the install
             raise BayesdpInputError("reading Parquet needs pyarrow (pip install pyarrow)") from None
         pf = pq.ParquetFile(path)
-        for batch in pf.iter_batches(batch_size=chunksize):
-            yield batch.to_pandas()
+        with bar(pf.metadata.num_rows, desc, progress=progress, unit="row",
+                 unit_scale=True) as pb:
+            for batch in pf.iter_batches(batch_size=chunksize):
+                pb.update(batch.num_rows)
+                yield batch.to_pandas()
         return
     hdr = 0 if header == "infer" else None
+    comp = _COMPRESSION.get(suffix)
+    if suffix in (".gz", ".bz2", ".xz") and path.name.lower().endswith(".tar" + suffix):
+        comp = "tar"
     try:
-        reader = pd.read_csv(path, header=hdr, chunksize=chunksize)
-        for chunk in reader:
-            yield chunk
+        with open(path, "rb") as fh, bar(path.stat().st_size, desc, progress=progress, unit="B",
+                                          unit_scale=True, unit_divisor=1024) as pb:
+            reader = pd.read_csv(fh, header=hdr, chunksize=chunksize, compression=comp)
+            for chunk in reader:
+                pb.update(fh.tell() - pb.n)  # what the parser has read of the file so far
+                yield chunk
     except pd.errors.ParserError as exc:
         raise BayesdpInputError(f"{path}: malformed CSV ({exc})") from None
     except pd.errors.EmptyDataError:

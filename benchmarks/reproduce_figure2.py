@@ -27,6 +27,9 @@ def main():
                          "depend strongly on the random Sigma_x it draws, so several seeds show "
                          "how much. Output folders of seeds other than 1 end in -seed<s>")
     ap.add_argument("--out-dir", default="runs/figure2")
+    ap.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="progress bar per comparison on stderr with the count of cells and the "
+                         "time left (default: only when stderr is a terminal)")
     args = ap.parse_args()
     try:
         importlib.import_module("bayesdp.inference.mcmc")
@@ -44,7 +47,8 @@ def main():
             compare("simulated", methods=methods, epsilons=args.epsilons, nodes=args.nodes,
                     reps=args.reps, calibration=cal, seed=args.seed, n=args.n, d=d,
                     n_jobs=args.n_jobs, num_samples=args.num_samples, num_warmup=args.num_warmup,
-                    out_dir=f"{args.out_dir}/d{d}-{cal}{suffix}", verbose=True)
+                    out_dir=f"{args.out_dir}/d{d}-{cal}{suffix}", verbose=True,
+                    progress=args.progress)
 
 
 if __name__ == "__main__":

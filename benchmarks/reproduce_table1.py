@@ -37,6 +37,9 @@ def main():
     ap.add_argument("--datasets", nargs="+", default=["powerplant", "bikesharing", "airquality"])
     ap.add_argument("--calibrations", nargs="+", default=["paper-code", "exact"])
     ap.add_argument("--methods", nargs="+", default=None)
+    ap.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="progress bar per comparison on stderr with the count of cells and the "
+                         "time left (default: only when stderr is a terminal)")
     args = ap.parse_args()
     try:  # MCMC-normalX / fixedS, when the sampling module is present
         importlib.import_module("bayesdp.inference.mcmc")
@@ -59,7 +62,8 @@ def main():
         for cal in args.calibrations:
             df = compare(ds, methods=methods, epsilons=[1.0], nodes=[1, 5, 10], reps=args.reps,
                          calibration=cal, seed=1, out_dir=out / f"{ds}-{cal}", n_jobs=args.n_jobs,
-                         num_samples=args.num_samples, num_warmup=args.num_warmup, verbose=True)
+                         num_samples=args.num_samples, num_warmup=args.num_warmup, verbose=True,
+                         progress=args.progress)
             s = summarize(df[df["metric"] == "prediction_mse"])
             for J in (1, 5, 10):
                 cells = []

@@ -156,3 +156,101 @@ def test_summary_intervals_of_positive_metrics_stay_positive():
     assert "bootstrap" in text
     lowers = [float(x) for x in re.findall(r"\[(-?[0-9.e+-]+), ", text)]
     assert len(lowers) == 4 and min(lowers) > 0
+
+
+# -- how the cells run: in process by default, on a given executor; progress ------------------------
+
+TINY = dict(methods=["fast", "adassp", "nonprivate"], epsilons=[1.0], nodes=[1, 2], reps=2,
+            n=2000, d=2, seed=4, mmd=False)
+
+
+def test_plain_script_without_main_guard(tmp_path):
+    """A script with no `if __name__ == "__main__":` guard, fed on stdin (`python - <<EOF`), runs
+    compare with the defaults. (The old default started spawn workers, which re-ran the script:
+    BrokenProcessPool.) Its stderr is a pipe, so no progress bar is drawn."""
+    import subprocess
+    import sys
+
+    script = ("from bayesdp.compare import compare\n"
+              "df = compare('simulated', methods=['fast', 'adassp'], epsilons=[1.0], "
+              "nodes=[1, 2], reps=1, n=2000, d=2, mmd=False)\n"
+              "print('ROWS', len(df))\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(__file__).parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
+    p = subprocess.run([sys.executable, "-"], input=script, env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "ROWS 12" in p.stdout
+    assert "cell" not in p.stderr and "%|" not in p.stderr
+
+
+class CountingExecutor:
+    """Runs on a thread pool and counts the submitted calls."""
+
+    def __init__(self, workers=2):
+        import concurrent.futures as cf
+
+        self.inner = cf.ThreadPoolExecutor(workers)
+        self.calls = 0
+
+    def submit(self, fn, *args, **kwargs):
+        self.calls += 1
+        return self.inner.submit(fn, *args, **kwargs)
+
+
+class InlineExecutor:
+    """Not a concurrent.futures executor: runs at once; its futures only have result()."""
+
+    class Done:
+        def __init__(self, value):
+            self.value = value
+
+        def result(self):
+            return self.value
+
+    def __init__(self):
+        self.calls = 0
+
+    def submit(self, fn, *args):
+        self.calls += 1
+        return self.Done(fn(*args))
+
+
+def _no_seconds(df):
+    return df[df.metric != "seconds"].reset_index(drop=True)
+
+
+def test_executor_is_used_and_matches_serial():
+    import warnings
+
+    serial = compare("simulated", **TINY)
+    filters = list(warnings.filters)
+    ex = CountingExecutor(2)
+    try:
+        threaded = compare("simulated", executor=ex, **TINY)
+    finally:
+        ex.inner.shutdown()
+    assert ex.calls == 4  # one call per (epsilon, J, rep) cell
+    assert warnings.filters == filters  # the cells' warning filters did not leak out
+    pd.testing.assert_frame_equal(_no_seconds(threaded), _no_seconds(serial))
+    inline = InlineExecutor()
+    other = compare("simulated", executor=inline, **TINY)
+    assert inline.calls == 4
+    pd.testing.assert_frame_equal(_no_seconds(other), _no_seconds(serial))
+    with pytest.raises(BayesdpInputError, match="not both"):
+        compare("simulated", executor=inline, n_jobs=2, **TINY)
+    with pytest.raises(BayesdpInputError, match="submit"):
+        compare("simulated", executor=object(), **TINY)
+    with pytest.raises(BayesdpInputError, match="n_jobs"):
+        compare("simulated", n_jobs=0, **TINY)
+
+
+def test_progress_bar_forced_on_and_quiet_by_default(capsys):
+    compare("simulated", **TINY)  # stderr is captured, not a terminal: nothing drawn
+    out, err = capsys.readouterr()
+    assert err == "" and out == ""
+    compare("simulated", progress=True, verbose=True, **TINY)
+    out, err = capsys.readouterr()
+    assert "4/4" in err and "compare simulated" in err  # count and total on stderr
+    assert "[1/4] eps=1 J=1 rep=0: fast, adassp, nonprivate" in out
+    assert "[4/4]" in out

@@ -66,6 +66,10 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
         attrs["priors"] records which was used; prior_a, prior_b, ... the values.
     num_samples, num_chains, num_warmup : int
         Draws kept per chain, chains, and warm-up iterations (MCMC methods).
+    progress_bar : bool or None
+        numpyro's progress bar of the MCMC methods on stderr: None (default) only when stderr is
+        a terminal (:func:`bayesdp.progress.show`), True / False to force it. MCMC-B&S runs as
+        one compiled loop and draws none.
     **options
         Method options, e.g. ``sigma_y_rule="paper-code"`` for "fast".
 

@@ -10,7 +10,7 @@ and handle a batch of keys in ``init``. Step sizes adapt during warm-up only.
 from __future__ import annotations
 
 import math
-import sys
+import threading
 from collections import OrderedDict
 from typing import NamedTuple
 
@@ -151,6 +151,7 @@ def dp_kernel_class():
 
 
 _MCMC_CACHE = OrderedDict()
+_MCMC_CACHE_LOCK = threading.Lock()
 MCMC_CACHE_SIZE = 4
 
 
@@ -167,15 +168,21 @@ def _cached_mcmc(key, make):
     ``MCMC_CACHE_SIZE`` are dropped (each holds its last run's draws until reused), together
     with JAX's compiled code (:func:`bayesdp._jax.release_compiled_code`; without it every new
     shape kept about 19 MiB and 24 memory maps for good)."""
-    mcmc = _MCMC_CACHE.pop(key, None)
+    # an MCMC object holds the state of the run in progress: each thread gets its own (fits run
+    # concurrently in threads, e.g. compare(executor=ThreadPoolExecutor(2)))
+    key = (threading.get_ident(), key)
+    with _MCMC_CACHE_LOCK:
+        mcmc = _MCMC_CACHE.pop(key, None)
     if mcmc is None:
         mcmc = make()
-    _MCMC_CACHE[key] = mcmc
-    if len(_MCMC_CACHE) > MCMC_CACHE_SIZE:
-        from .._jax import release_compiled_code
-
+    with _MCMC_CACHE_LOCK:
+        _MCMC_CACHE[key] = mcmc
+        evict = len(_MCMC_CACHE) > MCMC_CACHE_SIZE
         while len(_MCMC_CACHE) > MCMC_CACHE_SIZE:
             _MCMC_CACHE.popitem(last=False)
+    if evict:
+        from .._jax import release_compiled_code
+
         release_compiled_code()
     return mcmc
 
@@ -321,9 +328,11 @@ def _check_target(name, v):
 
 
 def _progress(progress_bar):
-    if progress_bar is None:
-        return bool(getattr(sys.stderr, "isatty", lambda: False)())
-    return bool(progress_bar)
+    """numpyro's progress bar: ``progress_bar`` True/False, or None = when stderr is a terminal
+    (the rule of every bayesdp progress bar, :func:`bayesdp.progress.show`)."""
+    from ..progress import show
+
+    return show(progress_bar)
 
 
 def _chain_method(chain_method, default):
