@@ -158,7 +158,7 @@ def test_summary_intervals_of_positive_metrics_stay_positive():
     assert len(lowers) == 4 and min(lowers) > 0
 
 
-# -- how the cells run: in process by default, on a given executor; progress ------------------------
+# -- how the cells run: in process by default, on a given executor; progress -------------------
 
 TINY = dict(methods=["fast", "adassp", "nonprivate"], epsilons=[1.0], nodes=[1, 2], reps=2,
             n=2000, d=2, seed=4, mmd=False)
