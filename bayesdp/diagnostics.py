@@ -295,6 +295,29 @@ def convergence_summary(idata, var_names=None, *, rhat_max=RHAT_MAX, ess_min=ESS
     return out
 
 
+def convergence_lines(idata, var_names, *, rhat_max=RHAT_MAX, ess_min=ESS_MIN) -> list:
+    """One line per variable summarising its entries' convergence, e.g.
+    ``"S: 24 unique entries, max r_hat 1.003, min ess_bulk 812"`` (symmetric matrices: the upper
+    triangle incl. the diagonal), with the number of flagged entries and the worst one when any
+    has r_hat > rhat_max or bulk ESS < ess_min. For printing large variables (S, Sigma_x)
+    without a row per entry."""
+    conv = convergence_summary(idata, var_names, rhat_max=rhat_max, ess_min=ess_min)
+    lines = []
+    for v, s in conv["variables"].items():
+        size = int(np.prod(idata.posterior[v].shape[2:]))
+        n = s["n_entries"]
+        what = "unique entries" if n < size else ("entry" if n == 1 else "entries")
+        if s["constant"]:
+            lines.append(f"{v}: {n} {what}, constant (not sampled)")
+            continue
+        line = (f"{v}: {n} {what}, max r_hat {_fmt_rhat(s['max_r_hat'])}, "
+                f"min ess_bulk {s['min_ess_bulk']:.0f}")
+        if s["n_bad"]:
+            line += f" ({s['n_bad']} flagged; worst {s['worst']})"
+        lines.append(line)
+    return lines
+
+
 def _worst_index(r, eb, rhat_max):
     """The entry to name: the largest r_hat if any exceeds rhat_max, else the smallest ESS."""
     if np.any(r > rhat_max):
