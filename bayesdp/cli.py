@@ -5,6 +5,7 @@
     bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds 10 5 --nodes 5 --out release.json
     bayesdp combine a.json b.json --out all.json
     bayesdp fit release.json --method fast --out posterior.nc
+    bayesdp predict posterior.nc new_rows.csv --out predictions.csv
 """
 
 from __future__ import annotations
@@ -395,9 +396,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _registrars():
-    from . import cli_compare, cli_network, cli_sampling
+    from . import cli_compare, cli_network, cli_predict, cli_sampling
 
-    return [cli_sampling.register, cli_compare.register, cli_network.register]
+    return [cli_sampling.register, cli_predict.register, cli_compare.register,
+            cli_network.register]
 
 
 _REGISTRARS = _registrars()

@@ -136,7 +136,7 @@ def test_bad_input_exits_2_with_a_named_error(tmp_path, capsys, argv, words):
 
 
 def test_help_for_every_command(capsys):
-    for cmd in ("demo", "simulate", "release", "combine", "fit"):
+    for cmd in ("demo", "simulate", "release", "combine", "fit", "predict"):
         with pytest.raises(SystemExit) as e:
             main([cmd, "--help"])
         assert e.value.code == 0
@@ -163,7 +163,7 @@ def test_every_option_of_every_command_has_help_and_shows_its_default(capsys):
 
     commands = list(_commands(build_parser()))
     assert {c[0] for c, _ in commands} >= {"demo", "simulate", "release", "combine", "fit",
-                                           "diagnose", "compare", "simulate-network"}
+                                           "diagnose", "compare", "simulate-network", "predict"}
     for path, sub in commands:
         with pytest.raises(SystemExit) as e:
             main([*path, "--help"])
@@ -273,7 +273,7 @@ def test_release_split_option(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("cmd", ["release", "fit", "combine", "simulate", "diagnose", "compare",
-                                 "simulate-truth"])
+                                 "simulate-truth", "predict"])
 def test_output_paths_checked_before_any_work(tmp_path, capsys, monkeypatch, cmd):
     """A missing output folder is reported at once (one line, exit 2), before any work; nothing is
     written and no folder is created."""
@@ -307,6 +307,7 @@ def test_output_paths_checked_before_any_work(tmp_path, capsys, monkeypatch, cmd
                            "--truth", str(missing / "t.json")],
         "diagnose": ["diagnose", str(rel), "--out-dir", str(missing / "plots")],
         "compare": ["compare", "simulated", "--out-dir", str(missing / "run")],
+        "predict": ["predict", str(rel), str(data), "--out", str(missing / "p.csv")],
     }[cmd]
     assert main(argv) == 2
     err = capsys.readouterr().err
