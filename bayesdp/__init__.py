@@ -3,6 +3,8 @@
 Follows Alparslan, Yildirim & Birbil (ICML 2023). The flow of data:
 
     rows --release()--> Release (file) --fit()--> ArviZ InferenceData --diagnose()/compare()
+                                                                       --predict()
+    BayesDPRegressor().fit(X, y).predict(X_new): the same, scikit-learn style
 """
 
 __version__ = "0.1.0"
@@ -27,11 +29,14 @@ from .simulate import SimulatedData, simulate
 from .models.priors import Priors
 from .inference import METHODS, adassp, closed_form_moments, fit, fit_nonprivate
 from .diagnostics import diagnose
+from .predict import predict, prediction_summary
+from .estimator import BayesDPRegressor
 from .datasets import Dataset, load_dataset
 from .compare import compare  # the function; the module stays importable as bayesdp.compare
 from . import metrics
 
 __all__ = [
+    "BayesDPRegressor",
     "BayesdpError",
     "BayesdpInputError",
     "CombineError",
@@ -57,6 +62,8 @@ __all__ = [
     "load_release",
     "metrics",
     "paper_code_gaussian_sigma",
+    "predict",
+    "prediction_summary",
     "release",
     "release_file",
     "simulate",

@@ -5,6 +5,7 @@
     bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds 10 5 --nodes 5 --out release.json
     bayesdp combine a.json b.json --out all.json
     bayesdp fit release.json --method fast --out posterior.nc
+    bayesdp predict posterior.nc new_rows.csv --out predictions.csv
 """
 
 from __future__ import annotations
@@ -160,14 +161,30 @@ def _cmd_fit(args):
     _print_warnings(caught)
     print(rel)
     print(_priors_line(idata))
-    print(f"\nposterior of theta ({args.method}):")
+    exact = " (exact closed-form Gaussian)" if report.gaussian_moments(idata) is not None else ""
+    print(f"\nposterior of theta ({args.method}){exact}:")
     print(report.format_table(report.theta_table(idata)))
-    if "sample_stats" in idata.groups() or args.method not in ("fast",):
-        print("\nArviZ summary:")
-        print(diagnostics.summary(idata).to_string())
+    if not METHODS[args.method].iid:
+        _print_mcmc_summary(idata, full=args.full)
     if args.out:
         diagnostics.save(idata, args.out)
         print(f"\nwrote {args.out}")
+
+
+def _print_mcmc_summary(idata, *, full=False):
+    """ArviZ summary of theta and sigma_y2 entry by entry, and one convergence line for each
+    other variable (S, Sigma_x: one row per entry would be J d^2 rows); ``full``: every entry."""
+    from . import diagnostics
+
+    names = list(idata.posterior.data_vars)
+    shown = names if full else [v for v in names if v in diagnostics.TABLE_VARS]
+    print("\nArviZ summary" + (" (every entry):" if full else ":"))
+    print(diagnostics.summary(idata, var_names=shown).to_string())
+    rest = [v for v in names if v not in shown]
+    if rest:
+        for line in diagnostics.convergence_lines(idata, rest):
+            print(line)
+        print("(--full prints every entry of " + ", ".join(rest) + ")")
 
 
 # output options of every command, checked before any work is done (a fit or a comparison must
@@ -374,6 +391,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scale b of sigma_y^2 ~ InvGamma(a, b) (overrides --priors)")
     p.add_argument("--prior-scale-theta", type=float, default=None,
                    help="prior sd s of every coefficient: theta ~ N(0, s^2 I) (overrides --priors)")
+    p.add_argument("--full", "--all-parameters", action="store_true",
+                   help="MCMC methods: print the ArviZ summary of every entry of every sampled "
+                        "variable (S, Sigma_x too); by default theta and sigma_y2 entry by entry "
+                        "and one convergence line per other variable")
     p.add_argument("--out", default=None, help="write the posterior here (netCDF)")
     add_progress_option(p)
     p.set_defaults(func=_cmd_fit)
@@ -385,9 +406,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _registrars():
-    from . import cli_compare, cli_network, cli_sampling
+    from . import cli_compare, cli_network, cli_predict, cli_sampling
 
-    return [cli_sampling.register, cli_compare.register, cli_network.register]
+    return [cli_sampling.register, cli_predict.register, cli_compare.register,
+            cli_network.register]
 
 
 _REGISTRARS = _registrars()

@@ -6,27 +6,55 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from . import diagnostics
 
 
 def theta_table(idata, *, truth=None, estimates=None, prob=0.9) -> pd.DataFrame:
     """One row per feature: posterior mean, sd, equal-tailed ``prob`` interval, and optional
-    columns for the true theta and for point estimates of other methods (e.g. adaSSP)."""
-    draws = diagnostics.posterior_array(idata, "theta")
+    columns for the true theta and for point estimates of other methods (e.g. adaSSP).
+
+    For a Gaussian closed-form posterior (method "fast") the exact mean, sd and quantiles of the
+    closed form are shown (:func:`gaussian_moments`), not moments of its draws; otherwise
+    moments and quantiles of the draws."""
     names = [str(v) for v in idata.posterior["theta"].coords["feature"].values]
-    lo, hi = np.quantile(draws, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+    exact = gaussian_moments(idata)
+    if exact is not None:
+        mean, cov = exact
+        sd = np.sqrt(np.diag(cov))
+        lo, hi = (mean + stats.norm.ppf(q) * sd for q in ((1 - prob) / 2, (1 + prob) / 2))
+    else:
+        draws = diagnostics.posterior_array(idata, "theta")
+        lo, hi = np.quantile(draws, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+        mean, sd = draws.mean(axis=0), draws.std(axis=0, ddof=1)
     pct = f"{100 * prob:g}%"
     table = pd.DataFrame(index=pd.Index(names, name="feature"))
     if truth is not None:
         table["true"] = np.asarray(truth, dtype=float)
-    table["mean"] = draws.mean(axis=0)
-    table["sd"] = draws.std(axis=0, ddof=1)
+    table["mean"] = mean
+    table["sd"] = sd
     table[f"{pct} lower"] = lo
     table[f"{pct} upper"] = hi
     for name, est in (estimates or {}).items():
         table[name] = np.asarray(est, dtype=float)
     return table
+
+
+GAUSSIAN_CLOSED_FORM = ("fast",)
+"""Methods whose posterior of theta is exactly Gaussian with the moments stored in the attrs
+(``closed_form_mean``, ``closed_form_cov``). The non-private reference also stores its moments,
+but its theta is Student-t (normal-inverse-gamma), so its quantiles are not Gaussian."""
+
+
+def gaussian_moments(idata):
+    """(mean, cov) of theta when the fit is a Gaussian closed form (method "fast"), else None."""
+    from .inference import closed_form_moments
+
+    a = diagnostics.attrs(idata)
+    if a.get("method") not in GAUSSIAN_CLOSED_FORM or "closed_form_mean" not in a:
+        return None
+    return closed_form_moments(idata)
 
 
 def format_table(table: pd.DataFrame) -> str:

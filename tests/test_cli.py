@@ -136,7 +136,7 @@ def test_bad_input_exits_2_with_a_named_error(tmp_path, capsys, argv, words):
 
 
 def test_help_for_every_command(capsys):
-    for cmd in ("demo", "simulate", "release", "combine", "fit"):
+    for cmd in ("demo", "simulate", "release", "combine", "fit", "predict"):
         with pytest.raises(SystemExit) as e:
             main([cmd, "--help"])
         assert e.value.code == 0
@@ -163,7 +163,7 @@ def test_every_option_of_every_command_has_help_and_shows_its_default(capsys):
 
     commands = list(_commands(build_parser()))
     assert {c[0] for c, _ in commands} >= {"demo", "simulate", "release", "combine", "fit",
-                                           "diagnose", "compare", "simulate-network"}
+                                           "diagnose", "compare", "simulate-network", "predict"}
     for path, sub in commands:
         with pytest.raises(SystemExit) as e:
             main([*path, "--help"])
@@ -273,7 +273,7 @@ def test_release_split_option(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("cmd", ["release", "fit", "combine", "simulate", "diagnose", "compare",
-                                 "simulate-truth"])
+                                 "simulate-truth", "predict"])
 def test_output_paths_checked_before_any_work(tmp_path, capsys, monkeypatch, cmd):
     """A missing output folder is reported at once (one line, exit 2), before any work; nothing is
     written and no folder is created."""
@@ -307,6 +307,7 @@ def test_output_paths_checked_before_any_work(tmp_path, capsys, monkeypatch, cmd
                            "--truth", str(missing / "t.json")],
         "diagnose": ["diagnose", str(rel), "--out-dir", str(missing / "plots")],
         "compare": ["compare", "simulated", "--out-dir", str(missing / "run")],
+        "predict": ["predict", str(rel), str(data), "--out", str(missing / "p.csv")],
     }[cmd]
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -462,3 +463,56 @@ def test_cli_subprocess_no_traceback(tmp_path, csv_data):
         assert p.returncode != 0, argv
         _assert_one_line_error(p.stderr)
     assert not (tmp_path / "o.json").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# issue 12 item 5: what `bayesdp fit` prints
+
+
+def test_fit_normalx_prints_theta_and_sigma_y2_and_one_line_per_matrix(tmp_path, capsys,
+                                                                       monkeypatch):
+    import bayesdp.inference
+
+    real_fit, fits = bayesdp.inference.fit, []
+
+    def fit_once(*a, **k):  # the second command prints the same posterior: sample it once
+        if not fits:
+            fits.append(real_fit(*a, **k))
+        return fits[0]
+
+    monkeypatch.setattr(bayesdp.inference, "fit", fit_once)
+    sim = bayesdp.simulate(600, 2, seed=2)
+    rel = bayesdp.release(sim.X, sim.y, epsilon=5, delta=1e-5, bounds=sim.bounds, nodes=3,
+                          seed=1).save(tmp_path / "r.json")
+    argv = ["fit", str(rel), "--method", "normalx", "--seed", "0", "--num-samples", "30",
+            "--num-warmup", "30", "--num-chains", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert not re.search(r"^(S|Sigma_x)\[", out, re.M)  # no table row of any entry of S
+    assert re.search(r"^theta\[x1\]", out, re.M) and re.search(r"^sigma_y2 ", out, re.M)
+    # S: J d(d+1)/2 = 3 * 3 unique entries; Sigma_x: 3
+    assert re.search(r"^S: 9 unique entries, max r_hat \d+\.\d{3}, min ess_bulk \d+", out, re.M)
+    assert re.search(r"^Sigma_x: 3 unique entries, max r_hat", out, re.M)
+    assert "--full" in out
+    assert main(argv + ["--full"]) == 0
+    out = capsys.readouterr().out
+    rows = re.findall(r"^S\[\d, x\d, x\d\]", out, re.M)
+    assert len(rows) == 3 * 2 * 2 and "Sigma_x[x0, x1]" in out and "unique entries" not in out
+    from bayesdp.cli import build_parser
+
+    assert build_parser().parse_args(argv + ["--all-parameters"]).full
+
+
+def test_fit_fast_table_is_the_closed_form(tmp_path, capsys):
+    sim = bayesdp.simulate(2000, 3, seed=2)
+    rel = bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-5, bounds=sim.bounds, nodes=2,
+                          seed=1)
+    path = rel.save(tmp_path / "r.json")
+    assert main(["fit", str(path), "--method", "fast", "--seed", "0", "--num-samples", "2",
+                 "--num-chains", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "exact closed-form" in out and "ArviZ summary" not in out
+    post = bayesdp.inference.closed_form.fast_posterior(rel, bayesdp.Priors().resolve(rel))
+    for name, m, sd in zip(rel.feature_names, post["mean"], np.sqrt(np.diag(post["cov"]))):
+        row = re.search(rf"^{name}\s+(\S+)\s+(\S+)", out, re.M)
+        assert abs(float(row.group(1)) - m) <= 5e-5 and abs(float(row.group(2)) - sd) <= 5e-5

@@ -58,3 +58,30 @@ def test_plot_theta_writes_a_png(posterior, tmp_path):
     path = report.plot_theta(idata, tmp_path / "theta.png", truth=theta,
                              estimates={"adaSSP": theta})
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fast_table_shows_the_exact_closed_form_not_moments_of_draws():
+    """Issue 12 item 5: with 3 draws per chain the draws' moments are far from the closed form;
+    the table's mean, sd and Gaussian quantiles are the closed form's to 1e-10."""
+    from scipy import stats
+
+    sim = bayesdp.simulate(3000, 3, seed=5)
+    rel = bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-5, bounds=sim.bounds, nodes=2,
+                          seed=3)
+    idata = bayesdp.fit(rel, method="fast", seed=0, num_samples=3, num_chains=1)
+    post = bayesdp.inference.closed_form.fast_posterior(rel, bayesdp.Priors().resolve(rel))
+    sd = np.sqrt(np.diag(post["cov"]))
+    table = report.theta_table(idata, prob=0.8)
+    np.testing.assert_allclose(table["mean"], post["mean"], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(table["sd"], sd, rtol=1e-10)
+    np.testing.assert_allclose(table["80% lower"], post["mean"] + stats.norm.ppf(0.1) * sd,
+                               rtol=1e-10)
+    np.testing.assert_allclose(table["80% upper"], post["mean"] + stats.norm.ppf(0.9) * sd,
+                               rtol=1e-10)
+    draws = idata.posterior["theta"].values.reshape(-1, 3)
+    assert not np.allclose(draws.std(axis=0, ddof=1), sd, rtol=1e-3)  # the draws' sd differs
+    # an MCMC-like posterior (no closed form) keeps the moments of its draws
+    nonpriv = bayesdp.fit_nonprivate(sim.X, sim.y, bounds=sim.bounds, seed=1, num_samples=5,
+                                     num_chains=1)
+    d = nonpriv.posterior["theta"].values.reshape(-1, 3)
+    np.testing.assert_allclose(report.theta_table(nonpriv)["sd"], d.std(axis=0, ddof=1))

@@ -1,0 +1,352 @@
+"""Prediction (issue 12 item 7): bayesdp.predict, prediction_summary, BayesDPRegressor and
+``bayesdp predict``, checked against the moments of the posterior draws and closed forms."""
+
+import re
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import bayesdp
+from bayesdp.cli import main
+from bayesdp.errors import BayesdpInputError
+
+N_CHAINS, N_DRAWS = 4, 5000  # 20000 posterior draws: MC tolerances below are stated per test
+N = N_CHAINS * N_DRAWS
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return bayesdp.simulate(9000, 3, seed=11)
+
+
+@pytest.fixture(scope="module")
+def nonprivate(sim):
+    """A posterior with draws of theta and sigma_y2 (the non-private conjugate one: cheap, and
+    exercises the same code path as the MCMC methods)."""
+    return bayesdp.fit_nonprivate(sim.X[:2000], sim.y[:2000], bounds=sim.bounds, seed=3,
+                                  num_samples=N_DRAWS, num_chains=N_CHAINS)
+
+
+@pytest.fixture(scope="module")
+def fast(sim):
+    rel = bayesdp.release(pd.DataFrame(sim.X[:5000], columns=["age", "bmi", "dose"]),
+                          sim.y[:5000], epsilon=1, delta=1e-5, bounds=sim.bounds, nodes=2, seed=4)
+    return rel, bayesdp.fit(rel, method="fast", seed=5, num_samples=N_DRAWS, num_chains=N_CHAINS)
+
+
+def _new_rows(sim):
+    """Rows near the data and far from it (x 40), where the uncertainty of theta matters as much
+    as the noise sigma_y^2."""
+    return np.vstack([sim.X[-3:], 40 * sim.X[-6:-3]])
+
+
+def _draws(idata, name):
+    x = np.asarray(idata[name].transpose("chain", "draw", ...).values, dtype=float)
+    return x.reshape(-1, *x.shape[2:])
+
+
+def test_predictive_mean_and_variance_match_the_posterior_draws(sim, nonprivate):
+    X = _new_rows(sim)
+    pred = bayesdp.predict(nonprivate, X, seed=0)
+    y = _draws(pred.predictions, "y")
+    theta = _draws(nonprivate.posterior, "theta")
+    s2 = _draws(nonprivate.posterior, "sigma_y2")
+    mu = theta @ X.T
+    assert y.shape == (N, 6)
+    # mean: given the draws, mean(y) - X mean(theta) = mean_k sqrt(s2_k) e_k exactly, whose sd
+    # is sqrt(mean(s2) / N); allow 4.5 sd per row
+    np.testing.assert_array_less(np.abs(y.mean(0) - X @ theta.mean(0)),
+                                 4.5 * np.sqrt(s2.mean() / N))
+    # variance: var(y) ~ X Cov(theta) X^T + E[sigma_y2]; the sample variance's MC sd is about
+    # sqrt((2 E[s2^2] + 4 var(x theta) E[s2]) / N); allow 5 of those
+    want = mu.var(0) + s2.mean()
+    mc_sd = np.sqrt((2 * np.mean(s2 ** 2) + 4 * mu.var(0) * s2.mean()) / N)
+    np.testing.assert_array_less(np.abs(y.var(0) - want), 5 * mc_sd)
+    assert np.all(np.abs(y.var(0) - mu.var(0)) > 10 * mc_sd)  # the noise term is really there
+    assert np.all(mu.var(0)[3:] > 0.3 * s2.mean())  # far rows: theta's uncertainty matters
+    # the summary: Rao-Blackwellised mean and sd, HDI of the draws
+    table = bayesdp.prediction_summary(pred)
+    np.testing.assert_allclose(table["mean"], X @ theta.mean(0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(table["sd"], np.sqrt(mu.var(0, ddof=1) + s2.mean()), rtol=1e-12)
+    assert list(table.columns) == ["mean", "sd", "lower", "upper"]
+    assert table.attrs["hdi_prob"] == 0.9
+    # nearly Gaussian predictive: the 90% HDI is mean -/+ 1.645 sd up to MC error (4%)
+    z = stats.norm.ppf(0.95)
+    np.testing.assert_allclose(table["upper"] - table["lower"], 2 * z * table["sd"], rtol=0.04)
+    np.testing.assert_allclose((table["upper"] + table["lower"]) / 2, table["mean"],
+                               atol=0.04 * z * table["sd"].max())
+    narrow = bayesdp.prediction_summary(pred, hdi_prob=0.5)
+    assert np.all(narrow["upper"] - narrow["lower"] < table["upper"] - table["lower"])
+
+
+def test_prediction_intervals_cover_new_rows(sim, nonprivate):
+    """The 90% intervals of 1500 fresh rows of the same data-generating process cover about 90%
+    of their y (binomial sd 0.0077; allow 0.035)."""
+    X, y = sim.X[-1500:], sim.y[-1500:]
+    table = bayesdp.prediction_summary(bayesdp.predict(nonprivate, X, seed=1))
+    cover = np.mean((table["lower"] <= y) & (y <= table["upper"]))
+    assert abs(cover - 0.9) < 0.035, cover
+
+
+def test_fast_predictive_is_the_exact_gaussian(fast):
+    rel, idata = fast
+    X = np.array([[1.0, 0.5, -2.0], [30.0, -10.0, 5.0]])
+    pred = bayesdp.predict(idata, X, seed=2)
+    mean, cov = bayesdp.closed_form_moments(idata)
+    s2 = bayesdp.inference.closed_form.plugin_sigma_y2(rel)  # (B_y / 3)^2: fast fixes sigma_y2
+    var = np.diag(X @ cov @ X.T) + s2
+    table = bayesdp.prediction_summary(pred, hdi_prob=0.8)
+    np.testing.assert_allclose(table["mean"], X @ mean, rtol=1e-10)
+    np.testing.assert_allclose(table["sd"], np.sqrt(var), rtol=1e-10)
+    np.testing.assert_allclose(table["upper"], X @ mean + stats.norm.ppf(0.9) * np.sqrt(var),
+                               rtol=1e-10)
+    assert "fixed at" in pred.predictions.attrs["sigma_y2_source"]
+    # the draws: exactly Gaussian, so mean within 4.5 sqrt(V/N), variance within 5 sqrt(2/N)
+    y = _draws(pred.predictions, "y")
+    np.testing.assert_array_less(np.abs(y.mean(0) - X @ mean), 4.5 * np.sqrt(var / N))
+    np.testing.assert_allclose(y.var(0, ddof=1), var, rtol=5 * np.sqrt(2 / N))
+
+
+def test_predictions_are_arviz_groups_on_a_copy(tmp_path, nonprivate, sim):
+    X = _new_rows(sim)
+    pred = bayesdp.predict(nonprivate, X, seed=7, hdi_prob=0.8)
+    assert "predictions" not in nonprivate.groups()  # the input is not changed
+    assert {"posterior", "predictions", "predictions_constant_data"} <= set(pred.groups())
+    assert pred.predictions["y"].dims == ("chain", "draw", "row")
+    assert pred.predictions_constant_data["X"].dims == ("row", "feature")
+    np.testing.assert_array_equal(pred.predictions_constant_data["X"].values, X)
+    assert pred.predictions.attrs["predict_seed"] == 7
+    assert bayesdp.prediction_summary(pred).attrs["hdi_prob"] == 0.8
+    again = bayesdp.predict(nonprivate, X, seed=7)
+    np.testing.assert_array_equal(again.predictions["y"].values, pred.predictions["y"].values)
+    other = bayesdp.predict(nonprivate, X, seed=8)
+    assert not np.allclose(other.predictions["y"].values, pred.predictions["y"].values)
+    # predicting again from a predicted InferenceData replaces the predictions
+    twice = bayesdp.predict(pred, X[:2], seed=1)
+    assert twice.predictions["y"].shape == (N_CHAINS, N_DRAWS, 2)
+    # netCDF round trip, and a file path as input
+    path = bayesdp.diagnostics.save(pred, tmp_path / "pred.nc")
+    pd.testing.assert_frame_equal(bayesdp.prediction_summary(bayesdp.diagnostics.load(path)),
+                                  bayesdp.prediction_summary(pred))
+    post = bayesdp.diagnostics.save(nonprivate, tmp_path / "post.nc")
+    from_file = bayesdp.predict(str(post), X, seed=7)
+    np.testing.assert_array_equal(from_file.predictions["y"].values,
+                                  pred.predictions["y"].values)
+
+
+def test_feature_names_from_a_dataframe_are_coordinates(fast, sim):
+    _, idata = fast
+    assert list(idata.posterior["theta"].coords["feature"].values) == ["age", "bmi", "dose"]
+    X = sim.X[:4]
+    frame = pd.DataFrame(X, columns=["age", "bmi", "dose"], index=["p1", "p2", "p3", "p4"])
+    shuffled = frame[["dose", "age", "bmi"]]  # matched by name, not position
+    by_name = bayesdp.predict(idata, shuffled, seed=0)
+    by_position = bayesdp.predict(idata, X, seed=0)
+    np.testing.assert_allclose(by_name.predictions["y"].values,
+                               by_position.predictions["y"].values, rtol=1e-12, atol=1e-12)
+    assert list(by_name.predictions["y"].coords["row"].values) == ["p1", "p2", "p3", "p4"]
+    assert list(by_name.predictions_constant_data["X"].coords["feature"].values) == \
+        ["age", "bmi", "dose"]
+    assert list(bayesdp.prediction_summary(by_name).index) == ["p1", "p2", "p3", "p4"]
+    assert list(bayesdp.prediction_summary(by_position).index) == [0, 1, 2, 3]
+
+
+def test_hdi_is_arviz_hdi():
+    import arviz as az
+
+    rng = np.random.default_rng(0)
+    draws = rng.standard_normal((3, 700, 4)) * rng.gamma(2, size=(3, 700, 1)) \
+        + rng.exponential(size=(3, 700, 4))
+    for prob in (0.5, 0.9, 0.95):
+        np.testing.assert_array_equal(bayesdp.diagnostics.hdi(draws, prob),
+                                      az.hdi(draws, hdi_prob=prob))
+
+
+@pytest.mark.parametrize("X_new, words", [
+    (np.ones((2, 2)), "has 2 columns, but the posterior has 3 features"),
+    (np.ones((2, 4)), "has 4 columns"),
+    (np.ones(3), "reshape(1, -1)"),
+    (np.ones((0, 3)), "no rows"),
+    (np.array([[1.0, 2.0, 3.0], [1.0, np.nan, 3.0]]), "row 1, feature 'bmi'"),
+    (np.array([[np.inf, 2.0, 3.0]]), "NaN or infinite"),
+    (np.array([["a", "b", "c"]]), "numeric"),
+    (pd.DataFrame(np.ones((2, 3)), columns=["age", "bmi", "weight"]), "missing ['dose']"),
+    (pd.DataFrame(np.ones((2, 4)), columns=["age", "bmi", "dose", "y"]), "not features ['y']"),
+])
+def test_bad_new_rows_give_a_clear_error(fast, X_new, words):
+    _, idata = fast
+    with pytest.raises(BayesdpInputError) as e:
+        bayesdp.predict(idata, X_new, seed=0)
+    assert words in str(e.value)
+
+
+def test_bad_arguments(fast, nonprivate):
+    _, idata = fast
+    for p in (0, 1, 1.5, "0.9", True):
+        with pytest.raises(BayesdpInputError, match="hdi_prob"):
+            bayesdp.predict(idata, np.ones((1, 3)), hdi_prob=p)
+    with pytest.raises(BayesdpInputError, match="seed"):
+        bayesdp.predict(idata, np.ones((1, 3)), seed=-1)
+    with pytest.raises(BayesdpInputError, match="call bayesdp.predict"):
+        bayesdp.prediction_summary(idata)
+    no_noise = nonprivate.copy()
+    del no_noise.posterior["sigma_y2"]
+    with pytest.raises(BayesdpInputError, match="sigma_y2"):
+        bayesdp.predict(no_noise, np.ones((1, 3)))
+    with pytest.raises(BayesdpInputError, match="theta"):
+        bayesdp.predict(object(), np.ones((1, 3)))
+
+
+# -- BayesDPRegressor --------------------------------------------------------------------------
+
+
+def test_regressor_recovers_theta_on_a_large_data_set_at_big_epsilon():
+    """n = 100000 rows, x ~ N(0, I) (a well-conditioned design; the paper's simulation draws
+    Sigma_x with eigenvalues down to 1e-3, where theta is hard to estimate at any epsilon),
+    epsilon = 10, the default method (fixeds). The posterior sd of theta is about 0.003, so
+    0.02 is > 6 sd."""
+    rng = np.random.default_rng(0)
+    n, theta = 100_000, np.array([1.0, -0.5, 2.0])
+    X = pd.DataFrame(rng.standard_normal((n, 3)), columns=["age", "bmi", "dose"])
+    y = X.to_numpy() @ theta + rng.standard_normal(n)
+    bounds = (float(np.sqrt(stats.chi2.isf(1e-3 / n, 3))),
+              float(np.sqrt(theta @ theta + 1) * stats.norm.isf(0.5e-3 / n)))
+    est = bayesdp.BayesDPRegressor(epsilon=10, bounds=bounds, nodes=2, seed=0, num_samples=500,
+                                   num_warmup=300)
+    assert est.fit(X, y) is est
+    np.testing.assert_allclose(est.coef_, theta, atol=0.02)
+    assert est.intercept_ == 0.0 and est.n_features_in_ == 3
+    assert list(est.feature_names_in_) == ["age", "bmi", "dose"]
+    assert list(est.idata_.posterior["theta"].coords["feature"].values) == ["age", "bmi", "dose"]
+    assert est.release_.J == 2 and est.release_.epsilon == 10 and est.release_.n_total == n
+    assert est.idata_.posterior.attrs["method"] == "fixeds"
+    new = X.iloc[:5]
+    mean, sd = est.predict(new, return_std=True)
+    np.testing.assert_allclose(mean, new.to_numpy() @ est.coef_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(est.predict(new[["dose", "bmi", "age"]]), mean, rtol=1e-14)
+    np.testing.assert_allclose(sd, 1.0, atol=0.1)  # sigma_y = 1; theta's sd adds ~1e-5
+    r2_true = 1 - 1 / np.var(y)
+    assert abs(est.score(X, y) - r2_true) < 0.01
+
+
+def test_regressor_parameters_follow_scikit_learn():
+    est = bayesdp.BayesDPRegressor(epsilon=2.0, bounds=(3.0, 4.0))
+    params = est.get_params()
+    assert list(params) == ["epsilon", "delta", "bounds", "method", "nodes", "seed",
+                            "calibration", "priors", "num_samples", "num_chains", "num_warmup",
+                            "method_options"]
+    assert params["epsilon"] == 2.0 and params["method"] == "fixeds" and params["seed"] is None
+    assert est.set_params(method="fast", nodes=3) is est
+    assert (est.method, est.nodes) == ("fast", 3)
+    clone = bayesdp.BayesDPRegressor(**est.get_params())
+    assert clone.get_params() == est.get_params()
+    assert repr(est) == "BayesDPRegressor(epsilon=2.0, bounds=(3.0, 4.0), method='fast', nodes=3)"
+    with pytest.raises(BayesdpInputError, match="'epsilonn' is not a parameter"):
+        est.set_params(epsilonn=1)
+    with pytest.raises(BayesdpInputError, match="not fitted"):
+        est.predict(np.ones((1, 2)))
+    assert not hasattr(est, "coef_")
+    with pytest.raises(BayesdpInputError, match="bounds"):
+        bayesdp.BayesDPRegressor(method="fast").fit(np.ones((5, 2)), np.ones(5))
+
+
+def test_regressor_fast_and_bad_input(sim):
+    X, y = sim.X[:3000], sim.y[:3000]
+    est = bayesdp.BayesDPRegressor(epsilon=1, bounds=sim.bounds, method="fast", seed=3,
+                                   num_samples=10).fit(X, y)
+    rel = est.release_
+    mean, cov = bayesdp.closed_form_moments(est.idata_)
+    np.testing.assert_array_equal(est.coef_, mean)  # exact closed-form mean, not of 40 draws
+    assert not hasattr(est, "feature_names_in_")
+    # same seed: same release and fit
+    again = bayesdp.BayesDPRegressor(**est.get_params()).fit(X, y)
+    np.testing.assert_array_equal(again.release_.S_hat, rel.S_hat)
+    _, sd = est.predict(X[:2], return_std=True)
+    s2 = bayesdp.inference.closed_form.plugin_sigma_y2(rel)
+    np.testing.assert_allclose(sd, np.sqrt(np.diag(X[:2] @ cov @ X[:2].T) + s2), rtol=1e-10)
+    # fitted on an array: a DataFrame's columns are taken by position
+    np.testing.assert_allclose(est.predict(pd.DataFrame(X[:2], columns=list("abc"))),
+                               est.predict(X[:2]), rtol=1e-12)
+    with pytest.raises(BayesdpInputError, match="X has 2 columns, but the posterior has 3"):
+        est.predict(X[:2, :2])
+    with pytest.raises(BayesdpInputError, match="NaN"):
+        est.predict(np.where(np.eye(3, dtype=bool), np.nan, 1.0))
+    with pytest.raises(BayesdpInputError, match="NaN"):
+        est.fit(np.where(np.eye(3, dtype=bool), np.nan, 1.0), np.ones(3))
+    with pytest.raises(BayesdpInputError, match="one value per row"):
+        est.score(X[:3], y[:2])
+
+
+# -- bayesdp predict -----------------------------------------------------------------------------
+
+
+def _one_line(err, *words):
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+def test_cli_fit_then_predict(tmp_path, capsys, sim):
+    rel = bayesdp.release(sim.X[:3000], sim.y[:3000], epsilon=1, delta=1e-5, bounds=sim.bounds,
+                          nodes=2, seed=1)
+    rel_path = rel.save(tmp_path / "r.json")
+    post = tmp_path / "post.nc"
+    assert main(["fit", str(rel_path), "--method", "fast", "--seed", "0", "--out", str(post)]) == 0
+    frame = pd.DataFrame(sim.X[-5:], columns=["x0", "x1", "x2"])
+    frame["y"] = sim.y[-5:]
+    rows = tmp_path / "new.csv"
+    frame[["y", "x2", "x0", "x1"]].to_csv(rows, index=False)  # any order; y is ignored
+    out = tmp_path / "pred.csv"
+    capsys.readouterr()
+    assert main(["predict", str(post), str(rows), "--seed", "1", "--hdi-prob", "0.8",
+                 "--out", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert "ignoring column(s) that are not features: y" in cap.err
+    assert "80% HDI" in cap.out and "fixed at" in cap.out
+    got = pd.read_csv(out)
+    want = bayesdp.prediction_summary(
+        bayesdp.predict(bayesdp.diagnostics.load(post), sim.X[-5:], seed=1), hdi_prob=0.8)
+    assert list(got.columns) == ["mean", "sd", "lower", "upper"] and len(got) == 5
+    np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), rtol=1e-9)
+    # without a header: the features in the posterior's order; without --out: CSV on stdout
+    bare = tmp_path / "bare.csv"
+    pd.DataFrame(sim.X[-5:]).to_csv(bare, index=False, header=False)
+    assert main(["predict", str(post), str(bare), "--no-header", "--seed", "1",
+                 "--hdi-prob", "0.8"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.splitlines()[0] == "mean,sd,lower,upper"
+    np.testing.assert_allclose(pd.read_csv(__import__("io").StringIO(printed)).to_numpy(),
+                               want.to_numpy(), rtol=1e-9)
+    # errors: one line, exit 2, nothing written
+    bad = tmp_path / "bad.csv"
+    cases = [
+        (["predict", str(post), str(bare)], "--no-header"),
+        (["predict", str(post), str(rows), "--no-header"], "4 columns"),
+    ]
+    bad.write_text("x0,x2\n1,2\n")
+    cases.append((["predict", str(post), str(bad)], "['x1'] missing"))
+    for argv, words in cases:
+        assert main(argv + ["--out", str(tmp_path / "no.csv")]) == 2
+        _one_line(capsys.readouterr().err, words)
+    bad.write_text("x0,x1,x2\n1,2,3\n1,,3\n")
+    assert main(["predict", str(post), str(bad), "--out", str(tmp_path / "no.csv")]) == 2
+    _one_line(capsys.readouterr().err, "bad.csv", "row 1, feature 'x1'")
+    assert main(["predict", str(rel_path), str(rows)]) == 2
+    _one_line(capsys.readouterr().err, "not a readable ArviZ netCDF")
+    assert not (tmp_path / "no.csv").exists()
+
+
+def test_readme_and_docs_prediction_example_runs(tmp_path, monkeypatch):
+    """The Python example of docs/prediction.md runs as written."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "prediction.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bayesdp.ConvergenceWarning)
+        exec(compile(code, "docs/prediction.md", "exec"), {})
