@@ -366,7 +366,8 @@ def convergence_message(conv: dict, method="?") -> str:
         what.append(f"r_hat = {_fmt_rhat(conv['r_hat'])}")
     what.append(f"bulk ESS = {conv['ess_bulk']:.0f}, tail ESS = {conv['ess_tail']:.0f}")
     advice = ("run longer (larger num_warmup and num_samples) or use another method "
-              "('fixeds' converged in the cells measured in docs/methods.md)")
+              "('normalx' for the normalX model, 'fixeds' for the fixedS model converged in "
+              "the cells measured in docs/methods.md)")
     if total < conv["ess_min"]:
         advice = (f"only {total} draws were kept in total, so ESS cannot reach "
                   f"{conv['ess_min']:.0f}; " + advice)

@@ -44,7 +44,8 @@ import numpy as np
 
 MEASURES = ("loop_per_iteration", "seconds_per_iteration", "whole_call_per_iteration")
 LABELS = {"normalx-paper": "MCMC-normalX", "fixeds-paper": "MCMC-fixedS", "bs": "MCMC-B&S",
-          "normalx": "MCMC-normalX (bayesdp default)", "fixeds": "MCMC-fixedS (slice)",
+          "normalx": "MCMC-normalX (bayesdp default, NUTS non-centred)",
+          "normalx-interweaved": "MCMC-normalX (interweaved kernel)", "fixeds": "MCMC-fixedS (slice)",
           "normalx-collapsed": "MCMC-normalX (collapsed)"}
 
 

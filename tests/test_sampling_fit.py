@@ -28,7 +28,15 @@ def rel(sim):
 
 @pytest.fixture(scope="module")
 def normalx_fit(rel):
-    return bayesdp.fit(rel, method="normalx", seed=1, num_samples=1000, num_warmup=1000,
+    """The hand-written normalX kernel (``normalx-interweaved``)."""
+    return bayesdp.fit(rel, method="normalx-interweaved", seed=1, num_samples=1000,
+                       num_warmup=1000, progress_bar=False)
+
+
+@pytest.fixture(scope="module")
+def normalx_nuts_fit(rel):
+    """The default normalX method: NUTS on the non-centred model."""
+    return bayesdp.fit(rel, method="normalx", seed=2, num_samples=1000, num_warmup=1000,
                        progress_bar=False)
 
 
@@ -52,7 +60,8 @@ def test_inference_data_layout(normalx_fit, rel):
     assert {"alpha_S", "acceptance_rate_S_prior", "acceptance_rate_noncentred",
             "slice_width_log_sigma_y2", "n_evals_sigma_y2"} <= set(ss.data_vars)
     a = diagnostics.attrs(normalx_fit)
-    assert a["method"] == "normalx" and "numpyro_version" in a and a["epsilon"] == 1.0
+    assert a["method"] == "normalx-interweaved" and "numpyro_version" in a
+    assert a["epsilon"] == 1.0
     # the adaptation hit its target (0.2) during warm-up, then froze
     assert np.all(np.abs(np.asarray(a["acceptance_rate_S_mean"]) - 0.2) < 0.08)
     alpha = np.asarray(ss["alpha_S"])
@@ -100,7 +109,7 @@ def normalx_replicates(rel):
     The paper's priors: under the default weakly informative prior sigma_y^2 ~ InvGamma(1/2, b)
     and only 300 rows per holder, sigma_y^2's posterior has an infinite variance (tail
     ~ s^-3.5), so its sd is not a quantity two samplers can be compared on."""
-    fits = [bayesdp.fit(rel, method="normalx", seed=100 + r, num_samples=1000, num_warmup=1000,
+    fits = [bayesdp.fit(rel, method="normalx-interweaved", seed=100 + r, num_samples=1000, num_warmup=1000,
                         progress_bar=False, priors=bayesdp.Priors.paper()) for r in range(8)]
     stats = []
     for f in fits:
@@ -113,6 +122,36 @@ def normalx_replicates(rel):
 @pytest.mark.slow  # 9 fits of the two normalX kernels: minutes on 2 cores
 def test_collapsed_agrees_with_normalx(rel, normalx_replicates):
     b = bayesdp.fit(rel, method="normalx-collapsed", seed=5, num_samples=1000, num_warmup=1000,
+                    progress_bar=False, priors=bayesdp.Priors.paper())
+    sb = diagnostics.summary_unrounded(b, var_names=["theta", "sigma_y2"])
+    (mean, sd), (se_mean, se_sd) = normalx_replicates
+    z_mean = (sb["mean"].values - mean) / np.sqrt(sb["mcse_mean"].values ** 2 + se_mean**2)
+    z_sd = (sb["sd"].values - sd) / np.sqrt(sb["mcse_sd"].values ** 2 + se_sd**2)
+    assert np.all(np.abs(z_mean) < Z_MAX) and np.all(np.abs(z_sd) < Z_MAX), (z_mean, z_sd)
+
+
+def test_default_normalx_layout(normalx_nuts_fit, rel):
+    """method="normalx" is NUTS on the non-centred model: it reports S (not the Bartlett
+    variables) with the same dims as the hand-written kernels, and NUTS's statistics."""
+    post = normalx_nuts_fit.posterior
+    assert set(post.data_vars) == {"theta", "sigma_y2", "Sigma_x", "S"}
+    assert post["S"].dims == ("chain", "draw", "holder", "feature", "feature_")
+    S = post["S"].values
+    np.testing.assert_allclose(S, np.swapaxes(S, -1, -2), rtol=1e-12)
+    assert np.all(np.linalg.eigvalsh(S) > 0)
+    a = diagnostics.attrs(normalx_nuts_fit)
+    assert a["sampler"] == "numpyro NUTS" and a["parametrisation"].startswith("non-centred")
+    assert a["chain_method"] == "vectorized" and a["divergences"] == 0
+    assert {"diverging", "n_steps", "step_size"} <= set(normalx_nuts_fit.sample_stats.data_vars)
+    assert a["converged"]
+
+
+@pytest.mark.slow  # 8 fits of the hand-written kernel, shared with the test above
+def test_default_normalx_agrees_with_the_handwritten_kernel(rel, normalx_nuts_fit,
+                                                             normalx_replicates):
+    """Two independent samplers of the same posterior - NUTS on the non-centred model and the
+    hand-written Metropolis-within-Gibbs kernel on the centred one - agree (paper priors)."""
+    b = bayesdp.fit(rel, method="normalx", seed=5, num_samples=1000, num_warmup=1000,
                     progress_bar=False, priors=bayesdp.Priors.paper())
     sb = diagnostics.summary_unrounded(b, var_names=["theta", "sigma_y2"])
     (mean, sd), (se_mean, se_sd) = normalx_replicates
@@ -137,7 +176,7 @@ def test_repeated_fits_reuse_the_sampler_and_stay_reproducible(rel, sim):
     not carry anything over from the previous release or seed."""
     from bayesdp.inference import mcmc
 
-    kw = dict(method="normalx", num_samples=100, num_warmup=100, num_chains=2,
+    kw = dict(method="normalx-interweaved", num_samples=100, num_warmup=100, num_chains=2,
               progress_bar=False)
     other = bayesdp.release(sim.X, sim.y, epsilon=3.0, delta=1e-5, bounds=sim.bounds, nodes=2,
                             seed=13)
@@ -190,7 +229,12 @@ def test_bad_settings_give_clear_errors(rel):
     with pytest.raises(BayesdpInputError, match="priors"):
         bayesdp.fit(rel, method="normalx", priors=bayesdp.Priors(m=np.zeros(3)))
     with pytest.raises(BayesdpInputError, match="target_accept"):
-        bayesdp.fit(rel, method="normalx", target_accept=1.5, num_samples=5, num_warmup=5)
+        bayesdp.fit(rel, method="normalx-interweaved", target_accept=1.5, num_samples=5,
+                    num_warmup=5)
+    with pytest.raises(BayesdpInputError, match="target_accept_prob"):
+        bayesdp.fit(rel, method="normalx", target_accept_prob=1.5, num_samples=5, num_warmup=5)
+    with pytest.raises(BayesdpInputError, match="unknown option.*alpha_init"):
+        bayesdp.fit(rel, method="normalx", alpha_init=10.0, num_samples=5, num_warmup=5)
     with pytest.raises(BayesdpInputError, match="unknown option"):
         bayesdp.fit(rel, method="fixeds", alpha=3, num_samples=5, num_warmup=5)
     with pytest.raises(BayesdpInputError, match="fixed_s"):

@@ -134,3 +134,81 @@ def test_sbc_normalx():
 def test_sbc_normalx_negative_control():
     p = uniformity_pvalues(_normalx_ranks(2.0))
     assert p.min() < 1e-6, np.round(p, 4)
+
+
+# --- the default normalX method: NUTS on the non-centred model --------------------------------
+
+NUTS_BURN, NUTS_THIN = 100, 5
+NUTS_KEEP = NUTS_THIN * (N_KEPT - 1) + 1  # the same N_KEPT = 99 draws, so the same bins
+
+
+def _nuts_tuning(model, data, seed):
+    """Step size and diagonal inverse mass matrix adapted by numpyro's warm-up on one data set
+    drawn from the prior predictive; then held fixed for every replication (any fixed tuning
+    leaves the posterior invariant)."""
+    from numpyro.infer import MCMC, NUTS
+
+    tr = G.model_draw(model, data, jax.random.PRNGKey(seed))
+    U = jnp.zeros((J, D, D)).at[:, IU[0], IU[1]].set(tr["S_hat"])
+    pilot = data._replace(S_hat=U + jnp.swapaxes(jnp.triu(U, 1), 1, 2), z_hat=tr["z_hat"])
+    mcmc = MCMC(NUTS(model), num_warmup=1000, num_samples=1, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(seed + 1), pilot)
+    adapt = mcmc.last_state.adapt_state
+    (inv_mass,) = adapt.inverse_mass_matrix.values()  # one diagonal block over all sites
+    return adapt.step_size, inv_mass
+
+
+def _normalx_nuts_ranks(noise_scale, seed=3):
+    """Ranks as in :func:`ranks`, with numpyro's NUTS transition (``numpyro.infer.hmc.hmc``,
+    the kernel ``fit(method="normalx")`` runs) on ``normalx_noncentred_model``, vectorised
+    over replications."""
+    from numpyro.infer.hmc import hmc
+    from numpyro.infer.util import initialize_model, unconstrain_fn
+
+    model = R.normalx_noncentred_model
+    assumed, simulate_with = sbc_data(), sbc_data(noise_scale)
+    step_size, inv_mass = _nuts_tuning(model, assumed, seed + 100)
+    _, potential_fn_gen, postprocess_fn_gen, _ = initialize_model(
+        jax.random.PRNGKey(0), model, model_args=(assumed._replace(
+            S_hat=jnp.zeros((J, D, D)), z_hat=jnp.zeros((J, D))),), dynamic_args=True)
+    init_kernel, sample_kernel = hmc(potential_fn_gen=potential_fn_gen, algo="NUTS")
+    names = ["Sigma_x", "W_diag", "W_offdiag", "theta", "sigma_y2"]
+
+    def one(key):
+        k_sim, k_run = jax.random.split(key)
+        from numpyro import handlers
+
+        free = simulate_with._replace(S_hat=None, z_hat=None)  # the generative form
+        tr = {k: v["value"] for k, v in
+              handlers.trace(handlers.seed(model, k_sim)).get_trace(free).items()}
+        truth = {n: tr[n] for n in names}
+        U = jnp.zeros((J, D, D)).at[:, IU[0], IU[1]].set(tr["S_hat"])
+        data = assumed._replace(S_hat=U + jnp.swapaxes(jnp.triu(U, 1), 1, 2), z_hat=tr["z_hat"])
+        start = {k: v for k, v in truth.items() if k != "theta"}
+        start["theta_std"] = R.theta_std_of(data, tr["S"], truth["sigma_y2"], truth["theta"])
+        u0 = unconstrain_fn(model, (data,), {}, start)
+        state = init_kernel(u0, num_warmup=0, step_size=step_size, inverse_mass_matrix=inv_mass,
+                            adapt_step_size=False, adapt_mass_matrix=False, model_args=(data,),
+                            rng_key=k_run)
+        post = postprocess_fn_gen(data)
+
+        def body(state, _):
+            state = sample_kernel(state, model_args=(data,))
+            return state, functions(post(state.z))
+
+        _, f = jax.lax.scan(body, state, None, length=NUTS_BURN + NUTS_KEEP)
+        kept = f[NUTS_BURN::NUTS_THIN]
+        return jnp.sum(kept < functions(truth)[None, :], axis=0)
+
+    keys = jax.random.split(jax.random.PRNGKey(seed), REPS)
+    return np.asarray(jax.jit(jax.vmap(one))(keys))
+
+
+def test_sbc_normalx_default_nuts():
+    p = uniformity_pvalues(_normalx_nuts_ranks(1.0))
+    assert p.min() > P_MIN / len(p), np.round(p, 4)
+
+
+def test_sbc_normalx_default_nuts_negative_control():
+    p = uniformity_pvalues(_normalx_nuts_ranks(2.0))
+    assert p.min() < 1e-6, np.round(p, 4)

@@ -187,7 +187,19 @@ def _cached_mcmc(key, make):
     return mcmc
 
 
-def _run_mcmc(mcmc, seed, data, extra_fields):
+def _unconstrained_init(model, data, pos, num_chains):
+    """``pos`` (constrained values) in the unconstrained space NUTS works in, one copy per
+    chain when there are several."""
+    import jax.numpy as jnp
+    from numpyro.infer.util import unconstrain_fn
+
+    u = unconstrain_fn(model, (data,), {}, {k: jnp.asarray(v) for k, v in pos.items()})
+    if num_chains > 1:
+        u = {k: jnp.broadcast_to(v, (num_chains,) + v.shape) for k, v in u.items()}
+    return u
+
+
+def _run_mcmc(mcmc, seed, data, extra_fields, init_params=None):
     """``mcmc.run`` and then drop what that run left in JAX's compilation cache of numpyro's
     ``_fori_collect_loop``.
 
@@ -198,7 +210,7 @@ def _run_mcmc(mcmc, seed, data, extra_fields):
     allocate memory" and the process dies (seen in a long ``bayesdp compare`` run; the kernel's
     limit is vm.max_map_count = 65530). Clearing that one function's cache loses nothing that
     would be reused."""
-    mcmc.run(_keys(seed), data, extra_fields=extra_fields)
+    mcmc.run(_keys(seed), data, extra_fields=extra_fields, init_params=init_params)
     try:
         import jax
         from numpyro.util import _fori_collect_loop
@@ -490,7 +502,9 @@ def build_mcmc(method, release, priors, *, num_samples, num_warmup, num_chains=1
               progress_bar=False, build_only=True, **options)
     if method.startswith("nuts-"):
         return _run_nuts(method[5:], release, priors, **kw)
-    kind = {"normalx-collapsed": "collapsed"}.get(method, method)
+    if method == "normalx":
+        return _run_nuts("normalx-noncentred", release, priors, **kw)
+    kind = {"normalx-collapsed": "collapsed", "normalx-interweaved": "normalx"}.get(method, method)
     return _run_handwritten(kind, release, priors, **kw)
 
 
@@ -500,13 +514,20 @@ def _no_extra(options, method):
             f"unknown option(s) for method {method!r}: {sorted(options)}")
 
 
-def run_normalx(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
-                target_accept=TARGET_ACCEPT, target_accept_sigma_y2=None, alpha_init=None,
-                sigma_y2_step=None, chain_method=None, _kind="normalx", **options):
+def run_normalx(release, priors, **kw):
+    """The normalX model's default sampler: numpyro NUTS on its non-centred form
+    (:func:`bayesdp.models.regression.normalx_noncentred_model`)."""
+    return _run_nuts("normalx-noncentred", release, priors, **kw)
+
+
+def run_normalx_interweaved(release, priors, *, seed, num_samples, num_chains, num_warmup,
+                            progress_bar, target_accept=TARGET_ACCEPT,
+                            target_accept_sigma_y2=None, alpha_init=None, sigma_y2_step=None,
+                            chain_method=None, _kind="normalx", **options):
     """The normalX model's posterior by ``kernels.normalx_step`` (centred and non-centred
     moves of (Sigma_x, S) interwoven, slice sampling of sigma_y^2, theta integrated out of
     every MH move); ``_kind="normalx-paper"`` runs Algorithm 1 exactly as published."""
-    _no_extra(options, _kind)
+    _no_extra(options, "normalx-interweaved" if _kind == "normalx" else _kind)
     return _run_handwritten(_kind, release, priors, seed=seed, num_samples=num_samples,
                             num_chains=num_chains, num_warmup=num_warmup,
                             progress_bar=progress_bar, target_accept=target_accept,
@@ -517,7 +538,7 @@ def run_normalx(release, priors, *, seed, num_samples, num_chains, num_warmup, p
 def run_normalx_paper(release, priors, **kw):
     """MCMC-normalX exactly as Algorithm 1 (``kernels.normalx_paper_step``), for reproducing
     the paper."""
-    return run_normalx(release, priors, _kind="normalx-paper", **kw)
+    return run_normalx_interweaved(release, priors, _kind="normalx-paper", **kw)
 
 
 def run_collapsed(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
@@ -557,7 +578,8 @@ def run_fixeds(release, priors, *, seed, num_samples, num_chains, num_warmup, pr
 def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
               target_accept_prob=0.8, max_tree_depth=10, fixed_s="psd", s_noise=None,
               chain_method=None, build_only=False, **options):
-    _no_extra(options, f"nuts-{kind}")
+    method = "normalx" if kind == "normalx-noncentred" else f"nuts-{kind}"
+    _no_extra(options, method)
     enable_x64()
     from numpyro.infer import MCMC, NUTS, init_to_value
 
@@ -575,31 +597,58 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
         pos = {"theta": pos["theta"], "sigma_y2": pos["sigma_y2"]}
     else:
         if fixed_s != "psd" or s_noise is not None:
-            raise BayesdpInputError("fixed_s and s_noise are options of method 'nuts-fixeds' only")
+            raise BayesdpInputError(
+                "fixed_s and s_noise are options of the fixedS methods only")
         _check_release_for_normalx(release)
         data = R.model_data(release, priors)
-        model = R.normalx_model
         pos = initial_position(release, priors, closed_form.fixed_s_estimate(release, "psd+I"),
                                s2_0)
-    kernel = NUTS(model, target_accept_prob=tap, max_tree_depth=int(max_tree_depth),
-                  init_strategy=init_to_value(values=pos))
-    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-                chain_method=_chain_method(chain_method, "sequential"),
-                progress_bar=_progress(progress_bar), jit_model_args=True)
+        if kind == "normalx":
+            model = R.normalx_model
+        else:  # non-centred: start the Bartlett variables where they give the same S_j
+            model = R.normalx_noncentred_model
+            S0 = pos.pop("S")
+            W_diag, W_offdiag = R.bartlett_variables(
+                release.n, np.linalg.cholesky(pos["Sigma_x"]), S0)
+            theta_std = R.theta_std_of(data, S0, pos["sigma_y2"], pos.pop("theta"))
+            pos.update(W_diag=W_diag, W_offdiag=W_offdiag, theta_std=np.asarray(theta_std))
+    cm = _chain_method(chain_method,
+                       "vectorized" if kind == "normalx-noncentred" else "sequential")
+    pb = _progress(progress_bar)
+
+    def make():
+        kernel = NUTS(model, target_accept_prob=tap, max_tree_depth=int(max_tree_depth),
+                      init_strategy=init_to_value(values=pos))
+        return MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples,
+                    num_chains=num_chains, chain_method=cm, progress_bar=pb,
+                    jit_model_args=True)
+
     if build_only:
-        return mcmc, data
+        return make(), data
+    # Reuse the compiled sampler of an earlier fit of the same shapes; the starting point of
+    # this release is passed as init_params (unconstrained), not baked into the kernel.
+    shapes = tuple((k, np.shape(v), str(np.asarray(v).dtype)) for k, v in data._asdict().items())
+    key = ("nuts", kind, tap, int(max_tree_depth), int(num_warmup), int(num_samples),
+           int(num_chains), cm, pb, shapes)
+    mcmc = _cached_mcmc(key, make)
     _run_mcmc(mcmc, seed, data,
-              ("diverging", "accept_prob", "num_steps", "adapt_state.step_size"))
+              ("diverging", "accept_prob", "num_steps", "adapt_state.step_size"),
+              init_params=_unconstrained_init(model, data, pos, num_chains))
     draws = mcmc.get_samples(group_by_chain=True)
     extra = mcmc.get_extra_fields(group_by_chain=True)
-    posterior = {k: _np(v) for k, v in draws.items()}
+    # the Bartlett variables and theta_std are a reparametrisation; S and theta are reported
+    posterior = {k: _np(v) for k, v in draws.items()
+                 if not k.startswith("W_") and k != "theta_std"}
     stats = {
         "diverging": _np(extra["diverging"]),
         "acceptance_rate": _np(extra["accept_prob"]),
         "n_steps": _np(extra["num_steps"]),
         "step_size": _np(extra["adapt_state.step_size"]),
     }
-    attrs = {"sampler": "numpyro NUTS", "target_accept_prob": tap,
+    attrs = {"sampler": "numpyro NUTS", "parametrisation": (
+                 "non-centred: S_j = L_x A_j A_j^T L_x^T, Bartlett factors A_j"
+                 if kind == "normalx-noncentred" else "centred"),
+             "target_accept_prob": tap,
              "max_tree_depth": int(max_tree_depth), "chain_method": mcmc.chain_method,
              "num_warmup": num_warmup, "divergences": int(np.sum(stats["diverging"])),
              **_jax_versions()}
@@ -619,9 +668,11 @@ def run_nuts_fixeds(release, priors, **kw):
 
 
 register_method("normalx", run_normalx,
-                "MCMC-normalX, the default sampler of the normalX model: Algorithm 1's target "
-                "with centred and non-centred (Sigma_x, S) moves interwoven, theta integrated "
-                "out of the MH moves, slice sampling of sigma_y^2")
+                "MCMC-normalX, the default sampler of the normalX model: numpyro NUTS on the "
+                "model in non-centred form (S_j = L_x A_j A_j^T L_x^T, Bartlett factors A_j)")
+register_method("normalx-interweaved", run_normalx_interweaved,
+                "the normalX model by a hand-written kernel: centred and non-centred (Sigma_x, "
+                "S) MH moves interwoven, theta integrated out, slice sampling of sigma_y^2")
 register_method("normalx-paper", run_normalx_paper,
                 "MCMC-normalX exactly as Algorithm 1 (Gibbs Sigma_x, Wishart-proposal MH on "
                 "each S_j, Gibbs theta, RW-MH sigma_y^2), for reproducing the paper")

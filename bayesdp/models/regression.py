@@ -1,6 +1,7 @@
 """numpyro model functions of the paper's generative model (section 3, eq. 10; appendix A).
 
-These two functions are the single source of truth for the joint density. The hand-written
+These functions are the single source of truth for the joint density
+(``normalx_noncentred_model`` is ``normalx_model`` after a change of variables, for NUTS). The hand-written
 kernels in :mod:`bayesdp.inference.kernels` evaluate the same density by hand (sharing Cholesky
 factors), and the tests check every block of it against :func:`log_joint` below, which is
 ``numpyro.infer.util.log_density`` of these models.
@@ -132,13 +133,143 @@ def normalx_model(data: ModelData):
     _z_likelihood(data, S, theta, sigma_y2)
 
 
+def bartlett_cholesky(n, W_diag, W_offdiag):
+    """Lower Cholesky factors A_j of W_j ~ Wishart(n_j, I) from standardised Bartlett variables.
+
+    Bartlett: W = A A^T with A lower triangular, A_ii ~ chi(n - i) (i = 0..d-1) and
+    A_ik ~ N(0, 1) below the diagonal. A_ii = exp(eta_i) with
+    eta_i = log(nu_i)/2 + W_diag_i / sqrt(2 nu_i), nu_i = n - i: at n_j in the thousands
+    W_diag is close to N(0, 1), so the sampler sees unit-scale variables.
+    Returns A (J, d, d) and the log density of W_diag (exact, up to a constant) minus the
+    N(0, 1) density the model already counts: log p(eta) = nu eta - e^{2 eta} / 2 + const
+    (the chi density with the Jacobian of a = e^eta)."""
+    import jax.numpy as jnp
+
+    J, d = W_diag.shape
+    nu = n[:, None] - jnp.arange(d)[None, :]
+    eta = 0.5 * jnp.log(nu) + W_diag / jnp.sqrt(2.0 * nu)
+    correction = jnp.sum(nu * eta - 0.5 * jnp.exp(2.0 * eta) + 0.5 * W_diag ** 2)
+    il = np.tril_indices(d, -1)
+    A = jnp.zeros((J, d, d), dtype=W_diag.dtype)
+    A = A.at[:, np.arange(d), np.arange(d)].set(jnp.exp(eta))
+    A = A.at[:, il[0], il[1]].set(W_offdiag)
+    return A, correction
+
+
+def bartlett_variables(n, L_x, S):
+    """Inverse of :func:`bartlett_cholesky` for S_j = L_x A_j A_j^T L_x^T: (W_diag, W_offdiag),
+    numpy; used for starting values."""
+    n, L_x, S = (np.asarray(v, dtype=float) for v in (n, L_x, S))
+    d = L_x.shape[0]
+    A = np.linalg.solve(L_x, np.linalg.cholesky(S))
+    nu = n[:, None] - np.arange(d)[None, :]
+    eta = np.log(np.diagonal(A, axis1=1, axis2=2))
+    il = np.tril_indices(d, -1)
+    return (eta - 0.5 * np.log(nu)) * np.sqrt(2.0 * nu), A[:, il[0], il[1]]
+
+
+def normalx_noncentred_model(data: ModelData):
+    """The normalX model (paper eq. 10) in non-centred form: the same joint density of
+    (Sigma_x, S, theta, sigma_y2, S_hat, z_hat) as :func:`normalx_model`, with S a function of
+    Sigma_x and standardised Bartlett variables::
+
+        S_j = L_x A_j A_j^T L_x^T,   Sigma_x = L_x L_x^T,   A_j A_j^T ~ Wishart(n_j, I)
+
+    (Bartlett decomposition, :func:`bartlett_cholesky`), so S_j ~ Wishart(n_j, Sigma_x).
+    At n_j in the thousands S_j is within ~1/sqrt(n_j) of n_j Sigma_x a priori while S_hat_j
+    measures it with noise sigma_s: S_j and Sigma_x are tightly coupled in the centred form,
+    and nearly independent here (A_j stays close to its prior). S is a deterministic site.
+    theta is integrated out of the z_hat likelihood and drawn from its exact conditional,
+    also non-centred (:func:`theta_given_s`); theta is a deterministic site too. With
+    ``z_hat`` None (prior predictive) the model is written generatively instead."""
+    import numpyro
+    import numpyro.distributions as dist
+    import jax.numpy as jnp
+
+    J, d = data.Sigma_z.shape[0], data.m.shape[0]
+    iu = np.triu_indices(d)
+    Sigma_x = numpyro.sample(
+        "Sigma_x", dist.InverseWishart(data.kappa, scale_matrix=data.Lambda)
+    )
+    with numpyro.plate("holder", J):
+        W_diag = numpyro.sample("W_diag", dist.Normal(0.0, 1.0).expand([d]).to_event(1))
+        W_offdiag = numpyro.sample(
+            "W_offdiag", dist.Normal(0.0, 1.0).expand([d * (d - 1) // 2]).to_event(1))
+    A, correction = bartlett_cholesky(data.n, W_diag, W_offdiag)
+    numpyro.factor("W_diag_chi", correction)
+    LA = jnp.einsum("ik,jkl->jil", jnp.linalg.cholesky(Sigma_x), A)
+    S = numpyro.deterministic("S", LA @ jnp.swapaxes(LA, -1, -2))
+    with numpyro.plate("holder", J):
+        numpyro.sample(
+            "S_hat",
+            dist.Normal(S[:, iu[0], iu[1]], data.sigma_s[:, None]).to_event(1),
+            obs=None if data.S_hat is None else data.S_hat[:, iu[0], iu[1]],
+        )
+    if data.z_hat is None:  # prior predictive: the generative form
+        theta, sigma_y2 = _theta_sigma(data)
+        _z_likelihood(data, S, theta, sigma_y2)
+        return
+    sigma_y2 = numpyro.sample("sigma_y2", dist.InverseGamma(data.a, data.b))
+    log_marginal, mean, L_P = theta_given_s(data, S, sigma_y2)
+    numpyro.factor("z_hat_marginal", log_marginal)
+    theta_std = numpyro.sample("theta_std", dist.Normal(0.0, 1.0).expand([d]).to_event(1))
+    numpyro.deterministic("theta", mean + _solve_upper(L_P, theta_std))
+
+
+def _solve_upper(L, v):
+    """L^{-T} v for a lower-triangular L."""
+    from jax.scipy.linalg import solve_triangular
+
+    return solve_triangular(L.T, v, lower=False)
+
+
+def theta_given_s(data, S, sigma_y2):
+    """theta integrated out of the z_hat likelihood (conjugate Gaussian; paper eq. 12):
+
+        P = C^{-1} + sum_j S_j V_j^{-1} S_j,   b = C^{-1} m + sum_j S_j V_j^{-1} z_hat_j,
+        V_j = sigma_y^2 S_j + Sigma_z_j,       theta | S, sigma_y^2, z_hat ~ N(P^{-1} b, P^{-1})
+        log p(z_hat | S, sigma_y^2) = -1/2 sum_j (z_j^T V_j^{-1} z_j + log|2 pi V_j|)
+                                      - 1/2 (m^T C^{-1} m + log|C| - b^T P^{-1} b + log|P|)
+
+    Returns (log p(z_hat | S, sigma_y^2), P^{-1} b, L_P with L_P L_P^T = P). Cholesky solves
+    only. In the non-centred model theta = P^{-1} b + L_P^{-T} theta_std, theta_std ~ N(0, I):
+    p(theta | ...) p(z_hat | ...) is the same joint density as p(theta) p(z_hat | theta, ...),
+    without the funnel between sigma_y^2 and theta that NUTS meets otherwise."""
+    import jax.numpy as jnp
+    from jax.scipy.linalg import cho_solve
+
+    d = data.m.shape[0]
+    V = sigma_y2 * S + data.Sigma_z
+    L_V = jnp.linalg.cholesky(V)
+    Vinv_S = cho_solve((L_V, True), S)
+    Vinv_z = cho_solve((L_V, True), data.z_hat[..., None])[..., 0]
+    L_C = jnp.linalg.cholesky(data.C)
+    Cinv_m = cho_solve((L_C, True), data.m)
+    P = cho_solve((L_C, True), jnp.eye(d)) + jnp.einsum("jkl,jlm->km", S, Vinv_S)
+    b = Cinv_m + jnp.einsum("jkl,jl->k", S, Vinv_z)
+    L_P = jnp.linalg.cholesky(P)
+    mean = cho_solve((L_P, True), b)
+    logdet = lambda L: 2.0 * jnp.sum(jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1)))  # noqa: E731
+    log_marginal = -0.5 * (jnp.sum(data.z_hat * Vinv_z) + jnp.sum(logdet(L_V))
+                           + data.z_hat.size * jnp.log(2.0 * jnp.pi)
+                           + data.m @ Cinv_m + logdet(L_C) - b @ mean + logdet(L_P))
+    return log_marginal, mean, L_P
+
+
+def theta_std_of(data, S, sigma_y2, theta):
+    """Inverse of theta = P^{-1} b + L_P^{-T} theta_std (starting values, tests)."""
+    _, mean, L_P = theta_given_s(data, S, sigma_y2)
+    return L_P.T @ (theta - mean)
+
+
 def fixeds_model(data: ModelData):
     """The fixedS model (section 4.2): S_j = data.S_fixed; latent theta, sigma_y2."""
     theta, sigma_y2 = _theta_sigma(data)
     _z_likelihood(data, data.S_fixed, theta, sigma_y2)
 
 
-MODELS = {"normalx": normalx_model, "fixeds": fixeds_model}
+MODELS = {"normalx": normalx_model, "normalx-noncentred": normalx_noncentred_model,
+          "fixeds": fixeds_model}
 
 
 def log_joint(model, data: ModelData, params: dict):
