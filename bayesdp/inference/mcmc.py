@@ -581,6 +581,7 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
     method = "normalx" if kind == "normalx-noncentred" else f"nuts-{kind}"
     _no_extra(options, method)
     enable_x64()
+    _compilation_cache_from_env()
     from numpyro.infer import MCMC, NUTS, init_to_value
 
     from ..models import regression as R
