@@ -120,6 +120,9 @@ class Release:
             privacy.check_epsilon_delta(self.epsilon, self.delta)
         if not isinstance(self.intercept, (bool, np.bool_)):
             raise BayesdpInputError(f"intercept must be True or False, got {self.intercept!r}")
+        if self.intercept and d < 2:
+            raise BayesdpInputError(f"intercept: a release with an intercept has the intercept "
+                                    f"and at least one feature (d >= 2), got d={d}")
         if self.intercept and names[0] != INTERCEPT_NAME:
             raise BayesdpInputError(
                 f"feature_names: a release with an intercept names its first feature "

@@ -182,3 +182,67 @@ def test_release_file_with_intercept_matches_in_memory(tmp_path):
     rm = bayesdp.release(X, y, feature_names=["a", "b"], **kw)
     assert np.array_equal(rf.S_hat, rm.S_hat) and np.array_equal(rf.z_hat, rm.z_hat)
     assert rf.feature_names == ("intercept", "a", "b") and rf.intercept
+
+
+# --------------------------------------------------------------------------------------------
+# fitting releases with an intercept
+
+
+def _uncentred(n, seed, intercept=1.5):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 1)) + 4.0
+    y = intercept + 0.7 * X[:, 0] + rng.normal(size=n)
+    return X, y
+
+
+def test_methods_that_fit_an_intercept_release_and_those_that_refuse():
+    X, y = _uncentred(400, 1)
+    r = bayesdp.release(X, y, epsilon=10.0, delta=DELTA, bounds=(8.0, 12.0), nodes=2, seed=2,
+                        intercept=True)
+    idata = bayesdp.fit(r, method="fast", seed=0)
+    assert list(idata.posterior["theta"].coords["feature"].values) == ["intercept", "x0"]
+    assert bayesdp.diagnostics.attrs(idata)["intercept"] == 1
+    for method in ("normalx", "normalx-paper", "normalx-collapsed", "bs"):
+        with pytest.raises(BayesdpInputError, match="'nuts-normalx'.*'fixeds' or 'fast'"):
+            bayesdp.fit(r, method=method, num_samples=5, num_warmup=5)
+
+
+def _nuts_fit(num, chains):
+    X, y = _uncentred(120, 3)
+    bounds = (8.0, 12.0)
+    r = bayesdp.release(X, y, epsilon=30.0, delta=DELTA, bounds=bounds, nodes=2, seed=4,
+                        intercept=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bayesdp.ConvergenceWarning)  # too few draws to pass
+        idata = bayesdp.fit(r, method="nuts-normalx", seed=1, num_samples=num, num_warmup=num,
+                            num_chains=chains, progress_bar=False)
+    return X, y, bounds, r, idata
+
+
+def test_nuts_runs_the_intercept_model():
+    """nuts-normalx on an intercept release runs the appendix B.2 model: S[0, 0] = n_j in every
+    draw, Sigma_x, mu, xbar and W are over the features only (named), and every latent is in
+    the convergence check. (A short run; the accuracy check below is slow.)"""
+    _, _, _, r, idata = _nuts_fit(30, 1)
+    post = idata.posterior
+    assert set(post.data_vars) >= {"theta", "sigma_y2", "Sigma_x", "mu", "xbar", "W", "S"}
+    assert post["Sigma_x"].shape[2:] == (1, 1)
+    assert list(post["mu"].coords["x_feature"].values) == ["x0"]
+    assert list(post["theta"].coords["feature"].values) == ["intercept", "x0"]
+    np.testing.assert_allclose(post["S"].values[..., 0, 0], np.broadcast_to(
+        r.n, post["S"].shape[:3]), rtol=1e-12)
+    assert {"W", "xbar", "mu"} <= set(json.loads(bayesdp.diagnostics.attrs(idata)["convergence"]))
+
+
+@pytest.mark.slow
+def test_nuts_intercept_posterior_covers_the_nonprivate_one():
+    """2 x 60 rows, eps = 30, 2 chains of 300 draws (about 65 s): the posterior of theta covers
+    the non-private posterior mean within 4 sd, and mu the true feature mean 4."""
+    X, y, bounds, r, idata = _nuts_fit(300, 2)
+    post = idata.posterior
+    ref = bayesdp.fit_nonprivate(X, y, bounds=bounds, intercept=True, seed=0)
+    m_ref = ref.posterior["theta"].mean(("chain", "draw")).values
+    m = post["theta"].mean(("chain", "draw")).values
+    sd = post["theta"].std(("chain", "draw")).values
+    assert np.all(np.abs(m - m_ref) < 4 * sd)
+    assert post["mu"].mean().item() == pytest.approx(4.0, abs=4 * post["mu"].std().item())

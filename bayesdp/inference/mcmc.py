@@ -256,7 +256,8 @@ def initial_position(release, priors, S_init, sigma_y2):
         S_init, release.z_hat, sigma_y2, closed_form.z_noise_covariances(release),
         priors.m, priors.C)
     d = release.d
-    Sx = (priors.Lambda + S_init.sum(0)) / (priors.kappa + release.n_total + d + 1.0)
+    Sx = None if release.intercept else (  # the intercept model's Sigma_x: intercept_setup
+        (priors.Lambda + S_init.sum(0)) / (priors.kappa + release.n_total + d + 1.0))
     return {"theta": mean, "sigma_y2": np.float64(sigma_y2), "Sigma_x": Sx, "S": S_init}
 
 
@@ -568,10 +569,13 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
         if fixed_s != "psd" or s_noise is not None:
             raise BayesdpInputError("fixed_s and s_noise are options of method 'nuts-fixeds' only")
         _check_release_for_normalx(release)
-        data = R.model_data(release, priors)
-        model = R.normalx_model
-        pos = initial_position(release, priors, closed_form.fixed_s_estimate(release, "psd+I"),
-                               s2_0)
+        S0 = closed_form.fixed_s_estimate(release, "psd+I")
+        if release.intercept:  # appendix B.2's model (models/regression.py)
+            model, data, pos = R.intercept_setup(release, priors, S0, s2_0)
+        else:
+            data = R.model_data(release, priors)
+            model = R.normalx_model
+            pos = initial_position(release, priors, S0, s2_0)
     kernel = NUTS(model, target_accept_prob=tap, max_tree_depth=int(max_tree_depth),
                   init_strategy=init_to_value(values=pos))
     mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
