@@ -115,11 +115,17 @@ def _cmd_release(args):
                            header=None if args.no_header else "infer", seed=args.seed,
                            calibration=args.calibration, include_yty=args.include_yty,
                            chunksize=args.chunksize, split=args.split,
-                           holder_name=args.holder, progress=args.progress)
+                           holder_name=args.holder, progress=args.progress,
+                           intercept=args.intercept, average_rows=args.average_rows)
     _print_warnings(caught)
     rel.save(args.out)
     print(rel)
     print(f"rows clipped to the bounds per holder: {rel.n_clipped.tolist()}")
+    if rel.average_rows > 1:
+        print(f"rows per holder: {rel.n_rows.tolist()}, averaged in groups of "
+              f"{rel.average_rows}: {rel.n.tolist()} groups (the n of the release); "
+              f"sensitivity {rel.sensitivity:.6g}, not the paper's per-row value (see the "
+              "release's dp_claim_note)")
     if rel.seeded:
         print("NOTE: --seed makes the noise reproducible, which is right for experiments and "
               "tests but not for a real release: omit --seed to draw fresh OS entropy.")
@@ -346,6 +352,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "without this flag, so no data value becomes a column name)")
     p.add_argument("--include-yty", action="store_true",
                    help="also release a noisy y^T y (for MCMC-B&S; larger sensitivity)")
+    p.add_argument("--intercept", action="store_true",
+                   help="release the statistics of [1, x] (appendix B.2): S_hat holds n and "
+                        "sum x, z_hat sum y; theta's first coordinate is 'intercept'. Use it "
+                        "when the features are not centred (the command warns when a column's "
+                        "|mean| exceeds its sd)")
+    p.add_argument("--average-rows", type=int, default=1, metavar="K",
+                   help="sum each holder's rows in random groups of K and divide by sqrt(K) "
+                        "(appendix B.1; closer to normal features); the rows left over are "
+                        "dropped, n counts groups, and the sensitivity is max(K Delta, swap "
+                        "bound), not the paper's Delta (docs/privacy.md 3b)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed the noise (experiments only; default: fresh OS entropy)")
     p.add_argument("--chunksize", type=int, default=100_000,

@@ -19,7 +19,8 @@ def _cmd_compare(args):
         n=args.n, d=args.d, data_dir=args.data_dir, preprocessing=args.preprocessing,
         bounds=args.bounds, mmd={"auto": None, "yes": True, "no": False}[args.mmd],
         method_options=method_options, figures=not args.no_figures, verbose=args.verbose,
-        split=args.split, progress=args.progress,
+        split=args.split, progress=args.progress, intercept=args.intercept,
+        average_rows=args.average_rows, x_mean=args.x_mean, true_intercept=args.true_intercept,
     )
     print(summary_markdown(df[df["metric"].isin(["estimation_mse", "prediction_mse"])],
                            title=f"data={args.data}, calibration={args.calibration}"))
@@ -71,6 +72,16 @@ def register(subparsers):
     p.add_argument("--split", default="contiguous", choices=["contiguous", "hash"],
                    help="how J splits the rows: 'contiguous' (the paper's protocol; not "
                         "add/remove private) or 'hash' (private; bayesdp release's default)")
+    p.add_argument("--intercept", action="store_true",
+                   help="release and fit [1, x] (appendix B.2); methods: fast, fixeds, "
+                        "fixeds-paper, nuts-fixeds, nuts-normalx, adassp, nonprivate")
+    p.add_argument("--average-rows", type=int, default=1, metavar="K",
+                   help="releases of rows averaged in random groups of K (appendix B.1); "
+                        "adaSSP and the non-private reference use the rows as they are")
+    p.add_argument("--x-mean", type=float, default=0.0,
+                   help="simulated data: mean of every feature (non-centred features)")
+    p.add_argument("--true-intercept", type=float, default=0.0,
+                   help="simulated data: the true intercept added to y")
     p.add_argument("--mmd", default="auto", choices=["auto", "yes", "no"],
                    help="compute the MMD metrics ('auto': when d <= 5)")
     p.add_argument("--no-figures", action="store_true", help="do not draw the figures")

@@ -77,13 +77,24 @@ def _context(spec):
         return _CONTEXTS[key]
     from .models.priors import Priors
 
+    intercept = spec.get("intercept", False)
     if spec["kind"] == "simulated":
         from .simulate import simulate
 
-        sim = simulate(n=spec["n"], d=spec["d"], seed=spec["seed"])
+        sim = simulate(n=spec["n"], d=spec["d"], seed=spec["seed"],
+                       x_mean=spec.get("x_mean", 0.0), intercept=spec.get("true_intercept", 0.0))
         ctx = {"X": sim.X, "y": sim.y, "theta_ref": sim.theta, "Sigma_x": sim.Sigma_x,
                "X_test": None, "y_test": None, "Lambda": sim.Lambda,
                "public_bounds": sim.bounds, "names": list(sim.feature_names)}
+        if intercept or "x_mean" in spec or "true_intercept" in spec:
+            # prediction error E[(w^T (theta_k - theta))^2] over the rows w = [1, x] of the
+            # non-centred simulation; a fit without an intercept has theta_k[0] = 0
+            mu = sim.x_mean
+            M = np.block([[np.ones((1, 1)), mu[None, :]],
+                          [mu[:, None], sim.Sigma_x + np.outer(mu, mu)]])
+            ctx["prediction_design"] = (np.concatenate([[sim.intercept], sim.theta]), M)
+            if intercept:
+                ctx["theta_ref"] = ctx["prediction_design"][0]
     else:
         from .datasets import load_dataset
 
@@ -93,6 +104,10 @@ def _context(spec):
         ctx = {"X": ds.X_train, "y": ds.y_train, "theta_ref": ds.theta_ols, "Sigma_x": None,
                "X_test": ds.X_test, "y_test": ds.y_test, "Lambda": V.T @ V,
                "public_bounds": None, "names": list(ds.feature_names)}
+        if intercept:  # least squares of [1, x] on the training rows; test rows [1, x]
+            W = np.column_stack([np.ones(ds.n_train), ds.X_train])
+            ctx["theta_ref"] = np.linalg.lstsq(W, ds.y_train, rcond=None)[0]
+            ctx["X_test"] = np.column_stack([np.ones(len(ds.X_test)), ds.X_test])
     X, y = ctx["X"], ctx["y"]
     ctx["data_bounds"] = (float(np.sqrt(np.einsum("ij,ij->i", X, X)).max()), float(np.abs(y).max()))
     ctx["delta"] = 1.0 / X.shape[0]
@@ -132,7 +147,15 @@ def _metrics_for(method, draws, ctx, ref_draws, spec, point=None):
     out = {"estimation_mse": metrics.estimation_mse(est, ctx["theta_ref"])}
     if ctx["Sigma_x"] is not None:
         src = est if method in POINT_ESTIMATE_METHODS or draws.shape[0] == 1 else draws
-        out["prediction_mse"] = metrics.simulated_prediction_mse(src, ctx["theta_ref"], ctx["Sigma_x"])
+        if "prediction_design" in ctx:
+            theta_w, M = ctx["prediction_design"]
+            src = np.atleast_2d(src)
+            if src.shape[1] < len(theta_w):  # no intercept fitted: theta_0 = 0
+                src = np.column_stack([np.zeros(src.shape[0]), src])
+            out["prediction_mse"] = metrics.simulated_prediction_mse(src, theta_w, M)
+        else:
+            out["prediction_mse"] = metrics.simulated_prediction_mse(src, ctx["theta_ref"],
+                                                                     ctx["Sigma_x"])
     else:
         out["prediction_mse"] = metrics.prediction_mse(est, ctx["X_test"], ctx["y_test"])
     if spec["mmd"] and method != "adassp" and ref_draws is not None and draws.shape[0] > 1:
@@ -172,6 +195,8 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
     X, y = ctx["X"], ctx["y"]
     bounds = _bounds(ctx, spec)
     split = spec.get("split", "contiguous")
+    design = {"intercept": spec.get("intercept", False), "average_rows": spec.get("average_rows", 1)}
+    dim = X.shape[1] + int(design["intercept"])
     eps_idx = int(round(math.log(epsilon) * 1e6))
     ss = np.random.SeedSequence([spec["seed"], eps_idx % (2**31), J, rep])
     s_rel, s_rel_yty, s_ada, s_np, s_fit = (int(s.generate_state(1, np.uint64)[0] >> 1)
@@ -184,9 +209,10 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
     if "nonprivate" in methods or need_ref:
         t0 = time.perf_counter()
         npv = bayesdp.fit_nonprivate(X, y, priors=ctx["priors"], seed=s_np, num_chains=1,
-                                     num_samples=max(spec["mmd_draws"], 2))
+                                     num_samples=max(spec["mmd_draws"], 2),
+                                     intercept=design["intercept"])
         npv_time = time.perf_counter() - t0
-        npv_draws = np.asarray(npv.posterior["theta"]).reshape(-1, X.shape[1])
+        npv_draws = np.asarray(npv.posterior["theta"]).reshape(-1, dim)
         ref = npv_draws if spec["mmd"] else None
     for method in methods:
         path = cell_path(cells_dir, method, epsilon, J, rep) if cells_dir is not None else None
@@ -203,7 +229,11 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
                 m_ref = None
             elif method == "adassp":
                 budget = "paper-code" if spec["calibration"] == "paper-code" else "paper"
-                draws = bayesdp.adassp(X, y, epsilon=epsilon, delta=ctx["delta"], bounds=bounds,
+                Xa, ba = X, bounds
+                if design["intercept"]:  # adaSSP on the rows [1, x], ||[1, x]|| <= sqrt(1 + B_x^2)
+                    Xa = np.column_stack([np.ones(len(X)), X])
+                    ba = (math.sqrt(1.0 + bounds[0] ** 2), bounds[1])
+                draws = bayesdp.adassp(Xa, y, epsilon=epsilon, delta=ctx["delta"], bounds=ba,
                                        nodes=J, seed=s_ada, budget=budget,
                                        calibration=spec["calibration"], split=split)
                 seconds = time.perf_counter() - t0
@@ -215,14 +245,15 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
                                                   bounds=bounds, nodes=J, seed=s_rel_yty,
                                                   split=split,
                                                   calibration=spec["calibration"],
-                                                  include_yty=True, feature_names=ctx["names"])
+                                                  include_yty=True, feature_names=ctx["names"],
+                                                  **design)
                     r = rel_yty
                 else:
                     if rel is None:
                         rel = bayesdp.release(X, y, epsilon=epsilon, delta=ctx["delta"],
                                               bounds=bounds, nodes=J, seed=s_rel, split=split,
                                               calibration=spec["calibration"],
-                                              feature_names=ctx["names"])
+                                              feature_names=ctx["names"], **design)
                     r = rel
                 t0 = time.perf_counter()
                 idata = bayesdp.fit(r, method=method, seed=s_fit, priors=ctx["priors"],
@@ -230,7 +261,7 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
                                     num_chains=1, progress_bar=False,
                                     **_method_options(method, spec))
                 seconds = time.perf_counter() - t0
-                draws = np.asarray(idata.posterior["theta"]).reshape(-1, X.shape[1])
+                draws = np.asarray(idata.posterior["theta"]).reshape(-1, dim)
                 if "closed_form_mean" in idata.posterior.attrs:
                     point = bayesdp.closed_form_moments(idata)[0]
                 m_ref = ref
@@ -269,7 +300,8 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
             num_warmup=1000, *, n=100_000, d=2, data_dir=None, preprocessing="paper",
             bounds="data", mmd=None, mmd_draws=500, mmd_bandwidth=0.1, method_options=None,
             figures=True, verbose=False, split="contiguous", executor=None,
-            progress=None) -> pd.DataFrame:
+            progress=None, intercept=False, average_rows=1, x_mean=0.0,
+            true_intercept=0.0) -> pd.DataFrame:
     """Run every method over epsilons x nodes x reps; return the tidy results DataFrame.
 
     Parameters
@@ -304,6 +336,15 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     verbose : print a line per finished cell, "[k/total] eps=.. J=.. rep=..: methods (seconds)".
     progress : a progress bar over the cells on stderr (count, total, time left): None
         (default) when stderr is a terminal, True / False to force it (``bayesdp.progress``).
+    intercept : release and fit the rows [1, x] (appendix B.2); the reference theta then has the
+        intercept first (the truth, or least squares with an intercept), adaSSP and the
+        non-private posterior use [1, x] too, and only the methods that fit intercept releases
+        may be asked for (``bayesdp.inference.fit.INTERCEPT_METHODS``).
+    average_rows : k > 1 releases rows averaged in random groups of k (appendix B.1) for every
+        [S, z] method; adaSSP and the non-private reference use the rows as they are.
+    x_mean, true_intercept : simulated data only: feature mean and true intercept (non-centred
+        data, ``bayesdp.simulate``); the simulated prediction error then averages over rows
+        [1, x] of that distribution (a fit without an intercept predicts with theta_0 = 0).
     """
     from .inference import METHODS
 
@@ -335,6 +376,18 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         if n_jobs is None or n_jobs > 1:
             raise BayesdpInputError("give executor or n_jobs > 1, not both (the executor decides "
                                     "how many cells run at once)")
+    from .inference.fit import INTERCEPT_METHODS
+    from .release import _check_design
+
+    k = _check_design(intercept, average_rows)
+    if intercept:
+        bad = [m for m in methods if m not in INTERCEPT_METHODS and m not in BASELINES]
+        if bad:
+            raise BayesdpInputError(
+                f"methods: {bad} do not fit releases with an intercept; with intercept=True "
+                f"choose from {sorted(set(INTERCEPT_METHODS) | set(BASELINES))}")
+    if (x_mean != 0 or true_intercept != 0) and str(data).lower() != "simulated":
+        raise BayesdpInputError("x_mean and true_intercept are options of simulated data only")
     if out_dir is not None:  # checked before any work; only the leaf folder is ever created
         out_dir = Path(out_dir)
         if out_dir.exists() and not out_dir.is_dir():
@@ -363,6 +416,12 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
 
     if _check_split(split) != "contiguous":
         spec["split"] = split  # absent = contiguous, so earlier result folders still resume
+    # absent = the defaults, so earlier result folders still resume
+    for key, value, default in (("intercept", bool(intercept), False), ("average_rows", k, 1),
+                                ("x_mean", float(x_mean), 0.0),
+                                ("true_intercept", float(true_intercept), 0.0)):
+        if value != default:
+            spec[key] = value
     spec.update({"calibration": calibration, "num_samples": int(num_samples),
                  "num_warmup": int(num_warmup), "mmd_draws": int(mmd_draws),
                  "mmd_bandwidth": float(mmd_bandwidth), "method_options": method_options or {}})

@@ -379,3 +379,70 @@ def _contiguous_removal_sq(m, J, block=1 << 15):
         pre_a += ta.sum(axis=0)
         pre_b += tb.sum(axis=0)
     return best
+
+
+def row_norm_bounds(bound_x, bound_y, *, intercept=False):
+    """(R, V): R bounds the norm of a released feature row and V^2 bounds ||vech(x x^T)||^2.
+
+    Without an intercept the row is x, ||x|| <= B_x: R = B_x, V^2 = B_x^4. With an intercept
+    (appendix B.2) the row is [1, x]: R^2 = 1 + B_x^2, and ||vech(w w^T)||^2 =
+    (||w||^4 + sum_i w_i^4) / 2 is largest at x = B_x e_1, giving V^2 = 1 + B_x^2 + B_x^4
+    (less than R^4 = (1 + B_x^2)^2, because the ones and x never sit in one coordinate).
+    """
+    bx = float(bound_x)
+    if intercept:
+        return math.sqrt(1.0 + bx * bx), math.sqrt(1.0 + bx * bx + bx**4)
+    return bx, bx * bx
+
+
+def sensitivity_release(bound_x, bound_y, *, intercept=False, average_rows=1, with_yty=False):
+    """L2 add/remove-one sensitivity of the released vector [vech(S), z (, y^T y)] of a holder.
+
+    Plain rows (``intercept=False, average_rows=1``): :func:`sensitivity_sz` /
+    :func:`sensitivity_szy`, the paper's Delta.
+
+    ``intercept=True`` (appendix B.2): the rows are [1, x], so one row changes
+    [vech(S_0), z_0] by [vech(w w^T), w y], w = [1, x], of squared norm at most
+
+        Delta_1^2 = 1 + B_x^2 + B_x^4 + (1 + B_x^2) B_y^2   (+ B_y^4 with y^T y)
+
+    (attained at x = B_x e_1, y = B_y). The [0, 0] entry (n) is in the noisy vector too, so
+    the noisy statistics are private on their own, whether or not n is treated as public.
+
+    ``average_rows=k >= 2`` (appendix B.1): the holder's rows go into a uniformly random
+    partition (secret randomness) into groups of exactly k, the n mod k rows left over are
+    dropped, and each group releases a = sum(w_i) / sqrt(k), b = sum(y_i) / sqrt(k). With
+    R and V from :func:`row_norm_bounds` and Delta_row the per-row sensitivity above, a
+    neighbour is reached, under a coupling of the two random partitions, in one of two ways
+    (docs/privacy.md section 3b):
+
+    - a group appears or disappears: its [vech(a a^T), a b] has norm at most k Delta_row
+      (a / sqrt(k) is a mean of rows and ||vech(w w^T)||^2 is convex in w);
+    - one row of one group is swapped for a row that was left over: with
+      ||a + a'|| <= 2 sqrt(k) R, ||a - a'|| <= 2 B_x / sqrt(k) and the same for b,
+      the change is at most Delta_swap = 2 sqrt(4 R^2 B_x^2 + (R + B_x)^2 B_y^2 (+ 4 B_y^4)).
+
+    So the sensitivity is max(k Delta_row, Delta_swap): k Delta for plain rows and k >= 4
+    (attained by k equal rows on the bound), 4 Delta for k = 2, 3 (the numerical worst swap
+    there is 4 (k - 1) / k Delta, so this is conservative). The paper says the averaged
+    statistics have the *same* sensitivity as the original ones; that is not true.
+    """
+    k = int(average_rows)
+    if k < 1:
+        raise BayesdpInputError(f"average_rows must be a whole number >= 1, got {average_rows!r}")
+    if not intercept and k == 1:
+        return sensitivity_szy(bound_x, bound_y) if with_yty else sensitivity_sz(bound_x, bound_y)
+    bx, by = check_bounds((bound_x, bound_y))
+    try:
+        R, V = row_norm_bounds(bx, by, intercept=intercept)
+        yty = by**4 if with_yty else 0.0
+        row = math.sqrt(V * V + R * R * by * by + yty)
+        swap = 2.0 * math.sqrt(4 * R * R * bx * bx + (R + bx) ** 2 * by * by + 4 * yty)
+        val = max(k * row, swap) if k > 1 else row
+    except OverflowError:
+        val = math.inf
+    if not math.isfinite(val):
+        raise BayesdpInputError(
+            f"bounds: the sensitivity overflows float64 for B_x={bx:g}, B_y={by:g}; rescale the "
+            "data to smaller bounds")
+    return val

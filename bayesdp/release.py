@@ -30,6 +30,8 @@ from . import privacy
 from .errors import BayesdpInputError, CombineError, ReleaseFormatError, check_seed
 
 FORMAT_NAME = "bayesdp-release"
+INTERCEPT_NAME = "intercept"
+"""Name of the first feature of a release with an intercept (appendix B.2): theta[0]."""
 FORMAT_VERSION = 1
 
 NOISE_M = "symmetric; upper triangle including the diagonal iid N(0, 1), lower triangle mirrored"
@@ -56,6 +58,12 @@ class Release:
     optional general Gaussian noise covariance over [vech(S) (upper triangle, row-major), z]; when
     it is None the noise is the iid design of eqs. (2)-(3). ``yty_hat`` / ``sigma_yty`` are the
     optional noisy y^T y of appendix C.1 (only MCMC-B&S uses them).
+
+    ``intercept`` (appendix B.2): the rows were [1, x]; the first feature is named "intercept",
+    S_hat_j[0, 0] is n_j + noise, S_hat_j[0, 1:] is sum x + noise and z_hat_j[0] sum y + noise.
+    ``average_rows`` = k > 1 (appendix B.1): each holder released the statistics of its rows
+    summed in random groups of k and divided by sqrt(k); then ``n`` counts the groups (the
+    Wishart degrees of freedom of normalX) and ``n_rows`` the rows the holder had.
     """
 
     S_hat: np.ndarray
@@ -79,6 +87,9 @@ class Release:
     dp_claim_valid: bool = True
     dp_claim_note: str = ""
     provenance: dict = dataclasses.field(default_factory=dict)
+    intercept: bool = False
+    average_rows: int = 1
+    n_rows: Optional[np.ndarray] = None
 
     def __post_init__(self):
         S = _float_array("S_hat", self.S_hat, ndim=3)
@@ -107,6 +118,18 @@ class Release:
             raise BayesdpInputError(f"holder_names must be {J} distinct names, got {holders!r}")
         if self.epsilon is not None or self.delta is not None:
             privacy.check_epsilon_delta(self.epsilon, self.delta)
+        if not isinstance(self.intercept, (bool, np.bool_)):
+            raise BayesdpInputError(f"intercept must be True or False, got {self.intercept!r}")
+        if self.intercept and d < 2:
+            raise BayesdpInputError(f"intercept: a release with an intercept has the intercept "
+                                    f"and at least one feature (d >= 2), got d={d}")
+        if self.intercept and names[0] != INTERCEPT_NAME:
+            raise BayesdpInputError(
+                f"feature_names: a release with an intercept names its first feature "
+                f"{INTERCEPT_NAME!r}, got {names[0]!r}")
+        k = self.average_rows
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise BayesdpInputError(f"average_rows must be a whole number >= 1, got {k!r}")
         if self.calibration is not None and self.calibration not in privacy.CALIBRATIONS:
             raise BayesdpInputError(
                 f"calibration must be one of {privacy.CALIBRATIONS}, got {self.calibration!r}"
@@ -121,15 +144,27 @@ class Release:
         set_("feature_names", names)
         set_("holder_names", holders)
         set_("bounds", bounds)
+        set_("intercept", bool(self.intercept))
+        set_("average_rows", int(k))
+        if self.n_rows is not None:
+            rows = _whole_numbers("n_rows", self.n_rows, J)
+            if np.any(rows // int(k) != n):
+                raise BayesdpInputError(
+                    f"n_rows: with average_rows={int(k)} each holder's n_j must be its number of "
+                    f"groups floor(n_rows_j / {int(k)}); got n={n.tolist()}, "
+                    f"n_rows={rows.tolist()}")
+            set_("n_rows", rows)
         if self.n_clipped is not None:
             try:
                 nc = _whole_numbers("n_clipped", self.n_clipped, J, minimum=0)
             except BayesdpInputError:
                 nc = None
-            if nc is None or np.any(nc > n):
+            # clipping counts rows: at most n_j, or n_rows_j when rows were averaged
+            top = self.n_rows if self.n_rows is not None else (n if int(k) == 1 else None)
+            if nc is None or (top is not None and np.any(nc > top)):
                 raise BayesdpInputError(
-                    f"n_clipped must be {J} whole numbers with 0 <= n_clipped_j <= n_j, "
-                    f"got {self.n_clipped!r}"
+                    f"n_clipped must be {J} whole numbers with 0 <= n_clipped_j <= "
+                    f"{'n_j' if int(k) == 1 else 'n_rows_j'}, got {self.n_clipped!r}"
                 )
             set_("n_clipped", nc)
         if self.sensitivity is not None:
@@ -204,8 +239,11 @@ class Release:
         if self.seeded:
             flags.append("seeded noise (for experiments only)")
         extra = f" [{'; '.join(flags)}]" if flags else ""
+        shape = ", intercept" if self.intercept else ""
+        if self.average_rows > 1:
+            shape += f", average_rows={self.average_rows} (n = groups)"
         return (
-            f"Release(J={self.J}, d={self.d}, n={self.n.tolist()}, epsilon={eps}, delta={dlt}, "
+            f"Release(J={self.J}, d={self.d}{shape}, n={self.n.tolist()}, epsilon={eps}, delta={dlt}, "
             f"calibration={self.calibration}, sigma_s={_fmt(self.sigma_s)}, "
             f"sigma_z={_fmt(self.sigma_z)}){extra}"
         )
@@ -227,6 +265,8 @@ class Release:
                 "sigma_s": float(self.sigma_s[j]),
                 "sigma_z": float(self.sigma_z[j]),
             }
+            if self.n_rows is not None:
+                h["n_rows"] = int(self.n_rows[j])
             if include_clip_counts and self.n_clipped is not None:
                 h["n_clipped"] = int(self.n_clipped[j])
             if self.yty_hat is not None:
@@ -235,11 +275,17 @@ class Release:
             if self.noise_cov is not None:
                 h["noise_cov"] = self.noise_cov[j].tolist()
             holders.append(h)
+        shape = {}
+        if self.intercept:
+            shape["intercept"] = True
+        if self.average_rows > 1:
+            shape["average_rows"] = int(self.average_rows)
         return {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
             "d": self.d,
             "feature_names": list(self.feature_names),
+            **shape,
             "holders": holders,
             "privacy": {
                 "epsilon": self.epsilon,
@@ -466,8 +512,12 @@ def _release_from_dict(doc) -> Release:
     holders = _need(doc, "holders", "", list)
     if not holders:
         raise ReleaseFormatError("field 'holders' is empty")
+    intercept = _flag(doc, "intercept", False, "")
+    k = doc.get("average_rows", 1)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ReleaseFormatError(f"field 'average_rows' must be a whole number >= 1, got {k!r}")
     S, z, n, ss, sz, hn = [], [], [], [], [], []
-    clipped, yty, syty, cov = [], [], [], []
+    clipped, yty, syty, cov, rows = [], [], [], [], []
     for j, h in enumerate(holders):
         w = f"holders[{j}]."
         Sj = _number_array(_need(h, "S_hat", w, list), w + "S_hat", 2)
@@ -484,6 +534,7 @@ def _release_from_dict(doc) -> Release:
         hn.append(str(h.get("name", j)))
         clipped.append(None if h.get("n_clipped") is None
                        else _count(h["n_clipped"], w + "n_clipped", minimum=0))
+        rows.append(None if h.get("n_rows") is None else _count(h["n_rows"], w + "n_rows"))
         yty.append(None if h.get("yty_hat") is None else _number(h["yty_hat"], w + "yty_hat"))
         if h.get("yty_hat") is not None:
             syty.append(_number(_need(h, "sigma_yty", w), w + "sigma_yty"))
@@ -514,6 +565,8 @@ def _release_from_dict(doc) -> Release:
         raise ReleaseFormatError("noise_cov must be given for every holder or for none")
     if any(v is not None for v in clipped) and not has(clipped):
         raise ReleaseFormatError("n_clipped must be given for every holder or for none")
+    if any(v is not None for v in rows) and not has(rows):
+        raise ReleaseFormatError("n_rows must be given for every holder or for none")
     return Release(
         S_hat=np.stack(S),
         z_hat=np.stack(z),
@@ -537,6 +590,9 @@ def _release_from_dict(doc) -> Release:
         dp_claim_valid=_flag(pr, "dp_claim_valid", True, "privacy."),
         dp_claim_note=str(pr.get("dp_claim_note", "")),
         provenance=prov,
+        intercept=intercept,
+        average_rows=k,
+        n_rows=np.array(rows) if has(rows) else None,
     )
 
 
@@ -637,8 +693,8 @@ def combine_releases(*releases) -> Release:
         raise BayesdpInputError("combine_releases needs at least one release")
     first = rels[0]
     for k, r in enumerate(rels[1:], start=1):
-        for field in ("d", "feature_names", "bounds", "epsilon", "delta", "calibration",
-                      "sensitivity", "private_bounds"):
+        for field in ("d", "feature_names", "intercept", "average_rows", "bounds", "epsilon",
+                      "delta", "calibration", "sensitivity", "private_bounds"):
             a, b = getattr(first, field), getattr(r, field)
             if a != b:
                 raise CombineError(
@@ -686,6 +742,7 @@ def combine_releases(*releases) -> Release:
         holder_names=tuple(names),
         seeded=any(r.seeded for r in rels),
         n_clipped=None if any(r.n_clipped is None for r in rels) else np.concatenate([r.n_clipped for r in rels]),
+        n_rows=None if any(r.n_rows is None for r in rels) else np.concatenate([r.n_rows for r in rels]),
         yty_hat=cat("yty_hat"),
         sigma_yty=cat("sigma_yty"),
         noise_cov=cat("noise_cov"),
@@ -703,17 +760,26 @@ class _Accumulator:
 
     ``holders``: the holder labels in their release order when they are known in advance (a
     holder count: 0..J-1, whatever the data); otherwise holders appear in first-row order.
+    Rows are clipped to the bounds first. ``intercept``: the rows are [1, x] (appendix B.2).
+    ``average_rows`` = k > 1 (appendix B.1): the clipped rows are kept per holder and summed in
+    random groups of k by :meth:`finish`, so this needs memory for the rows.
     """
 
-    def __init__(self, d, bounds, holders=None):
+    def __init__(self, d, bounds, holders=None, *, intercept=False, average_rows=1):
         self.d = d
         self.bounds = bounds
-        self.stats = {}  # holder label -> [S, z, yty, n, n_clipped]
+        self.intercept = bool(intercept)
+        self.average_rows = int(average_rows)
+        self.stats = {}  # holder label -> _HolderSums
         for lab in holders or ():
             self._new(lab)
 
     def _new(self, lab):
-        return self.stats.setdefault(lab, [np.zeros((self.d, self.d)), np.zeros(self.d), 0.0, 0, 0])
+        if lab not in self.stats:
+            D = self.d + int(self.intercept)
+            self.stats[lab] = _HolderSums(np.zeros((D, D)), np.zeros(D), 0.0, 0, 0,
+                                          np.zeros(self.d), np.zeros(self.d), 0.0, 0.0, [])
+        return self.stats[lab]
 
     def add(self, X, y, labels, what="nodes"):
         X, y = _check_rows(X, y, self.d)
@@ -723,11 +789,74 @@ class _Accumulator:
             m = labels == lab
             Xm, ym = X[m], y[m]
             st = self._new(lab)
-            st[0] += Xm.T @ Xm
-            st[1] += Xm.T @ ym
-            st[2] += float(ym @ ym)
-            st[3] += int(m.sum())
-            st[4] += int(clipped[m].sum())
+            st.n += int(m.sum())
+            st.n_clipped += int(clipped[m].sum())
+            st.sx += Xm.sum(axis=0)
+            st.sxx += np.einsum("ij,ij->j", Xm, Xm)
+            st.sy += float(ym.sum())
+            st.syy += float(ym @ ym)
+            if self.average_rows > 1:
+                st.rows.append((Xm, ym))
+                continue
+            W = self._design(Xm)
+            st.S += W.T @ W
+            st.z += W.T @ ym
+            st.yty += float(ym @ ym)
+
+    def _design(self, X):
+        return np.column_stack([np.ones(len(X)), X]) if self.intercept else X
+
+    def finish(self, rng):
+        """With ``average_rows`` = k > 1: for each holder (in release order), a uniformly random
+        partition of its rows (``rng.permutation``) into floor(n_j / k) groups of k, the
+        n_j mod k rows left over dropped; each group contributes a = sum(w_i) / sqrt(k),
+        b = sum(y_i) / sqrt(k) (w_i the design rows) to S, z and y^T y. Sets ``n_used``."""
+        k = self.average_rows
+        for st in self.stats.values():
+            if k == 1:
+                st.n_used = st.n
+                continue
+            X = np.concatenate([r[0] for r in st.rows]) if st.rows else np.zeros((0, self.d))
+            y = np.concatenate([r[1] for r in st.rows]) if st.rows else np.zeros(0)
+            st.rows = []
+            m = st.n // k
+            groups = rng.permutation(st.n)[: m * k].reshape(m, k)
+            A = self._design(X)[groups].sum(axis=1) / math.sqrt(k)
+            b = y[groups].sum(axis=1) / math.sqrt(k)
+            st.S, st.z, st.yty, st.n_used = A.T @ A, A.T @ b, float(b @ b), m
+
+    def uncentred_columns(self, names, y_name="y"):
+        """Columns (features and y, over all holders) whose |mean| exceeds their sd, as text
+        ("x0 (mean 5.02, sd 1.01)"); the data holder's own check, not part of the release."""
+        sts = list(self.stats.values())
+        n = sum(st.n for st in sts)
+        if n < 2:
+            return []
+        sx = sum(st.sx for st in sts) / n
+        sxx = sum(st.sxx for st in sts) / n
+        sy = sum(st.sy for st in sts) / n
+        syy = sum(st.syy for st in sts) / n
+        out = []
+        for name, mean, sq in [*zip(names, sx, sxx), (y_name, sy, syy)]:
+            sd = math.sqrt(max(sq - mean * mean, 0.0))
+            if abs(mean) > sd:
+                out.append(f"{name} (mean {mean:.3g}, sd {sd:.3g})")
+        return out
+
+
+@dataclasses.dataclass
+class _HolderSums:
+    S: np.ndarray
+    z: np.ndarray
+    yty: float
+    n: int  # rows
+    n_clipped: int
+    sx: np.ndarray  # sum of the (clipped) feature columns, for the centring check
+    sxx: np.ndarray
+    sy: float
+    syy: float
+    rows: list  # (X, y) chunks kept for averaging
+    n_used: int = 0  # rows (or groups, when averaging) in S, z
 
 
 def _unique_in_order(labels, what="nodes"):
@@ -893,10 +1022,9 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
                    private_bounds, source, split="labels", holder_name=None):
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
     bx, by = acc.bounds
-    if include_yty:
-        sens = privacy.sensitivity_szy(bx, by)
-    else:
-        sens = privacy.sensitivity_sz(bx, by)
+    k = acc.average_rows
+    sens = privacy.sensitivity_release(bx, by, intercept=acc.intercept, average_rows=k,
+                                       with_yty=include_yty)
     sigma = privacy.gaussian_sigma(eps, dlt, sens, calibration)
     if not sigma <= MAX_ABS / 100:  # the noisy statistics must stay below MAX_ABS
         raise BayesdpInputError(
@@ -905,27 +1033,42 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
             f"for float64 statistics; use a larger epsilon or smaller bounds")
     if calibration == "paper-code":
         warnings.warn(privacy.PAPER_CODE_WARNING, UserWarning, stacklevel=3)
-    rng = np.random.default_rng(check_seed(seed))  # seed None: fresh OS entropy
-    d = acc.d
-    iu = np.triu_indices(d)
     labels = list(acc.stats)
+    rows = np.array([acc.stats[lab].n for lab in labels])
+    if np.any(rows < k):
+        few = [str(lab) for lab, nj in zip(labels, rows) if nj < k]
+        how = " (split='hash' assigns rows by their values, so a holder can get none; use fewer " \
+              "holders)" if split == "hash" and k == 1 else ""
+        need = "at least one row" if k == 1 else f"at least average_rows={k} rows (one group)"
+        raise BayesdpInputError(f"nodes: holder(s) {', '.join(few)} got "
+                                f"{'no rows' if k == 1 else 'fewer than ' + str(k) + ' rows'}"
+                                f"{how}; every data holder needs {need}")
+    if not acc.intercept:
+        far = acc.uncentred_columns(feature_names)
+        if far:
+            warnings.warn(
+                "release without an intercept, but column(s) " + ", ".join(far[:5])
+                + (" ..." if len(far) > 5 else "") + " are far from centred (|mean| > sd): a "
+                "regression through the origin then fits badly unless E[y | x = 0] = 0. Consider "
+                "intercept=True (command line: --intercept). This check reads the rows; it is "
+                "shown to the data holder only and is not part of the release.",
+                UserWarning, stacklevel=3)
+    rng = np.random.default_rng(check_seed(seed))  # seed None: fresh OS entropy
+    # the grouping of average_rows has its own stream, so the noise draws do not depend on it
+    acc.finish(np.random.default_rng(None if seed is None else [int(seed), GROUPING_STREAM]))
+    D = acc.d + int(acc.intercept)
+    iu = np.triu_indices(D)
     S_hat, z_hat, yty_hat = [], [], []
     for lab in labels:
-        S, z, yty, _, _ = acc.stats[lab]
-        M = np.zeros((d, d))
+        st = acc.stats[lab]
+        M = np.zeros((D, D))
         M[iu] = rng.standard_normal(len(iu[0]))
         M = M + np.triu(M, 1).T
-        S_hat.append(S + sigma * M)
-        z_hat.append(z + sigma * rng.standard_normal(d))
+        S_hat.append(st.S + sigma * M)
+        z_hat.append(st.z + sigma * rng.standard_normal(D))
         if include_yty:
-            yty_hat.append(yty + sigma * rng.standard_normal())
-    n = np.array([acc.stats[lab][3] for lab in labels])
-    if np.any(n < 1):
-        empty = [str(lab) for lab, nj in zip(labels, n) if nj < 1]
-        how = " (split='hash' assigns rows by their values, so a holder can get none; use fewer " \
-              "holders)" if split == "hash" else ""
-        raise BayesdpInputError(f"nodes: holder(s) {', '.join(empty)} got no rows{how}; "
-                                "every data holder needs at least one row")
+            yty_hat.append(st.yty + sigma * rng.standard_normal())
+    n = np.array([acc.stats[lab].n_used for lab in labels])
     dp_valid = private_bounds and calibration != "paper-code"
     notes = []
     if not private_bounds:
@@ -939,18 +1082,23 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
             notes.append(note)
             warnings.warn(note, UserWarning, stacklevel=3)
     if split == "contiguous" and len(labels) > 1:
-        note = _contiguous_note(int(n.sum()), len(labels), sigma, sens, eps, dlt)
+        note = _contiguous_note(int(rows.sum()), len(labels), sigma, sens, eps, dlt)
         dp_valid = False
         notes.append(note)
         warnings.warn(note, UserWarning, stacklevel=3)
+    if k > 1:
+        notes.append(_averaging_note(k, bx, by, acc.intercept, include_yty, sens))
     J = len(labels)
+    design = "[1, x]" if acc.intercept else "x"
+    if k > 1:
+        design = f"sums of {design} over random groups of {k} rows, divided by sqrt({k})"
     return Release(
         S_hat=np.stack(S_hat),
         z_hat=np.stack(z_hat),
         n=n,
         sigma_s=np.full(J, sigma),
         sigma_z=np.full(J, sigma),
-        feature_names=tuple(feature_names),
+        feature_names=((INTERCEPT_NAME,) if acc.intercept else ()) + tuple(feature_names),
         holder_names=(holder_name,) if holder_name is not None and J == 1
         else tuple(str(lab) for lab in labels),
         epsilon=eps,
@@ -960,16 +1108,20 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
         bounds=(bx, by),
         private_bounds=private_bounds,
         seeded=seed is not None,
-        n_clipped=np.array([acc.stats[lab][4] for lab in labels]),
+        n_clipped=np.array([acc.stats[lab].n_clipped for lab in labels]),
         yty_hat=np.array(yty_hat) if include_yty else None,
         sigma_yty=np.full(J, sigma) if include_yty else None,
         dp_claim_valid=dp_valid,
         dp_claim_note="; ".join(notes),
+        intercept=acc.intercept,
+        average_rows=k,
+        n_rows=rows if k > 1 else None,
         provenance={
             "created_by": f"bayesdp {_version()}",
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "mechanism": "Gaussian mechanism on [vech(S), z"
             + (", y^T y]" if include_yty else "]")
+            + f" of the rows {design}"
             + f"; sigma = sensitivity * sigma_{calibration}(eps, delta)",
             "source": source,
             "split": {"hash": "hash of each row's values (nodes = holder count)",
@@ -978,6 +1130,21 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
                       "labels": "one holder label per row (given)"}[split],
         },
     )
+
+
+GROUPING_STREAM = 0x67726F757073  # b"groups": the seed stream of average_rows' random groups
+
+
+def _averaging_note(k, bx, by, intercept, include_yty, sens):
+    """dp_claim_note of a release with average_rows = k > 1 (docs/privacy.md section 3b)."""
+    row = privacy.sensitivity_release(bx, by, intercept=intercept, with_yty=include_yty)
+    return (f"average_rows={k}: each holder's rows were summed in uniformly random groups of {k} "
+            f"(secret grouping; the n mod {k} rows left over dropped) and divided by sqrt({k}). "
+            f"The paper (appendix B.1) says these statistics have the same sensitivity as the "
+            f"original ones; they do not: adding or removing one row can add or remove a whole "
+            f"group (up to {k} x the per-row sensitivity) or swap one row of a group, so the "
+            f"noise is calibrated to sensitivity {sens:.6g} = {sens / row:.4g} x the per-row "
+            f"{row:.6g}, and the stated (eps, delta) holds")
 
 
 def _contiguous_note(n_total, J, sigma, sens, eps, dlt):
@@ -993,7 +1160,8 @@ def _contiguous_note(n_total, J, sigma, sens, eps, dlt):
 
 
 def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="exact",
-            include_yty=False, feature_names=None, split="hash", holder_name=None) -> Release:
+            include_yty=False, feature_names=None, split="hash", holder_name=None,
+            intercept=False, average_rows=1) -> Release:
     """Release noisy (S_hat_j, z_hat_j, n_j) for each data holder with (eps, delta)-DP.
 
     Parameters
@@ -1028,6 +1196,17 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         The name of the single holder (``nodes=1``), e.g. ``"hospital_a"``; it names the
         holder's coordinates after :func:`combine_releases`, which refuses the same name in two
         inputs. Default: ``"0"``, a made-up name that combine renames ``"<k>:0"``.
+    intercept : bool
+        Release the statistics of the rows [1, x] (appendix B.2): S_hat holds n, sum x and
+        X^T X, z_hat holds sum y and X^T y, and the first feature (theta's first coordinate) is
+        named "intercept". The sensitivity is that of the augmented row (docs/privacy.md, 3b).
+        Without it, a warning (to the data holder only) names columns far from centred.
+    average_rows : int
+        k > 1 (appendix B.1): each holder's rows are summed in uniformly random groups of k
+        (the n_j mod k rows left over are dropped) and divided by sqrt(k), which makes
+        non-normal features closer to normal. ``n`` then counts groups and ``n_rows`` rows. The
+        sensitivity is max(k Delta_row, Delta_swap), not the paper's Delta (docs/privacy.md 3b;
+        the release's dp_claim_note says so). Needs memory for the rows.
 
     Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
     Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2).
@@ -1042,9 +1221,10 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         names = _feature_names(feature_names, X.shape[1], "feature_names")
     else:
         names = df_names if df_names is not None else [f"x{i}" for i in range(X.shape[1])]
+    k = _check_design(intercept, average_rows, names)
     labels, holders = _node_labels(nodes, X, y, split)
     bnds, private_bounds = _resolve_bounds(bounds, X, y)
-    acc = _Accumulator(X.shape[1], bnds, holders)
+    acc = _Accumulator(X.shape[1], bnds, holders, intercept=intercept, average_rows=k)
     acc.add(X, y, labels)
     return _noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
                           include_yty=include_yty, seed=seed, feature_names=names,
@@ -1055,7 +1235,8 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
 
 def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_column=None,
                  header="infer", seed=None, calibration="exact", include_yty=False,
-                 chunksize=100_000, split="hash", holder_name=None, progress=None) -> Release:
+                 chunksize=100_000, split="hash", holder_name=None, progress=None,
+                 intercept=False, average_rows=1) -> Release:
     """Release from a CSV or Parquet file far larger than memory, in constant memory.
 
     The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
@@ -1072,6 +1253,8 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     ``holder_name`` names the single holder (``nodes=1``), as in :func:`release`.
     ``progress``: a progress bar per pass over the file on stderr (share of the file read, time
     left): None (default) when stderr is a terminal, True / False to force it.
+    ``intercept`` and ``average_rows`` as in :func:`release`; ``average_rows`` > 1 keeps the
+    clipped rows in memory (the groups are a random partition of all of a holder's rows).
     """
     path = Path(path)
     if not path.exists():
@@ -1088,6 +1271,7 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     if chunksize < 1:
         raise BayesdpInputError(f"chunksize must be >= 1, got {chunksize}")
     _check_split(split)
+    k = _check_design(intercept, average_rows)
     data_bounds = isinstance(bounds, str) and bounds == "data"
     bnds = None if data_bounds else _resolve_bounds(bounds, None, None)[0]
     J = None
@@ -1123,7 +1307,9 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
                                                   progress, desc):
         if names is None:
             names = [str(c) for c in feats]
-            acc = _Accumulator(len(feats), bnds, None if J is None else list(range(J)))
+            _check_design(intercept, k, names)
+            acc = _Accumulator(len(feats), bnds, None if J is None else list(range(J)),
+                               intercept=intercept, average_rows=k)
         try:
             Xc = chunk[feats].to_numpy(dtype=np.float64)
             yc = chunk[ycol].to_numpy(dtype=np.float64)
@@ -1156,6 +1342,21 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
                           include_yty=include_yty, seed=seed, feature_names=names,
                           private_bounds=not data_bounds, source=f"file {path.name}",
                           split="labels" if J is None else split, holder_name=holder_name)
+
+
+def _check_design(intercept, average_rows, names=()):
+    """Validate ``intercept`` and ``average_rows``; return k. With an intercept no feature may
+    be called "intercept" (the name of theta's first coordinate)."""
+    if not isinstance(intercept, (bool, np.bool_)):
+        raise BayesdpInputError(f"intercept must be True or False, got {intercept!r}")
+    k = average_rows
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise BayesdpInputError(f"average_rows must be a whole number >= 1, got {average_rows!r}")
+    if intercept and INTERCEPT_NAME in list(names):
+        raise BayesdpInputError(
+            f"feature_names: {INTERCEPT_NAME!r} is the name of the intercept column that "
+            "intercept=True adds; rename that feature")
+    return int(k)
 
 
 def _check_holder_name(holder_name, nodes):

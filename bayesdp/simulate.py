@@ -2,6 +2,9 @@
 
     V_ij iid N(0, 1),  Lambda = V^T V,  Sigma_x ~ InvWishart(Lambda, d + 1),
     theta ~ N(0, I_d),  x_i ~ N(0, Sigma_x),  y_i = x_i^T theta + e_i,  e_i ~ N(0, sigma_y^2).
+
+``x_mean`` and ``intercept`` (not in the paper's simulation) give non-centred features
+x_i ~ N(x_mean, Sigma_x) and y_i = intercept + x_i^T theta + e_i, for appendix B.2's model.
 """
 
 from __future__ import annotations
@@ -30,14 +33,19 @@ class SimulatedData:
     Lambda: np.ndarray
     sigma_y: float
     bounds: tuple
+    x_mean: np.ndarray = None  # (d,) feature mean (zeros for the paper's simulation)
+    intercept: float = 0.0  # the true intercept of y
 
     @property
     def feature_names(self):
         return tuple(f"x{i}" for i in range(self.X.shape[1]))
 
 
-def simulate(n=100_000, d=5, *, seed=None, sigma_y=1.0) -> SimulatedData:
-    """Draw the paper's simulated regression data set (see module docstring)."""
+def simulate(n=100_000, d=5, *, seed=None, sigma_y=1.0, x_mean=0.0, intercept=0.0) -> SimulatedData:
+    """Draw the paper's simulated regression data set (see module docstring).
+
+    ``x_mean`` (a number or d numbers) shifts the features, ``intercept`` is added to y (both 0
+    in the paper); the public bounds add ||x_mean|| to B_x and |E y| to B_y."""
     if int(n) < 1 or int(d) < 1:
         raise BayesdpInputError(f"n and d must be >= 1, got n={n}, d={d}")
     if not sigma_y > 0:
@@ -49,11 +57,21 @@ def simulate(n=100_000, d=5, *, seed=None, sigma_y=1.0) -> SimulatedData:
     Sigma_x = np.atleast_2d(stats.invwishart(df=d + 1, scale=Lambda).rvs(random_state=rng))
     Sigma_x = 0.5 * (Sigma_x + Sigma_x.T)
     theta = rng.standard_normal(d)
+    mean = np.broadcast_to(np.asarray(x_mean, dtype=float), (d,)).copy()
+    if not (np.all(np.isfinite(mean)) and np.isfinite(intercept)):
+        raise BayesdpInputError(f"x_mean and intercept must be finite, got {x_mean!r}, "
+                                f"{intercept!r}")
     X = rng.standard_normal((n, d)) @ np.linalg.cholesky(Sigma_x).T
     y = X @ theta + sigma_y * rng.standard_normal(n)
     tail = 1e-3 / n
     bx = float(np.sqrt(np.linalg.eigvalsh(Sigma_x)[-1] * stats.chi2.isf(tail, d)))
     sd_y = float(np.sqrt(theta @ Sigma_x @ theta + sigma_y**2))
     by = float(sd_y * stats.norm.isf(tail / 2))
+    if np.any(mean != 0) or intercept != 0:
+        X = X + mean
+        y = y + float(intercept) + float(mean @ theta)
+        bx += float(np.linalg.norm(mean))
+        by += abs(float(intercept) + float(mean @ theta))
     return SimulatedData(X=X, y=y, theta=theta, Sigma_x=Sigma_x, Lambda=Lambda,
-                         sigma_y=float(sigma_y), bounds=(bx, by))
+                         sigma_y=float(sigma_y), bounds=(bx, by), x_mean=mean,
+                         intercept=float(intercept))

@@ -516,3 +516,46 @@ def test_fit_fast_table_is_the_closed_form(tmp_path, capsys):
     for name, m, sd in zip(rel.feature_names, post["mean"], np.sqrt(np.diag(post["cov"]))):
         row = re.search(rf"^{name}\s+(\S+)\s+(\S+)", out, re.M)
         assert abs(float(row.group(1)) - m) <= 5e-5 and abs(float(row.group(2)) - sd) <= 5e-5
+
+
+def test_release_intercept_and_average_rows_from_the_shell(tmp_path, capsys):
+    """--intercept releases [1, x] (first feature 'intercept', fitted by fast and named in the
+    table); --average-rows K records K, the groups as n and the rows as n_rows; an uncentred
+    column without --intercept gives a WARNING line; the normalX kernel refuses an intercept
+    release naming the methods that fit it; compare accepts both options."""
+    rng = np.random.default_rng(0)
+    data = tmp_path / "d.csv"
+    X = rng.normal(size=(200, 2)) + [6.0, 0.0]
+    y = 1.0 + X @ [0.5, -0.5] + rng.normal(size=200)
+    data.write_text("age,dose,y\n" + "".join(f"{a},{b},{c}\n" for (a, b), c in zip(X, y)))
+    out = tmp_path / "r.json"
+    assert main(["release", str(data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "10",
+                 "10", "--nodes", "2", "--seed", "0", "--intercept", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["intercept"] is True and doc["feature_names"] == ["intercept", "age", "dose"]
+    assert "WARNING" not in capsys.readouterr().err
+    assert main(["fit", str(out), "--method", "fast", "--seed", "1"]) == 0
+    assert "intercept" in capsys.readouterr().out
+    assert main(["fit", str(out), "--method", "normalx"]) == 2
+    err = capsys.readouterr().err
+    assert "'nuts-normalx'" in err and "'fixeds'" in err and "'fast'" in err
+    plain = tmp_path / "p.json"
+    assert main(["release", str(data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "10",
+                 "10", "--seed", "0", "--out", str(plain)]) == 0
+    assert "WARNING: release without an intercept" in capsys.readouterr().err
+    avg = tmp_path / "a.json"
+    assert main(["release", str(data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "10",
+                 "10", "--seed", "0", "--intercept", "--average-rows", "6", "--out",
+                 str(avg)]) == 0
+    assert "averaged in groups of 6: [33] groups" in capsys.readouterr().out
+    doc = json.loads(avg.read_text())
+    assert doc["average_rows"] == 6 and doc["holders"][0]["n"] == 33
+    assert doc["holders"][0]["n_rows"] == 200 and "average_rows=6" in doc["privacy"][
+        "dp_claim_note"]
+    run = tmp_path / "cmp"
+    assert main(["compare", "simulated", "--methods", "fast", "nonprivate", "--epsilons", "10",
+                 "--nodes", "2", "--reps", "1", "--n", "2000", "--n-jobs", "1", "--intercept",
+                 "--average-rows", "4", "--x-mean", "3", "--true-intercept", "1",
+                 "--no-figures", "--out-dir", str(run)]) == 0
+    spec = json.loads((run / "config.json").read_text())["spec"]
+    assert spec["intercept"] is True and spec["average_rows"] == 4 and spec["x_mean"] == 3.0

@@ -38,6 +38,12 @@ class Method:
 
 METHODS: dict = {}
 
+#: Methods that fit a release with an intercept (``release(..., intercept=True)``): the fixedS
+#: family treats the ones column like any other, and NUTS samples the intercept model of
+#: appendix B.2 (models/regression.py). The normalX kernels and MCMC-B&S assume x ~ N(0, Sigma)
+#: for every column, which the ones column is not.
+INTERCEPT_METHODS = ("nuts-normalx", "fixeds", "fast", "fixeds-paper", "nuts-fixeds")
+
 
 def register_method(name: str, run: Callable, description: str, *, iid: bool = False):
     """Make ``fit(release, method=name)`` call ``run``. ``iid=True`` marks a method whose draws
@@ -99,6 +105,10 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
             raise BayesdpInputError(f"{name} must be a whole number >= 1, got {v!r}")
     if isinstance(num_warmup, bool) or not isinstance(num_warmup, (int, np.integer)) or num_warmup < 0:
         raise BayesdpInputError(f"num_warmup must be a whole number >= 0, got {num_warmup!r}")
+    if release.intercept and method not in INTERCEPT_METHODS:
+        raise BayesdpInputError(
+            f"method {method!r} does not fit a release with an intercept (appendix B.2) yet; "
+            "use 'nuts-normalx' (the normalX model with an intercept), 'fixeds' or 'fast'")
     seed = check_seed(seed)
     priors = (priors or Priors()).resolve(release)
     if seed is None:
@@ -160,6 +170,9 @@ def release_attrs(release) -> dict:
         "J": release.J,
         "d": release.d,
         "n_total": release.n_total,
+        "intercept": int(release.intercept),
+        "average_rows": int(release.average_rows),
+        **({} if release.n_rows is None else {"n_rows_total": int(release.n_rows.sum())}),
     }
 
 
@@ -180,6 +193,11 @@ def release_groups(release):
         "sigma_s": ["holder"],
         "sigma_z": ["holder"],
     }
+    if release.intercept:  # the intercept model's feature-only variables (appendix B.2)
+        coords["x_feature"] = list(release.feature_names[1:])
+        coords["x_feature_"] = list(release.feature_names[1:])
+        dims.update({"Sigma_x": ["x_feature", "x_feature_"], "mu": ["x_feature"],
+                     "xbar": ["holder", "x_feature"], "W": ["holder", "x_feature", "x_feature_"]})
     observed = {"S_hat": release.S_hat, "z_hat": release.z_hat}
     constant = {"n": release.n, "sigma_s": release.sigma_s, "sigma_z": release.sigma_z}
     return observed, constant, coords, dims
@@ -244,7 +262,7 @@ def closed_form_moments(idata):
 
 
 def fit_nonprivate(X, y, *, priors: Optional[Priors] = None, seed=None, num_samples=1000,
-                   num_chains=4, feature_names=None, Lambda0=None, bounds=None):
+                   num_chains=4, feature_names=None, Lambda0=None, bounds=None, intercept=False):
     """The non-private conjugate (normal-inverse-gamma) posterior from raw rows, as InferenceData.
 
     The reference every DP method is compared with; see ``closed_form.nonprivate_posterior``.
@@ -252,8 +270,10 @@ def fit_nonprivate(X, y, *, priors: Optional[Priors] = None, seed=None, num_samp
     (B_x, B_y) - give the same bounds as the release it is compared with; without bounds the
     paper's priors, with a warning (never bounds read off the rows: the prior would then see
     the data). With n rows the data dominate either prior unless n is small.
+    ``intercept=True`` fits the rows [1, x] with theta[0] named "intercept" and the priors of a
+    release made with ``intercept=True`` (its reference).
     """
-    from ..release import _check_rows
+    from ..release import INTERCEPT_NAME, _check_design, _check_rows
 
     names = feature_names
     if names is None and hasattr(X, "columns"):
@@ -261,7 +281,11 @@ def fit_nonprivate(X, y, *, priors: Optional[Priors] = None, seed=None, num_samp
     X, y = _check_rows(X, y)
     d = X.shape[1]
     names = list(names) if names is not None else [f"x{i}" for i in range(d)]
-    priors = (priors or Priors()).resolve(d, bounds=bounds)
+    _check_design(intercept, 1, names)
+    if intercept:
+        X = np.column_stack([np.ones(len(X)), X])
+        names = [INTERCEPT_NAME, *names]
+    priors = (priors or Priors()).resolve(X.shape[1], bounds=bounds, intercept=intercept)
     seed = check_seed(seed)
     if seed is None:
         seed = secrets.randbits(63)

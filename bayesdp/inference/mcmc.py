@@ -275,7 +275,8 @@ def initial_position(release, priors, S_init, sigma_y2):
         S_init, release.z_hat, sigma_y2, closed_form.z_noise_covariances(release),
         priors.m, priors.C)
     d = release.d
-    Sx = (priors.Lambda + S_init.sum(0)) / (priors.kappa + release.n_total + d + 1.0)
+    Sx = None if release.intercept else (  # the intercept model's Sigma_x: intercept_setup
+        (priors.Lambda + S_init.sum(0)) / (priors.kappa + release.n_total + d + 1.0))
     return {"theta": mean, "sigma_y2": np.float64(sigma_y2), "Sigma_x": Sx, "S": S_init}
 
 
@@ -601,18 +602,25 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
             raise BayesdpInputError(
                 "fixed_s and s_noise are options of the fixedS methods only")
         _check_release_for_normalx(release)
-        data = R.model_data(release, priors)
-        pos = initial_position(release, priors, closed_form.fixed_s_estimate(release, "psd+I"),
-                               s2_0)
-        if kind == "normalx":
-            model = R.normalx_model
-        else:  # non-centred: start the Bartlett variables where they give the same S_j
-            model = R.normalx_noncentred_model
-            S0 = pos.pop("S")
-            W_diag, W_offdiag = R.bartlett_variables(
-                release.n, np.linalg.cholesky(pos["Sigma_x"]), S0)
-            theta_std = R.theta_std_of(data, S0, pos["sigma_y2"], pos.pop("theta"))
-            pos.update(W_diag=W_diag, W_offdiag=W_offdiag, theta_std=np.asarray(theta_std))
+        S0 = closed_form.fixed_s_estimate(release, "psd+I")
+        if release.intercept:  # appendix B.2's model (models/regression.py), centred
+            if kind != "normalx":
+                raise BayesdpInputError(
+                    "the non-centred normalX model has no intercept form yet; for a release "
+                    "with an intercept use method 'nuts-normalx', 'fixeds' or 'fast'")
+            model, data, pos = R.intercept_setup(release, priors, S0, s2_0)
+        else:
+            data = R.model_data(release, priors)
+            pos = initial_position(release, priors, S0, s2_0)
+            if kind == "normalx":
+                model = R.normalx_model
+            else:  # non-centred: start the Bartlett variables where they give the same S_j
+                model = R.normalx_noncentred_model
+                S0 = pos.pop("S")
+                W_diag, W_offdiag = R.bartlett_variables(
+                    release.n, np.linalg.cholesky(pos["Sigma_x"]), S0)
+                theta_std = R.theta_std_of(data, S0, pos["sigma_y2"], pos.pop("theta"))
+                pos.update(W_diag=W_diag, W_offdiag=W_offdiag, theta_std=np.asarray(theta_std))
     cm = _chain_method(chain_method,
                        "vectorized" if kind == "normalx-noncentred" else "sequential")
     pb = _progress(progress_bar)

@@ -21,6 +21,15 @@ Two families of defaults (docs/methods.md, "Priors"):
   reproduction of the paper uses these. (The authors' final code uses C = (a-1)/b I = 38 I;
   Table 1 matches C = b/(a-1) I, the paper text.)
 
+Releases with an intercept (appendix B.2, ``release(..., intercept=True)``): theta = [theta_0,
+beta] has d = p + 1 entries, p the features; Sigma_x (p x p) and the mean mu of the feature rows
+belong to the features only. Weakly informative: the slopes as above with p; the intercept
+sd s_0 = s B_x = 2.5 sqrt(p) B_y (the prior sd of x^T beta at ||x|| = B_x, since theta_0 =
+E[y] - mu^T beta can be that large); Lambda = sd_x^2 I_p, kappa = p + 2; mu ~ N(0, (c B_x /
+sqrt(p))^2 I_p), c the value of the ones column (1, or sqrt(k) with ``average_rows=k``, whose
+rows have mean sqrt(k) mu). Paper family: C = b/(a-1) I_d, Lambda = I_p, kappa = p + 1,
+mu ~ N(0, c^2 I_p) (the paper gives no prior for mu).
+
 Fields given explicitly override the default family's value for that field.
 """
 
@@ -68,8 +77,11 @@ class Priors:
     C: Optional[np.ndarray] = None
     Lambda: Optional[np.ndarray] = None
     kappa: Optional[float] = None
+    mu_mean: Optional[np.ndarray] = None  # intercept model only: mu ~ N(mu_mean, mu_cov)
+    mu_cov: Optional[np.ndarray] = None
     default: str = "weakly-informative"
     source: Optional[str] = None  # set by resolve()
+    intercept: Optional[bool] = None  # set by resolve(): resolved for a release with intercept
 
     @classmethod
     def paper(cls, **overrides) -> "Priors":
@@ -84,22 +96,27 @@ class Priors:
 
     @property
     def user_fields(self) -> tuple:
-        return tuple(k for k in ("a", "b", "m", "C", "Lambda", "kappa")
+        return tuple(k for k in ("a", "b", "m", "C", "Lambda", "kappa", "mu_mean", "mu_cov")
                      if getattr(self, k) is not None)
 
-    def resolve(self, release_or_d, *, bounds=None, warn=True) -> "Priors":
+    def resolve(self, release_or_d, *, bounds=None, warn=True, intercept=False) -> "Priors":
         """Fill the defaults and check every shape.
 
-        ``release_or_d`` is a :class:`~bayesdp.release.Release` (its d and public bounds are
-        used) or the dimension d, with ``bounds=(B_x, B_y)`` for the weakly-informative default.
+        ``release_or_d`` is a :class:`~bayesdp.release.Release` (its d, public bounds, intercept
+        and average_rows are used) or the dimension d (counting the intercept column when
+        ``intercept=True``), with ``bounds=(B_x, B_y)`` for the weakly-informative default.
         Without bounds the weakly-informative default falls back to the paper's priors and
         warns (``warn=False`` silences it). Resolving resolved priors returns them unchanged
         (apart from the shape checks).
         """
+        column = 1.0  # the value of the ones column (sqrt(k) when rows are averaged in k)
         if isinstance(release_or_d, (int, np.integer)):
             d = int(release_or_d)
+            intercept = bool(intercept)
         elif hasattr(release_or_d, "d"):
             d = int(release_or_d.d)
+            intercept = bool(getattr(release_or_d, "intercept", False))
+            column = math.sqrt(getattr(release_or_d, "average_rows", 1))
             if bounds is None:
                 bounds = getattr(release_or_d, "bounds", None)
         else:
@@ -108,7 +125,12 @@ class Priors:
         if self.default not in DEFAULTS:
             raise BayesdpInputError(f"priors.default must be one of {DEFAULTS}, "
                                     f"got {self.default!r}")
-        if self.source is not None and self.m is not None and np.shape(self.m) == (d,):
+        if intercept and d < 2:
+            raise BayesdpInputError(f"priors: a release with an intercept needs d >= 2 (the "
+                                    f"intercept and a feature), got d={d}")
+        p = d - 1 if intercept else d  # features with a Sigma_x (not the ones column)
+        if (self.source is not None and self.m is not None and np.shape(self.m) == (d,)
+                and bool(self.intercept) == intercept):
             return self._checked(d, self.source)
         base = self.default
         if base == "weakly-informative" and bounds is None:
@@ -118,15 +140,18 @@ class Priors:
         if base == "weakly-informative":
             Bx, By = _check_bounds(bounds)
             sd_y = SD_Y_PER_BOUND * By
-            sd_x = SD_X_PER_BOUND * Bx / math.sqrt(d)
+            sd_x = SD_X_PER_BOUND * Bx / math.sqrt(p)
             a0 = SIGMA_SHAPE
             b0 = (SIGMA_SCALE_FRACTION * sd_y) ** 2
             C0 = (THETA_SCALE * sd_y / sd_x) ** 2
+            C00 = C0 * Bx**2  # intercept: s_0 = s B_x
             Lam0 = sd_x ** 2
-            kappa0 = d + KAPPA_EXTRA
+            kappa0 = p + KAPPA_EXTRA
+            mu0 = (column * Bx) ** 2 / p
             label = "weakly-informative (public bounds)"
         else:
-            a0, b0, C0, Lam0, kappa0 = 20.0, 0.5, None, 1.0, d + 1.0
+            a0, b0, C0, Lam0, kappa0 = 20.0, 0.5, None, 1.0, p + 1.0
+            C00, mu0 = None, column**2
             label = base
         a = a0 if self.a is None else float(self.a)
         b = b0 if self.b is None else float(self.b)
@@ -134,14 +159,24 @@ class Priors:
             raise BayesdpInputError(f"priors: a and b must be finite and > 0, got a={a}, b={b}")
         if C0 is None:  # the paper's C = b/(a-1) I, with the (possibly user-given) a and b
             C0 = b / (a - 1.0) if a > 1 else 1.0
+        C_diag = np.full(d, C0)
+        if intercept and C00 is not None:
+            C_diag[0] = C00
         m = np.zeros(d) if self.m is None else np.asarray(self.m, dtype=float)
-        C = C0 * np.eye(d) if self.C is None else self.C
-        Lam = Lam0 * np.eye(d) if self.Lambda is None else self.Lambda
+        C = np.diag(C_diag) if self.C is None else self.C
+        Lam = Lam0 * np.eye(p) if self.Lambda is None else self.Lambda
         kappa = kappa0 if self.kappa is None else float(self.kappa)
+        mu_mean = mu_cov = None
+        if intercept:
+            mu_mean = np.zeros(p) if self.mu_mean is None else np.asarray(self.mu_mean, float)
+            mu_cov = mu0 * np.eye(p) if self.mu_cov is None else self.mu_cov
+        elif self.mu_mean is not None or self.mu_cov is not None:
+            raise BayesdpInputError("priors.mu_mean and mu_cov are the prior of the feature mean "
+                                    "of the intercept model; this release has no intercept")
         if self.user_fields:
             label += " + user (" + ", ".join(self.user_fields) + ")"
-        out = Priors(a=a, b=b, m=m, C=C, Lambda=Lam, kappa=kappa, default=self.default,
-                     source=label)
+        out = Priors(a=a, b=b, m=m, C=C, Lambda=Lam, kappa=kappa, mu_mean=mu_mean,
+                     mu_cov=mu_cov, default=self.default, source=label, intercept=intercept)
         return out._checked(d, label)
 
     def _checked(self, d, label) -> "Priors":
@@ -151,11 +186,23 @@ class Priors:
         a, b = float(self.a), float(self.b)
         if not (a > 0 and b > 0):
             raise BayesdpInputError(f"priors: a and b must be > 0, got a={a}, b={b}")
+        p = d - 1 if self.intercept else d
+        what = f"p = {p} features (d = {d} with the intercept)" if self.intercept else f"d={d}"
         kappa = float(self.kappa)
-        if not kappa > d - 1:
-            raise BayesdpInputError(f"priors.kappa must be > d - 1 = {d - 1}, got {kappa}")
-        return Priors(a=a, b=b, m=m, C=_mat(self.C, d, "C"), Lambda=_mat(self.Lambda, d, "Lambda"),
-                      kappa=kappa, default=self.default, source=label)
+        if not kappa > p - 1:
+            raise BayesdpInputError(f"priors.kappa must be > {'p' if self.intercept else 'd'} "
+                                    f"- 1 = {p - 1}, got {kappa}")
+        mu_mean = mu_cov = None
+        if self.intercept:
+            mu_mean = np.asarray(self.mu_mean, dtype=float)
+            if mu_mean.shape != (p,):
+                raise BayesdpInputError(f"priors.mu_mean must have shape ({p},) for {what}, "
+                                        f"got {mu_mean.shape}")
+            mu_cov = _mat(self.mu_cov, p, "mu_cov", what)
+        return Priors(a=a, b=b, m=m, C=_mat(self.C, d, "C"),
+                      Lambda=_mat(self.Lambda, p, "Lambda", what), kappa=kappa,
+                      mu_mean=mu_mean, mu_cov=mu_cov, default=self.default, source=label,
+                      intercept=bool(self.intercept))
 
     @property
     def is_paper(self) -> bool:
@@ -187,7 +234,7 @@ class Priors:
             out["prior_a"] = float(self.a)
         if self.b is not None:
             out["prior_b"] = float(self.b)
-        for k in ("m", "C", "Lambda"):
+        for k in ("m", "C", "Lambda", "mu_mean", "mu_cov"):
             v = getattr(self, k)
             if v is not None:
                 out[f"prior_{k}"] = np.asarray(v, dtype=float).ravel().tolist()
@@ -209,6 +256,10 @@ class Priors:
             parts.append(f"Sigma_x ~ InvWishart(kappa={self.kappa:.4g}, Lambda diag "
                          + ("%.4g" % lam[0] if np.allclose(lam, lam[0])
                             else np.array2string(lam, precision=3)) + ")")
+        if self.mu_cov is not None:
+            sd = np.sqrt(np.diag(np.asarray(self.mu_cov, dtype=float)))
+            parts.append("feature mean mu ~ N(mu_mean, mu_cov), sd " + (
+                "%.4g" % sd[0] if np.allclose(sd, sd[0]) else np.array2string(sd, precision=3)))
         return "; ".join(parts)
 
 
@@ -222,12 +273,13 @@ def _check_bounds(bounds):
     return Bx, By
 
 
-def _mat(value, d, name):
+def _mat(value, d, name, what=None):
     M = np.atleast_2d(np.asarray(value, dtype=float))
     if M.shape == (1, 1) and d != 1:
         M = float(M[0, 0]) * np.eye(d)
     if M.shape != (d, d):
-        raise BayesdpInputError(f"priors.{name} must be {d} x {d} for d={d}, got shape {M.shape}")
+        raise BayesdpInputError(f"priors.{name} must be {d} x {d} for {what or f'd={d}'}, got "
+                                f"shape {M.shape}")
     if not np.allclose(M, M.T) or np.any(np.linalg.eigvalsh(0.5 * (M + M.T)) <= 0):
         raise BayesdpInputError(f"priors.{name} must be symmetric positive definite")
     return 0.5 * (M + M.T)

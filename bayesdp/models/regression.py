@@ -18,6 +18,19 @@ normalX (features x_i ~ N(0, Sigma_x); z_j = X_j^T y_j integrated out, Prop. 3.1
 fixedS: S_j are data (the nearest-PSD estimate of section 4.2), only theta and sigma_y^2 are
 latent, with the same z_hat_j likelihood.
 
+normalX with an intercept (appendix B.2; a release made with ``intercept=True``): the rows are
+[c, x] with c = 1 (c = sqrt(k) when rows were averaged in groups of k), x_i ~ N(mu, Sigma_x)
+with p = d - 1 features, and the scatter of holder j is split into its mean and centred part::
+
+    Sigma_x   ~ InvWishart(kappa, Lambda)                     (p x p)
+    mu        ~ N(mu_mean, mu_cov)                            (prior on the feature mean)
+    xbar_j    ~ N(mu, Sigma_x / n_j)                          (the holder's feature mean)
+    W_j       ~ Wishart(n_j - 1, Sigma_x)                     (centred scatter, independent)
+    S_j       = [[n_j c^2, c n_j xbar_j^T], [c n_j xbar_j, W_j + n_j xbar_j xbar_j^T]]
+    S_hat_j, theta, sigma_y^2, z_hat_j as in normalX, with this S_j (d x d)
+
+(``S`` is recorded as a deterministic site, so posteriors have S as in normalX).
+
 ``Sigma_z_j`` is the (d, d) covariance of the noise on z_hat_j: sigma_z_j^2 I for the paper's
 release (eq. 3). For a release with a general noise covariance over [vech(S), z] (network
 adapters), the fixedS model uses the noise of z_hat given S fixed
@@ -27,6 +40,7 @@ adapters), the fixedS model uses the noise of z_hat given S fixed
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -268,8 +282,123 @@ def fixeds_model(data: ModelData):
     _z_likelihood(data, data.S_fixed, theta, sigma_y2)
 
 
+class InterceptModelData(NamedTuple):
+    """What the normalX intercept model conditions on (d = p + 1 with the intercept column).
+
+    S_hat (J, d, d), z_hat (J, d), n (J,), column (the value c of the ones column), sigma_s
+    (J,), Sigma_z (J, d, d); theta's prior m (d,), C (d, d) and a, b; Sigma_x's Lambda (p, p)
+    and kappa; mu's prior mu_mean (p,), mu_cov (p, p). ``S_hat`` / ``z_hat`` None: sampled.
+    """
+
+    S_hat: object
+    z_hat: object
+    n: object
+    column: object
+    sigma_s: object
+    Sigma_z: object
+    a: object
+    b: object
+    m: object
+    C: object
+    Lambda: object
+    kappa: object
+    mu_mean: object
+    mu_cov: object
+
+
+def intercept_model_data(release, priors) -> InterceptModelData:
+    """InterceptModelData from a release made with ``intercept=True`` and priors resolved for
+    it (``Priors().resolve(release)``). Call ``bayesdp._jax.enable_x64()`` first."""
+    import jax.numpy as jnp
+
+    from ..inference.closed_form import z_noise_covariances
+
+    if not release.intercept:
+        raise BayesdpInputError("the intercept model needs a release made with intercept=True")
+    if not priors.intercept:
+        raise BayesdpInputError("priors: resolve them for this release (Priors().resolve("
+                                "release)) so that Lambda and mu's prior have the features' size")
+    d = release.d
+    if np.asarray(priors.m).shape != (d,):
+        raise BayesdpInputError(
+            f"priors: m has shape {np.asarray(priors.m).shape} but the release has d={d} "
+            "coefficients (the intercept and the features)")
+    f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64))  # noqa: E731
+    return InterceptModelData(
+        S_hat=f(release.S_hat), z_hat=f(release.z_hat), n=f(release.n),
+        column=f(np.sqrt(release.average_rows)), sigma_s=f(release.sigma_s),
+        Sigma_z=f(z_noise_covariances(release)), a=f(priors.a), b=f(priors.b), m=f(priors.m),
+        C=f(priors.C), Lambda=f(priors.Lambda), kappa=f(priors.kappa),
+        mu_mean=f(priors.mu_mean), mu_cov=f(priors.mu_cov))
+
+
+def intercept_scatter(n, column, xbar, W):
+    """S_j = [[n c^2, c n xbar^T], [c n xbar, W + n xbar xbar^T]] for every holder (J, d, d)."""
+    import jax.numpy as jnp
+
+    nb = n[:, None] * xbar
+    top = jnp.concatenate([(n * column**2)[:, None], column * nb], axis=1)
+    low = jnp.concatenate([column * nb[:, :, None], W + nb[:, :, None] * xbar[:, None, :]], axis=2)
+    return jnp.concatenate([top[:, None, :], low], axis=1)
+
+
+def normalx_intercept_model(data: InterceptModelData):
+    """The normalX model with an intercept (appendix B.2): latent Sigma_x, mu, xbar (J, p),
+    W (J, p, p), theta (d), sigma_y2; S (J, d, d) is deterministic."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    J, d = data.Sigma_z.shape[0], data.m.shape[0]
+    iu = np.triu_indices(d)
+    Sigma_x = numpyro.sample(
+        "Sigma_x", dist.InverseWishart(data.kappa, scale_matrix=data.Lambda))
+    mu = numpyro.sample("mu", dist.MultivariateNormal(data.mu_mean,
+                                                      covariance_matrix=data.mu_cov))
+    tril = jnp.linalg.cholesky(Sigma_x)[None] / jnp.sqrt(data.n)[:, None, None]
+    with numpyro.plate("holder", J):
+        xbar = numpyro.sample("xbar", dist.MultivariateNormal(mu, scale_tril=tril))
+        W = numpyro.sample("W", dist.Wishart(data.n - 1.0, scale_matrix=Sigma_x))
+        S = numpyro.deterministic("S", intercept_scatter(data.n, data.column, xbar, W))
+        numpyro.sample(
+            "S_hat",
+            dist.Normal(S[:, iu[0], iu[1]], data.sigma_s[:, None]).to_event(1),
+            obs=None if data.S_hat is None else data.S_hat[:, iu[0], iu[1]],
+        )
+    theta, sigma_y2 = _theta_sigma(data)
+    _z_likelihood(data, S, theta, sigma_y2)
+
+
+def intercept_setup(release, priors, S_init, sigma_y2):
+    """The intercept model, its data and starting values for a release with an intercept:
+    ``(normalx_intercept_model, InterceptModelData, position)``.
+
+    From a d x d scatter start ``S_init`` (J, d, d) and ``sigma_y2``: xbar_j = S_j[0, 1:] /
+    (c n_j); W_j = S_j[1:, 1:] - n_j xbar_j xbar_j^T with its eigenvalues raised to a small
+    floor (it must be positive definite); Sigma_x at the mode of its conditional; mu the pooled
+    mean; theta at its conditional mean given S_init and sigma_y2 (as for normalX)."""
+    from ..inference import closed_form
+
+    data = intercept_model_data(release, priors)
+    S = np.asarray(S_init, dtype=float)
+    n = np.asarray(release.n, dtype=float)
+    c = math.sqrt(release.average_rows)
+    p = release.d - 1
+    xbar = S[:, 0, 1:] / (c * n[:, None])
+    W = S[:, 1:, 1:] - n[:, None, None] * xbar[:, :, None] * xbar[:, None, :]
+    w, E = np.linalg.eigh(0.5 * (W + np.swapaxes(W, 1, 2)))
+    floor = 1e-3 * np.maximum(np.abs(w).mean(axis=1, keepdims=True), 1e-12)
+    W = np.einsum("jik,jk,jlk->jil", E, np.maximum(w, floor), E)
+    Sx = (np.asarray(priors.Lambda) + W.sum(0)) / (priors.kappa + (n - 1).sum() + p + 1.0)
+    theta, _, _ = closed_form.gaussian_theta_posterior(
+        S, release.z_hat, sigma_y2, closed_form.z_noise_covariances(release), priors.m, priors.C)
+    position = {"theta": theta, "sigma_y2": np.float64(sigma_y2), "Sigma_x": Sx,
+                "mu": (n[:, None] * xbar).sum(0) / n.sum(), "xbar": xbar, "W": W}
+    return normalx_intercept_model, data, position
+
+
 MODELS = {"normalx": normalx_model, "normalx-noncentred": normalx_noncentred_model,
-          "fixeds": fixeds_model}
+          "fixeds": fixeds_model, "normalx-intercept": normalx_intercept_model}
 
 
 def log_joint(model, data: ModelData, params: dict):
