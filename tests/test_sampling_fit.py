@@ -119,15 +119,21 @@ def normalx_replicates(rel):
     return stats.mean(0), stats.std(0, ddof=1) / np.sqrt(len(fits))
 
 
+def _assert_agrees_with_replicates(idata, replicates):
+    """Posterior means and sds of theta and sigma_y^2 within Z_MAX standard errors of the
+    replicated hand-written fits (their spread plus the fit's own mcse)."""
+    sb = diagnostics.summary_unrounded(idata, var_names=["theta", "sigma_y2"])
+    (mean, sd), (se_mean, se_sd) = replicates
+    z_mean = (sb["mean"].values - mean) / np.sqrt(sb["mcse_mean"].values ** 2 + se_mean**2)
+    z_sd = (sb["sd"].values - sd) / np.sqrt(sb["mcse_sd"].values ** 2 + se_sd**2)
+    assert np.all(np.abs(z_mean) < Z_MAX) and np.all(np.abs(z_sd) < Z_MAX), (z_mean, z_sd)
+
+
 @pytest.mark.slow  # 9 fits of the two normalX kernels: minutes on 2 cores
 def test_collapsed_agrees_with_normalx(rel, normalx_replicates):
     b = bayesdp.fit(rel, method="normalx-collapsed", seed=5, num_samples=1000, num_warmup=1000,
                     progress_bar=False, priors=bayesdp.Priors.paper())
-    sb = diagnostics.summary_unrounded(b, var_names=["theta", "sigma_y2"])
-    (mean, sd), (se_mean, se_sd) = normalx_replicates
-    z_mean = (sb["mean"].values - mean) / np.sqrt(sb["mcse_mean"].values ** 2 + se_mean**2)
-    z_sd = (sb["sd"].values - sd) / np.sqrt(sb["mcse_sd"].values ** 2 + se_sd**2)
-    assert np.all(np.abs(z_mean) < Z_MAX) and np.all(np.abs(z_sd) < Z_MAX), (z_mean, z_sd)
+    _assert_agrees_with_replicates(b, normalx_replicates)
 
 
 def test_default_normalx_layout(normalx_nuts_fit, rel):
@@ -147,17 +153,12 @@ def test_default_normalx_layout(normalx_nuts_fit, rel):
 
 
 @pytest.mark.slow  # 8 fits of the hand-written kernel, shared with the test above
-def test_default_normalx_agrees_with_the_handwritten_kernel(rel, normalx_nuts_fit,
-                                                             normalx_replicates):
+def test_default_normalx_agrees_with_the_handwritten_kernel(rel, normalx_replicates):
     """Two independent samplers of the same posterior - NUTS on the non-centred model and the
     hand-written Metropolis-within-Gibbs kernel on the centred one - agree (paper priors)."""
     b = bayesdp.fit(rel, method="normalx", seed=5, num_samples=1000, num_warmup=1000,
                     progress_bar=False, priors=bayesdp.Priors.paper())
-    sb = diagnostics.summary_unrounded(b, var_names=["theta", "sigma_y2"])
-    (mean, sd), (se_mean, se_sd) = normalx_replicates
-    z_mean = (sb["mean"].values - mean) / np.sqrt(sb["mcse_mean"].values ** 2 + se_mean**2)
-    z_sd = (sb["sd"].values - sd) / np.sqrt(sb["mcse_sd"].values ** 2 + se_sd**2)
-    assert np.all(np.abs(z_mean) < Z_MAX) and np.all(np.abs(z_sd) < Z_MAX), (z_mean, z_sd)
+    _assert_agrees_with_replicates(b, normalx_replicates)
 
 
 def test_collapsed_reports_its_extra_moves(rel):

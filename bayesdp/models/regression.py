@@ -117,6 +117,20 @@ def _z_likelihood(data, S, theta, sigma_y2):
                        obs=data.z_hat)
 
 
+def _s_hat_likelihood(data, S):
+    """S_hat_j | S_j: the upper triangle incl. diagonal ~ N(S_j[iu], sigma_s_j^2), independent
+    (inside the "holder" plate)."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    iu = np.triu_indices(S.shape[-1])
+    numpyro.sample(
+        "S_hat",
+        dist.Normal(S[:, iu[0], iu[1]], data.sigma_s[:, None]).to_event(1),
+        obs=None if data.S_hat is None else data.S_hat[:, iu[0], iu[1]],
+    )
+
+
 def _theta_sigma(data):
     import numpyro
     import numpyro.distributions as dist
@@ -131,18 +145,13 @@ def normalx_model(data: ModelData):
     import numpyro
     import numpyro.distributions as dist
 
-    J, d = data.Sigma_z.shape[0], data.m.shape[0]
-    iu = np.triu_indices(d)
+    J = data.Sigma_z.shape[0]
     Sigma_x = numpyro.sample(
         "Sigma_x", dist.InverseWishart(data.kappa, scale_matrix=data.Lambda)
     )
     with numpyro.plate("holder", J):
         S = numpyro.sample("S", dist.Wishart(data.n, scale_matrix=Sigma_x))
-        numpyro.sample(
-            "S_hat",
-            dist.Normal(S[:, iu[0], iu[1]], data.sigma_s[:, None]).to_event(1),
-            obs=None if data.S_hat is None else data.S_hat[:, iu[0], iu[1]],
-        )
+        _s_hat_likelihood(data, S)
     theta, sigma_y2 = _theta_sigma(data)
     _z_likelihood(data, S, theta, sigma_y2)
 
@@ -201,7 +210,6 @@ def normalx_noncentred_model(data: ModelData):
     import jax.numpy as jnp
 
     J, d = data.Sigma_z.shape[0], data.m.shape[0]
-    iu = np.triu_indices(d)
     Sigma_x = numpyro.sample(
         "Sigma_x", dist.InverseWishart(data.kappa, scale_matrix=data.Lambda)
     )
@@ -214,11 +222,7 @@ def normalx_noncentred_model(data: ModelData):
     LA = jnp.einsum("ik,jkl->jil", jnp.linalg.cholesky(Sigma_x), A)
     S = numpyro.deterministic("S", LA @ jnp.swapaxes(LA, -1, -2))
     with numpyro.plate("holder", J):
-        numpyro.sample(
-            "S_hat",
-            dist.Normal(S[:, iu[0], iu[1]], data.sigma_s[:, None]).to_event(1),
-            obs=None if data.S_hat is None else data.S_hat[:, iu[0], iu[1]],
-        )
+        _s_hat_likelihood(data, S)
     if data.z_hat is None:  # prior predictive: the generative form
         theta, sigma_y2 = _theta_sigma(data)
         _z_likelihood(data, S, theta, sigma_y2)
@@ -349,8 +353,7 @@ def normalx_intercept_model(data: InterceptModelData):
     import numpyro
     import numpyro.distributions as dist
 
-    J, d = data.Sigma_z.shape[0], data.m.shape[0]
-    iu = np.triu_indices(d)
+    J = data.Sigma_z.shape[0]
     Sigma_x = numpyro.sample(
         "Sigma_x", dist.InverseWishart(data.kappa, scale_matrix=data.Lambda))
     mu = numpyro.sample("mu", dist.MultivariateNormal(data.mu_mean,
@@ -360,11 +363,7 @@ def normalx_intercept_model(data: InterceptModelData):
         xbar = numpyro.sample("xbar", dist.MultivariateNormal(mu, scale_tril=tril))
         W = numpyro.sample("W", dist.Wishart(data.n - 1.0, scale_matrix=Sigma_x))
         S = numpyro.deterministic("S", intercept_scatter(data.n, data.column, xbar, W))
-        numpyro.sample(
-            "S_hat",
-            dist.Normal(S[:, iu[0], iu[1]], data.sigma_s[:, None]).to_event(1),
-            obs=None if data.S_hat is None else data.S_hat[:, iu[0], iu[1]],
-        )
+        _s_hat_likelihood(data, S)
     theta, sigma_y2 = _theta_sigma(data)
     _z_likelihood(data, S, theta, sigma_y2)
 
