@@ -536,9 +536,9 @@ def test_release_intercept_and_average_rows_from_the_shell(tmp_path, capsys):
     assert "WARNING" not in capsys.readouterr().err
     assert main(["fit", str(out), "--method", "fast", "--seed", "1"]) == 0
     assert "intercept" in capsys.readouterr().out
-    assert main(["fit", str(out), "--method", "normalx"]) == 2
+    assert main(["fit", str(out), "--method", "normalx-paper"]) == 2
     err = capsys.readouterr().err
-    assert "'nuts-normalx'" in err and "'fixeds'" in err and "'fast'" in err
+    assert "'normalx'" in err and "'fixeds'" in err and "'fast'" in err
     plain = tmp_path / "p.json"
     assert main(["release", str(data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "10",
                  "10", "--seed", "0", "--out", str(plain)]) == 0

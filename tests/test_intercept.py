@@ -202,29 +202,32 @@ def test_methods_that_fit_an_intercept_release_and_those_that_refuse():
     idata = bayesdp.fit(r, method="fast", seed=0)
     assert list(idata.posterior["theta"].coords["feature"].values) == ["intercept", "x0"]
     assert bayesdp.diagnostics.attrs(idata)["intercept"] == 1
-    for method in ("normalx", "normalx-paper", "normalx-collapsed", "bs"):
-        with pytest.raises(BayesdpInputError, match="'nuts-normalx'.*'fixeds' or 'fast'"):
+    for method in ("normalx-paper", "normalx-collapsed", "normalx-interweaved", "bs"):
+        with pytest.raises(BayesdpInputError, match="'normalx'.*'fixeds' or 'fast'"):
             bayesdp.fit(r, method=method, num_samples=5, num_warmup=5)
 
 
-def _nuts_fit(num, chains):
+def _nuts_fit(num, chains, method="nuts-normalx"):
     X, y = _uncentred(120, 3)
     bounds = (8.0, 12.0)
     r = bayesdp.release(X, y, epsilon=30.0, delta=DELTA, bounds=bounds, nodes=2, seed=4,
                         intercept=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", bayesdp.ConvergenceWarning)  # too few draws to pass
-        idata = bayesdp.fit(r, method="nuts-normalx", seed=1, num_samples=num, num_warmup=num,
+        idata = bayesdp.fit(r, method=method, seed=1, num_samples=num, num_warmup=num,
                             num_chains=chains, progress_bar=False)
     return X, y, bounds, r, idata
 
 
-def test_nuts_runs_the_intercept_model():
-    """nuts-normalx on an intercept release runs the appendix B.2 model: S[0, 0] = n_j in every
-    draw, Sigma_x, mu, xbar and W are over the features only (named), and every latent is in
-    the convergence check. (A short run; the accuracy check below is slow.)"""
-    _, _, _, r, idata = _nuts_fit(30, 1)
+@pytest.mark.parametrize("method", ["normalx", "nuts-normalx"])
+def test_nuts_runs_the_intercept_model(method):
+    """normalx (non-centred) and nuts-normalx (centred) on an intercept release run the
+    appendix B.2 model: S[0, 0] = n_j in every draw, Sigma_x, mu, xbar and W are over the
+    features only (named), and every latent is in the convergence check. (A short run; the
+    accuracy check below is slow.)"""
+    _, _, _, r, idata = _nuts_fit(30, 1, method)
     post = idata.posterior
+    assert not {"L_x", "v", "W_diag", "W_offdiag", "theta_std"} & set(post.data_vars)
     assert set(post.data_vars) >= {"theta", "sigma_y2", "Sigma_x", "mu", "xbar", "W", "S"}
     assert post["Sigma_x"].shape[2:] == (1, 1)
     assert list(post["mu"].coords["x_feature"].values) == ["x0"]
@@ -235,10 +238,11 @@ def test_nuts_runs_the_intercept_model():
 
 
 @pytest.mark.slow
-def test_nuts_intercept_posterior_covers_the_nonprivate_one():
-    """2 x 60 rows, eps = 30, 2 chains of 300 draws (about 65 s): the posterior of theta covers
-    the non-private posterior mean within 4 sd, and mu the true feature mean 4."""
-    X, y, bounds, r, idata = _nuts_fit(300, 2)
+@pytest.mark.parametrize("method", ["normalx", "nuts-normalx"])
+def test_nuts_intercept_posterior_covers_the_nonprivate_one(method):
+    """2 x 60 rows, eps = 30, 2 chains of 300 draws (about 65 s each): the posterior of theta
+    covers the non-private posterior mean within 4 sd, and mu the true feature mean 4."""
+    X, y, bounds, r, idata = _nuts_fit(300, 2, method)
     post = idata.posterior
     ref = bayesdp.fit_nonprivate(X, y, bounds=bounds, intercept=True, seed=0)
     m_ref = ref.posterior["theta"].mean(("chain", "draw")).values

@@ -68,9 +68,10 @@ def test_model_data_rejects_priors_of_wrong_dimension(rel):
 
 def test_noncentred_model_is_the_same_density(rel):
     """normalx_noncentred_model is normalx_model after the change of variables
-    (Sigma_x, W_diag, W_offdiag, theta_std) -> (Sigma_x, S, theta): at any point its log
-    density equals the centred one at (S, theta) plus log |det dS/dW| (jax.jacfwd over the
-    d(d+1)/2 free entries of each S_j) and log |det dtheta/dtheta_std|, up to one constant
+    (L_x, W_diag, W_offdiag, theta_std) -> (Sigma_x, S, theta): at any point its log
+    density equals the centred one at (Sigma_x, S, theta) plus log |det dS/dW| (jax.jacfwd over
+    the d(d+1)/2 free entries of each S_j), log |det dSigma_x/dL_x| (likewise) and
+    log |det dtheta/dtheta_std|, up to one constant
     (so theta integrated out and redrawn from its conditional changes nothing). Checked at points with different Sigma_x, W,
     theta and sigma_y2; a wrong Bartlett degree of freedom (negative control) breaks it."""
     enable_x64()
@@ -90,6 +91,12 @@ def test_noncentred_model_is_the_same_density(rel):
         A, _ = R.bartlett_cholesky(n, W_diag, W_offdiag)
         LA = jnp.einsum("ik,jkl->jil", jnp.linalg.cholesky(Sigma_x), A)
         return LA @ jnp.swapaxes(LA, -1, -2)
+
+    def log_jac_chol(L):  # Sigma_x = L L^T over the free entries (the sampled site is L_x)
+        def f(v):
+            M = jnp.zeros((d, d)).at[iu[1], iu[0]].set(v)
+            return (M @ M.T)[iu]
+        return jnp.linalg.slogdet(jax.jacfwd(f)(L[iu[1], iu[0]]))[1]
 
     def log_jac(Sigma_x, W_diag, W_offdiag, n):
         out = 0.0
@@ -114,11 +121,12 @@ def test_noncentred_model_is_the_same_density(rel):
         # theta = mean + L_P^{-T} theta_std: log |d theta / d theta_std| = -log|L_P|
         _, _, L_P = R.theta_given_s(data, S, s2)
         log_jac_theta = -float(jnp.sum(jnp.log(jnp.diagonal(L_P))))
-        nc = {"Sigma_x": Sigma_x, "W_diag": W_diag, "W_offdiag": W_offdiag,
+        L_x = jnp.linalg.cholesky(Sigma_x)
+        nc = {"L_x": L_x, "W_diag": W_diag, "W_offdiag": W_offdiag,
               "theta_std": R.theta_std_of(data, S, s2, theta), "sigma_y2": s2}
         c = {"Sigma_x": Sigma_x, "S": S, "theta": theta, "sigma_y2": s2}
         lp_nc = R.log_joint(R.normalx_noncentred_model, data, nc)
-        jac = log_jac(Sigma_x, W_diag, W_offdiag, data.n) + log_jac_theta
+        jac = log_jac(Sigma_x, W_diag, W_offdiag, data.n) + log_jac_theta + log_jac_chol(L_x)
         diffs.append(float(lp_nc - R.log_joint(R.normalx_model, data, c) - jac))
         # negative control: the centred density with one fewer degree of freedom
         wrong = data._replace(n=data.n - 1.0)
@@ -128,8 +136,9 @@ def test_noncentred_model_is_the_same_density(rel):
     # S is reported as a deterministic site with the value above
     tr = handlers.trace(handlers.substitute(handlers.seed(R.normalx_noncentred_model, 0), nc)
                         ).get_trace(data)
-    assert tr["S"]["type"] == "deterministic" and tr["theta"]["type"] == "deterministic"
+    assert all(tr[k]["type"] == "deterministic" for k in ("S", "theta", "Sigma_x"))
     np.testing.assert_allclose(tr["S"]["value"], S, rtol=1e-12)
+    np.testing.assert_allclose(tr["Sigma_x"]["value"], Sigma_x, rtol=1e-12)
     np.testing.assert_allclose(tr["theta"]["value"], theta, rtol=1e-9)
 
 
@@ -260,3 +269,68 @@ def test_intercept_model_data_refuses_plain_releases_and_unresolved_priors(rel, 
         R.intercept_model_data(rel, bayesdp.Priors.paper().resolve(rel))
     with pytest.raises(BayesdpInputError, match="resolve"):
         R.intercept_model_data(rel_icpt, bayesdp.Priors.paper().resolve(3))
+
+
+def test_intercept_noncentred_model_is_the_same_density(rel_icpt):
+    """normalx_intercept_noncentred_model is normalx_intercept_model after the change of
+    variables (L_x, mu, v, W_diag, W_offdiag, theta_std) -> (Sigma_x, mu, xbar, W, theta): at
+    random points the difference of their log densities is log |det| of the Jacobian of that
+    map over the free entries (jax.jacfwd of the whole map, 18 x 18 here), up to one constant.
+    The starting-value map intercept_noncentred_position inverts it. Negative control: the
+    centred density at n_j + 1 rows breaks the identity."""
+    enable_x64()
+    import jax
+    import jax.numpy as jnp
+    from numpyro import handlers
+
+    from bayesdp.models import regression as R
+
+    pri = bayesdp.Priors().resolve(rel_icpt)
+    data = R.intercept_model_data(rel_icpt, pri)
+    data = data._replace(n=jnp.array([9.0, 14.0]))  # small n: far from normal
+    J, p = 2, 2
+    iu = np.triu_indices(p)
+    il = np.tril_indices(p)
+    rng = np.random.default_rng(3)
+    diffs, diffs_wrong = [], []
+    sizes = [("L_x", 3), ("mu", 2), ("v", 4), ("W_diag", 4), ("W_offdiag", 2), ("theta_std", 3)]
+
+    def unpack(flat):
+        out, i = {}, 0
+        for k, m in sizes:
+            out[k] = flat[i:i + m]
+            i += m
+        out["L_x"] = jnp.zeros((p, p)).at[il].set(out["L_x"])
+        out["v"] = out["v"].reshape(J, p)
+        out["W_diag"] = out["W_diag"].reshape(J, p)
+        out["W_offdiag"] = out["W_offdiag"].reshape(J, 1)
+        return out
+
+    def centred(flat, s2):  # the deterministic sites, as a vector of free entries
+        q = unpack(flat)
+        q["sigma_y2"] = s2
+        tr = handlers.trace(handlers.substitute(
+            handlers.seed(R.normalx_intercept_noncentred_model, 0), q)).get_trace(data)
+        v = lambda k: tr[k]["value"]  # noqa: E731
+        return jnp.concatenate([v("Sigma_x")[iu], v("mu"), v("xbar").ravel(),
+                                v("W")[:, iu[0], iu[1]].ravel(), v("theta")])
+
+    jacobian = jax.jit(jax.jacfwd(centred))
+    for _ in range(4):
+        pt = _intercept_point(rng, J, p, np.asarray(data.n))
+        nc = R.intercept_noncentred_position(data, pt)
+        flat = jnp.concatenate([jnp.asarray(nc["L_x"])[il], jnp.asarray(nc["mu"]),
+                                jnp.asarray(nc["v"]).ravel(), jnp.asarray(nc["W_diag"]).ravel(),
+                                jnp.asarray(nc["W_offdiag"]).ravel(),
+                                jnp.asarray(nc["theta_std"])])
+        jac = jnp.linalg.slogdet(jacobian(flat, nc["sigma_y2"]))[1]
+        back = centred(flat, nc["sigma_y2"])
+        want = np.concatenate([pt["Sigma_x"][iu], pt["mu"], pt["xbar"].ravel(),
+                               pt["W"][:, iu[0], iu[1]].ravel(), pt["theta"]])
+        np.testing.assert_allclose(back, want, rtol=1e-8, atol=1e-10)  # the inverse map
+        lp_nc = R.log_joint(R.normalx_intercept_noncentred_model, data, nc)
+        diffs.append(float(lp_nc - R.log_joint(R.normalx_intercept_model, data, pt) - jac))
+        wrong = data._replace(n=data.n + 1.0)
+        diffs_wrong.append(float(lp_nc - R.log_joint(R.normalx_intercept_model, wrong, pt) - jac))
+    assert np.ptp(diffs) < 1e-8, diffs
+    assert np.ptp(diffs_wrong) > 1e-2, diffs_wrong

@@ -172,7 +172,7 @@ def _normalx_nuts_ranks(noise_scale, seed=3):
         jax.random.PRNGKey(0), model, model_args=(assumed._replace(
             S_hat=jnp.zeros((J, D, D)), z_hat=jnp.zeros((J, D))),), dynamic_args=True)
     init_kernel, sample_kernel = hmc(potential_fn_gen=potential_fn_gen, algo="NUTS")
-    names = ["Sigma_x", "W_diag", "W_offdiag", "theta", "sigma_y2"]
+    names = ["L_x", "Sigma_x", "W_diag", "W_offdiag", "theta", "sigma_y2"]
 
     def one(key):
         k_sim, k_run = jax.random.split(key)
@@ -184,7 +184,7 @@ def _normalx_nuts_ranks(noise_scale, seed=3):
         truth = {n: tr[n] for n in names}
         U = jnp.zeros((J, D, D)).at[:, IU[0], IU[1]].set(tr["S_hat"])
         data = assumed._replace(S_hat=U + jnp.swapaxes(jnp.triu(U, 1), 1, 2), z_hat=tr["z_hat"])
-        start = {k: v for k, v in truth.items() if k != "theta"}
+        start = {k: v for k, v in truth.items() if k not in ("theta", "Sigma_x")}
         start["theta_std"] = R.theta_std_of(data, tr["S"], truth["sigma_y2"], truth["theta"])
         u0 = unconstrain_fn(model, (data,), {}, start)
         # numpyro's warm-up adaptation during the burn-in (discarded), from the pilot's tuning;

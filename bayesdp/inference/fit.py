@@ -40,9 +40,10 @@ METHODS: dict = {}
 
 #: Methods that fit a release with an intercept (``release(..., intercept=True)``): the fixedS
 #: family treats the ones column like any other, and NUTS samples the intercept model of
-#: appendix B.2 (models/regression.py). The normalX kernels and MCMC-B&S assume x ~ N(0, Sigma)
-#: for every column, which the ones column is not.
-INTERCEPT_METHODS = ("nuts-normalx", "fixeds", "fast", "fixeds-paper", "nuts-fixeds")
+#: appendix B.2 (models/regression.py; "normalx" in non-centred form, "nuts-normalx" centred).
+#: The hand-written normalX kernels and MCMC-B&S assume x ~ N(0, Sigma) for every column, which
+#: the ones column is not.
+INTERCEPT_METHODS = ("normalx", "nuts-normalx", "fixeds", "fast", "fixeds-paper", "nuts-fixeds")
 
 
 def register_method(name: str, run: Callable, description: str, *, iid: bool = False):
@@ -108,7 +109,7 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
     if release.intercept and method not in INTERCEPT_METHODS:
         raise BayesdpInputError(
             f"method {method!r} does not fit a release with an intercept (appendix B.2) yet; "
-            "use 'nuts-normalx' (the normalX model with an intercept), 'fixeds' or 'fast'")
+            "use 'normalx' (the normalX model with an intercept), 'fixeds' or 'fast'")
     seed = check_seed(seed)
     priors = (priors or Priors()).resolve(release)
     if seed is None:

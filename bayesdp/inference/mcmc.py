@@ -576,17 +576,27 @@ def run_fixeds(release, priors, *, seed, num_samples, num_chains, num_warmup, pr
 # ---------------------------------------------------------------------------------------------
 
 
+# NUTS's target acceptance: numpyro's 0.8, except 0.65 (the value Hoffman & Gelman 2014
+# recommend) for the non-centred normalX model, where the larger step size halves the leapfrog
+# steps per iteration (trees of depth 4 instead of 5 at d = 5, J = 10) for the same ESS
+# (benchmarks/bench_convergence.py).
+NUTS_TARGET_ACCEPT = {"normalx-noncentred": 0.65}
+
+
 def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
-              target_accept_prob=0.8, max_tree_depth=10, fixed_s="psd", s_noise=None,
+              target_accept_prob=None, max_tree_depth=10, fixed_s="psd", s_noise=None,
               chain_method=None, build_only=False, **options):
     method = "normalx" if kind == "normalx-noncentred" else f"nuts-{kind}"
     _no_extra(options, method)
     enable_x64()
     _compilation_cache_from_env()
+    import jax
     from numpyro.infer import MCMC, NUTS, init_to_value
 
     from ..models import regression as R
 
+    if target_accept_prob is None:  # see NUTS_TARGET_ACCEPT
+        target_accept_prob = NUTS_TARGET_ACCEPT.get(kind, 0.8)
     tap = _check_target("target_accept_prob", target_accept_prob)
     s2_0 = initial_sigma_y2(release, priors)
     if kind == "fixeds":
@@ -603,12 +613,11 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
                 "fixed_s and s_noise are options of the fixedS methods only")
         _check_release_for_normalx(release)
         S0 = closed_form.fixed_s_estimate(release, "psd+I")
-        if release.intercept:  # appendix B.2's model (models/regression.py), centred
-            if kind != "normalx":
-                raise BayesdpInputError(
-                    "the non-centred normalX model has no intercept form yet; for a release "
-                    "with an intercept use method 'nuts-normalx', 'fixeds' or 'fast'")
+        if release.intercept:  # appendix B.2's model (models/regression.py)
             model, data, pos = R.intercept_setup(release, priors, S0, s2_0)
+            if kind == "normalx-noncentred":
+                model = R.normalx_intercept_noncentred_model
+                pos = R.intercept_noncentred_position(data, pos)
         else:
             data = R.model_data(release, priors)
             pos = initial_position(release, priors, S0, s2_0)
@@ -617,10 +626,11 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
             else:  # non-centred: start the Bartlett variables where they give the same S_j
                 model = R.normalx_noncentred_model
                 S0 = pos.pop("S")
-                W_diag, W_offdiag = R.bartlett_variables(
-                    release.n, np.linalg.cholesky(pos["Sigma_x"]), S0)
+                L_x = np.linalg.cholesky(pos.pop("Sigma_x"))
+                W_diag, W_offdiag = R.bartlett_variables(release.n, L_x, S0)
                 theta_std = R.theta_std_of(data, S0, pos["sigma_y2"], pos.pop("theta"))
-                pos.update(W_diag=W_diag, W_offdiag=W_offdiag, theta_std=np.asarray(theta_std))
+                pos.update(L_x=jax.numpy.asarray(L_x), W_diag=W_diag, W_offdiag=W_offdiag,
+                           theta_std=np.asarray(theta_std))
     cm = _chain_method(chain_method,
                        "vectorized" if kind == "normalx-noncentred" else "sequential")
     pb = _progress(progress_bar)
@@ -645,9 +655,10 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
               init_params=_unconstrained_init(model, data, pos, num_chains))
     draws = mcmc.get_samples(group_by_chain=True)
     extra = mcmc.get_extra_fields(group_by_chain=True)
-    # the Bartlett variables and theta_std are a reparametrisation; S and theta are reported
+    # L_x, the Bartlett variables and theta_std are a reparametrisation; Sigma_x, S and
+    # theta are reported
     posterior = {k: _np(v) for k, v in draws.items()
-                 if not k.startswith("W_") and k != "theta_std"}
+                 if not k.startswith("W_") and k not in ("theta_std", "L_x", "v")}
     stats = {
         "diverging": _np(extra["diverging"]),
         "acceptance_rate": _np(extra["accept_prob"]),

@@ -40,6 +40,7 @@ adapters), the fixedS model uses the noise of z_hat given S fixed
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -165,7 +166,8 @@ def bartlett_cholesky(n, W_diag, W_offdiag):
     W_diag is close to N(0, 1), so the sampler sees unit-scale variables.
     Returns A (J, d, d) and the log density of W_diag (exact, up to a constant) minus the
     N(0, 1) density the model already counts: log p(eta) = nu eta - e^{2 eta} / 2 + const
-    (the chi density with the Jacobian of a = e^eta)."""
+    (the chi density with the Jacobian of a = e^eta). A is assembled by a product with 0/1
+    placement matrices (no scatter: cheaper inside NUTS's gradient)."""
     import jax.numpy as jnp
 
     J, d = W_diag.shape
@@ -173,9 +175,11 @@ def bartlett_cholesky(n, W_diag, W_offdiag):
     eta = 0.5 * jnp.log(nu) + W_diag / jnp.sqrt(2.0 * nu)
     correction = jnp.sum(nu * eta - 0.5 * jnp.exp(2.0 * eta) + 0.5 * W_diag ** 2)
     il = np.tril_indices(d, -1)
-    A = jnp.zeros((J, d, d), dtype=W_diag.dtype)
-    A = A.at[:, np.arange(d), np.arange(d)].set(jnp.exp(eta))
-    A = A.at[:, il[0], il[1]].set(W_offdiag)
+    on_diag = np.zeros((d, d * d))
+    on_diag[np.arange(d), np.arange(d) * (d + 1)] = 1.0
+    below = np.zeros((len(il[0]), d * d))
+    below[np.arange(len(il[0])), il[0] * d + il[1]] = 1.0
+    A = (jnp.exp(eta) @ on_diag + W_offdiag @ below).reshape(J, d, d)
     return A, correction
 
 
@@ -191,6 +195,60 @@ def bartlett_variables(n, L_x, S):
     return (eta - 0.5 * np.log(nu)) * np.sqrt(2.0 * nu), A[:, il[0], il[1]]
 
 
+def inverse_wishart_cholesky(concentration, scale_matrix):
+    """numpyro distribution of L = chol(Sigma) for Sigma ~ InvWishart(concentration,
+    scale_matrix) (the class is built on first use, so importing this module does not import
+    numpyro)."""
+    return _inverse_wishart_cholesky_class()(concentration, scale_matrix)
+
+
+@functools.lru_cache(maxsize=None)
+def _inverse_wishart_cholesky_class():
+    import jax.numpy as jnp
+    import numpyro.distributions as dist
+    from jax.scipy.linalg import solve_triangular
+    from jax.scipy.special import multigammaln
+    from numpyro.distributions import constraints
+
+    class _IWChol(dist.Distribution):
+        """L lower triangular with positive diagonal, L L^T ~ InvWishart(kappa, Lambda):
+
+            log p(L) = log p_IW(L L^T) + log |d(L L^T)/dL|,
+            log p_IW(Sigma) = kappa log|L_Lambda| - (kappa d / 2) log 2 - log Gamma_d(kappa/2)
+                              - (kappa + d + 1) sum_i log L_ii - ||L^{-1} L_Lambda||_F^2 / 2,
+            log |d(L L^T)/dL| = d log 2 + sum_i (d - i) log L_ii     (i = 0..d-1)
+
+        (L_Lambda = chol(Lambda); the Jacobian of Sigma = L L^T over the d(d+1)/2 free entries,
+        Muirhead 1982, Thm 2.1.9). One triangular solve, no factorisation of Sigma: the
+        non-centred model samples L_x through this and never refactorises Sigma_x."""
+
+        support = constraints.lower_cholesky
+        arg_constraints = {}
+
+        def __init__(self, concentration, scale_matrix, validate_args=None):
+            self.concentration, self.scale_matrix = concentration, scale_matrix
+            d = scale_matrix.shape[-1]
+            super().__init__(batch_shape=(), event_shape=(d, d), validate_args=validate_args)
+
+        def sample(self, key, sample_shape=()):
+            Sigma = dist.InverseWishart(self.concentration, scale_matrix=self.scale_matrix
+                                        ).sample(key, sample_shape)
+            return jnp.linalg.cholesky(Sigma)
+
+        def log_prob(self, L):
+            d, k = L.shape[-1], self.concentration
+            L_lam = jnp.linalg.cholesky(self.scale_matrix)
+            log_diag = jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1))
+            Z = solve_triangular(L, jnp.broadcast_to(L_lam, L.shape), lower=True)
+            log_norm = (k * jnp.sum(jnp.log(jnp.diagonal(L_lam))) - 0.5 * k * d * math.log(2.0)
+                        - multigammaln(0.5 * k, d))
+            return (log_norm - (k + d + 1.0) * jnp.sum(log_diag, -1)
+                    - 0.5 * jnp.sum(Z ** 2, axis=(-2, -1))
+                    + d * math.log(2.0) + jnp.sum((d - jnp.arange(d)) * log_diag, -1))
+
+    return _IWChol
+
+
 def normalx_noncentred_model(data: ModelData):
     """The normalX model (paper eq. 10) in non-centred form: the same joint density of
     (Sigma_x, S, theta, sigma_y2, S_hat, z_hat) as :func:`normalx_model`, with S a function of
@@ -201,25 +259,27 @@ def normalx_noncentred_model(data: ModelData):
     (Bartlett decomposition, :func:`bartlett_cholesky`), so S_j ~ Wishart(n_j, Sigma_x).
     At n_j in the thousands S_j is within ~1/sqrt(n_j) of n_j Sigma_x a priori while S_hat_j
     measures it with noise sigma_s: S_j and Sigma_x are tightly coupled in the centred form,
-    and nearly independent here (A_j stays close to its prior). S is a deterministic site.
+    and nearly independent here (A_j stays close to its prior). The sampled site is L_x (the
+    Cholesky factor, with the InvWishart density of Sigma_x times the Jacobian of L -> L L^T);
+    Sigma_x and S are deterministic sites.
     theta is integrated out of the z_hat likelihood and drawn from its exact conditional,
     also non-centred (:func:`theta_given_s`); theta is a deterministic site too. With
     ``z_hat`` None (prior predictive) the model is written generatively instead."""
     import numpyro
     import numpyro.distributions as dist
     import jax.numpy as jnp
+    from jax.scipy.linalg import solve_triangular
 
     J, d = data.Sigma_z.shape[0], data.m.shape[0]
-    Sigma_x = numpyro.sample(
-        "Sigma_x", dist.InverseWishart(data.kappa, scale_matrix=data.Lambda)
-    )
+    L_x = numpyro.sample("L_x", inverse_wishart_cholesky(data.kappa, data.Lambda))
+    numpyro.deterministic("Sigma_x", L_x @ L_x.T)
     with numpyro.plate("holder", J):
         W_diag = numpyro.sample("W_diag", dist.Normal(0.0, 1.0).expand([d]).to_event(1))
         W_offdiag = numpyro.sample(
             "W_offdiag", dist.Normal(0.0, 1.0).expand([d * (d - 1) // 2]).to_event(1))
     A, correction = bartlett_cholesky(data.n, W_diag, W_offdiag)
     numpyro.factor("W_diag_chi", correction)
-    LA = jnp.einsum("ik,jkl->jil", jnp.linalg.cholesky(Sigma_x), A)
+    LA = jnp.einsum("ik,jkl->jil", L_x, A)
     S = numpyro.deterministic("S", LA @ jnp.swapaxes(LA, -1, -2))
     with numpyro.plate("holder", J):
         _s_hat_likelihood(data, S)
@@ -228,17 +288,37 @@ def normalx_noncentred_model(data: ModelData):
         _z_likelihood(data, S, theta, sigma_y2)
         return
     sigma_y2 = numpyro.sample("sigma_y2", dist.InverseGamma(data.a, data.b))
-    log_marginal, mean, L_P = theta_given_s(data, S, sigma_y2)
+    log_marginal, u, L_P = _theta_integrated(data, S, sigma_y2)
     numpyro.factor("z_hat_marginal", log_marginal)
     theta_std = numpyro.sample("theta_std", dist.Normal(0.0, 1.0).expand([d]).to_event(1))
-    numpyro.deterministic("theta", mean + _solve_upper(L_P, theta_std))
+    # theta = P^{-1} b + L_P^{-T} theta_std = L_P^{-T} (u + theta_std)
+    numpyro.deterministic("theta", solve_triangular(L_P.T, u + theta_std, lower=False))
 
 
-def _solve_upper(L, v):
-    """L^{-T} v for a lower-triangular L."""
-    from jax.scipy.linalg import solve_triangular
+def _theta_integrated(data, S, sigma_y2):
+    """(log p(z_hat | S, sigma_y^2), u = L_P^{-1} b, L_P) of :func:`theta_given_s`, with one
+    triangular solve per holder: R_j = L_Vj^{-1} [S_j, z_hat_j] gives S_j V_j^{-1} S_j =
+    R_S^T R_S, S_j V_j^{-1} z_j = R_S^T R_z and z_j^T V_j^{-1} z_j = ||R_z||^2; b^T P^{-1} b =
+    ||u||^2."""
+    import jax.numpy as jnp
+    from jax.scipy.linalg import cho_solve, solve_triangular
 
-    return solve_triangular(L.T, v, lower=False)
+    d = data.m.shape[0]
+    L_V = jnp.linalg.cholesky(sigma_y2 * S + data.Sigma_z)
+    R_ = solve_triangular(L_V, jnp.concatenate([S, data.z_hat[..., None]], axis=-1),
+                          lower=True)
+    R_S, R_z = R_[..., :d], R_[..., d]
+    L_C = jnp.linalg.cholesky(data.C)
+    C_inv = cho_solve((L_C, True), jnp.eye(d))
+    P = C_inv + jnp.einsum("jkl,jkm->lm", R_S, R_S)
+    b = C_inv @ data.m + jnp.einsum("jkl,jk->l", R_S, R_z)
+    L_P = jnp.linalg.cholesky(P)
+    u = solve_triangular(L_P, b, lower=True)
+    logdet = lambda L: 2.0 * jnp.sum(jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1)))  # noqa: E731
+    log_marginal = -0.5 * (jnp.sum(R_z ** 2) + logdet(L_V)
+                           + data.z_hat.size * math.log(2.0 * math.pi)
+                           + data.m @ C_inv @ data.m + logdet(L_C) - u @ u + logdet(L_P))
+    return log_marginal, u, L_P
 
 
 def theta_given_s(data, S, sigma_y2):
@@ -253,25 +333,10 @@ def theta_given_s(data, S, sigma_y2):
     only. In the non-centred model theta = P^{-1} b + L_P^{-T} theta_std, theta_std ~ N(0, I):
     p(theta | ...) p(z_hat | ...) is the same joint density as p(theta) p(z_hat | theta, ...),
     without the funnel between sigma_y^2 and theta that NUTS meets otherwise."""
-    import jax.numpy as jnp
-    from jax.scipy.linalg import cho_solve
+    from jax.scipy.linalg import solve_triangular
 
-    d = data.m.shape[0]
-    V = sigma_y2 * S + data.Sigma_z
-    L_V = jnp.linalg.cholesky(V)
-    Vinv_S = cho_solve((L_V, True), S)
-    Vinv_z = cho_solve((L_V, True), data.z_hat[..., None])[..., 0]
-    L_C = jnp.linalg.cholesky(data.C)
-    Cinv_m = cho_solve((L_C, True), data.m)
-    P = cho_solve((L_C, True), jnp.eye(d)) + jnp.einsum("jkl,jlm->km", S, Vinv_S)
-    b = Cinv_m + jnp.einsum("jkl,jl->k", S, Vinv_z)
-    L_P = jnp.linalg.cholesky(P)
-    mean = cho_solve((L_P, True), b)
-    logdet = lambda L: 2.0 * jnp.sum(jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1)))  # noqa: E731
-    log_marginal = -0.5 * (jnp.sum(data.z_hat * Vinv_z) + jnp.sum(logdet(L_V))
-                           + data.z_hat.size * jnp.log(2.0 * jnp.pi)
-                           + data.m @ Cinv_m + logdet(L_C) - b @ mean + logdet(L_P))
-    return log_marginal, mean, L_P
+    log_marginal, u, L_P = _theta_integrated(data, S, sigma_y2)
+    return log_marginal, solve_triangular(L_P.T, u, lower=False), L_P
 
 
 def theta_std_of(data, S, sigma_y2, theta):
@@ -368,6 +433,71 @@ def normalx_intercept_model(data: InterceptModelData):
     _z_likelihood(data, S, theta, sigma_y2)
 
 
+def normalx_intercept_noncentred_model(data: InterceptModelData):
+    """:func:`normalx_intercept_model` in non-centred form, as :func:`normalx_noncentred_model`
+    is of :func:`normalx_model`: the same joint density, with
+
+        Sigma_x = L_x L_x^T,   xbar_j = mu + L_x v_j / sqrt(n_j),   v_j ~ N(0, I_p),
+        W_j = L_x A_j A_j^T L_x^T,   A_j A_j^T ~ Wishart(n_j - 1, I_p)   (Bartlett, standardised)
+
+    and theta integrated out and redrawn non-centred (:func:`theta_given_s`). Sampled sites:
+    L_x, mu, v, W_diag, W_offdiag, sigma_y2, theta_std; Sigma_x, xbar, W, S and theta are
+    deterministic sites. At n_j in the thousands the holder means and scatters are within
+    ~1/sqrt(n_j) of mu and n_j Sigma_x a priori while S_hat_j measures them with noise sigma_s,
+    so the centred form locks (Sigma_x, mu) to them; here v_j and A_j stay close to their
+    priors. ``z_hat`` None: the generative form (prior predictive)."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from jax.scipy.linalg import solve_triangular
+
+    J, p = data.Sigma_z.shape[0], data.Lambda.shape[0]
+    L_x = numpyro.sample("L_x", inverse_wishart_cholesky(data.kappa, data.Lambda))
+    numpyro.deterministic("Sigma_x", L_x @ L_x.T)
+    mu = numpyro.sample("mu", dist.MultivariateNormal(data.mu_mean,
+                                                      covariance_matrix=data.mu_cov))
+    with numpyro.plate("holder", J):
+        v = numpyro.sample("v", dist.Normal(0.0, 1.0).expand([p]).to_event(1))
+        W_diag = numpyro.sample("W_diag", dist.Normal(0.0, 1.0).expand([p]).to_event(1))
+        W_offdiag = numpyro.sample(
+            "W_offdiag", dist.Normal(0.0, 1.0).expand([p * (p - 1) // 2]).to_event(1))
+    xbar = numpyro.deterministic("xbar", mu + (v @ L_x.T) / jnp.sqrt(data.n)[:, None])
+    A, correction = bartlett_cholesky(data.n - 1.0, W_diag, W_offdiag)
+    numpyro.factor("W_diag_chi", correction)
+    LA = jnp.einsum("ik,jkl->jil", L_x, A)
+    W = numpyro.deterministic("W", LA @ jnp.swapaxes(LA, -1, -2))
+    S = numpyro.deterministic("S", intercept_scatter(data.n, data.column, xbar, W))
+    with numpyro.plate("holder", J):
+        _s_hat_likelihood(data, S)
+    if data.z_hat is None:
+        theta, sigma_y2 = _theta_sigma(data)
+        _z_likelihood(data, S, theta, sigma_y2)
+        return
+    sigma_y2 = numpyro.sample("sigma_y2", dist.InverseGamma(data.a, data.b))
+    log_marginal, u, L_P = _theta_integrated(data, S, sigma_y2)
+    numpyro.factor("z_hat_marginal", log_marginal)
+    theta_std = numpyro.sample("theta_std", dist.Normal(0.0, 1.0).expand([S.shape[-1]]
+                                                                         ).to_event(1))
+    numpyro.deterministic("theta", solve_triangular(L_P.T, u + theta_std, lower=False))
+
+
+def intercept_noncentred_position(data: InterceptModelData, position):
+    """Starting values of :func:`normalx_intercept_noncentred_model` that give the same
+    (Sigma_x, mu, xbar, W, theta, sigma_y2) as ``position`` (of the centred model)."""
+    import jax.numpy as jnp
+
+    n = np.asarray(data.n, dtype=float)
+    L_x = np.linalg.cholesky(np.asarray(position["Sigma_x"], dtype=float))
+    mu, xbar = np.asarray(position["mu"]), np.asarray(position["xbar"])
+    v = np.linalg.solve(L_x, (xbar - mu).T).T * np.sqrt(n)[:, None]
+    W_diag, W_offdiag = bartlett_variables(n - 1.0, L_x, position["W"])
+    S = intercept_scatter(data.n, data.column, jnp.asarray(xbar), jnp.asarray(position["W"]))
+    theta_std = theta_std_of(data, S, position["sigma_y2"], jnp.asarray(position["theta"]))
+    return {"L_x": jnp.asarray(L_x), "mu": mu, "v": v, "W_diag": W_diag,
+            "W_offdiag": W_offdiag, "sigma_y2": position["sigma_y2"],
+            "theta_std": np.asarray(theta_std)}
+
+
 def intercept_setup(release, priors, S_init, sigma_y2):
     """The intercept model, its data and starting values for a release with an intercept:
     ``(normalx_intercept_model, InterceptModelData, position)``.
@@ -397,6 +527,7 @@ def intercept_setup(release, priors, S_init, sigma_y2):
 
 
 MODELS = {"normalx": normalx_model, "normalx-noncentred": normalx_noncentred_model,
+          "normalx-intercept-noncentred": normalx_intercept_noncentred_model,
           "fixeds": fixeds_model, "normalx-intercept": normalx_intercept_model}
 
 
