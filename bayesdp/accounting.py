@@ -23,7 +23,7 @@ dict:
 Holders hold disjoint rows, so the cost of a release with several holders is the largest
 holder's cost (parallel composition), not the sum. One holder releasing several times pays the
 sum (sequential composition): :func:`budget` adds the parts up with zCDP (rho adds; Bun &
-Steinke 2016, Lemma 2.3), with basic composition (eps and delta add; Dwork & Roth 2014,
+Steinke 2016, Lemma 1.7), with basic composition (eps and delta add; Dwork & Roth 2014,
 Theorem 3.16), or with a privacy-loss-distribution accountant (``dp_accounting``, optional).
 See docs/privacy.md, "Privacy cost and budget".
 """
@@ -93,6 +93,9 @@ def gaussian_part(sigma, sensitivity, delta, *, name="statistics", stated_epsilo
             notes.append(f"the stated epsilon={stated:g} is NOT met by the noise added: epsilon "
                          f"here is the true epsilon of sigma={sigma:.6g} at sensitivity "
                          f"{sens:.6g} (privacy.true_epsilon)")
+        else:
+            notes.append(f"the noise gives more than the stated epsilon={stated:g}: epsilon here "
+                         "is its true epsilon (privacy.true_epsilon)")
     return {
         "name": name, "mechanism": "gaussian", "epsilon": eps, "delta": dlt, "rho": rho,
         "sensitivity": sens, "sigma": sigma,
@@ -308,6 +311,13 @@ def _check_composable(rels, labels):
                 raise BayesdpInputError(
                     f"{where}.neighbouring is {p['neighbouring']!r} but {relation[1]} has "
                     f"{relation[0]!r}: costs under different neighbouring relations do not compose")
+    seen = {}
+    for r, lab in zip(rels, labels):
+        key = (r.S_hat.tobytes(), r.z_hat.tobytes())
+        if key in seen:
+            raise BayesdpInputError(f"{lab} has the same statistics (S_hat, z_hat) as "
+                                    f"{seen[key]}: the same release is given twice")
+        seen[key] = lab
     from .release import _is_default_holder_name
 
     named = [(lab, {h for h in r.holder_names if not _is_default_holder_name(h)})
@@ -483,7 +493,7 @@ def budget(*releases, delta=None, accountant="zcdp") -> Budget:
     own cost is the largest over its holders (holders hold disjoint rows: parallel
     composition); the releases' costs add up:
 
-    - ``"zcdp"`` (default): rho adds (Bun & Steinke 2016, Lemma 2.3). When every part is a
+    - ``"zcdp"`` (default): rho adds (Bun & Steinke 2016, Lemma 1.7). When every part is a
       Gaussian mechanism the sum is one Gaussian mechanism with
       1/s^2 = sum_i Delta_i^2 / sigma_i^2 = 2 rho, and eps is its exact value at ``delta``
       (Balle & Wang 2018, Theorem 8); otherwise eps = rho + 2 sqrt(rho log(1/delta))
