@@ -44,9 +44,6 @@ REPLACE_ONE = "replace-one"
 ACCOUNTANTS = ("zcdp", "basic", "pld")
 UNACCOUNTED = "unaccounted"
 
-_PART_KEYS = ("name", "mechanism", "epsilon", "delta", "rho", "sensitivity", "sigma", "dp_event",
-              "neighbouring", "note")
-
 
 # -- parts ---------------------------------------------------------------------------------------
 
@@ -183,8 +180,9 @@ def check_part(part, where="part", holders=None):
             raise BayesdpInputError(f"{where}.holders must be a non-empty list of holder names, "
                                     f"got {hs!r}")
         if holders is not None and not set(hs) <= set(holders):
-            raise BayesdpInputError(f"{where}.holders names holders {sorted(set(hs) - set(holders))}"
-                                    f" that the release does not have")
+            extra = sorted(set(hs) - set(holders))
+            raise BayesdpInputError(f"{where}.holders names holders {extra} that the release "
+                                    "does not have")
         out["holders"] = list(hs)
     try:
         json.dumps(out, allow_nan=False)

@@ -259,7 +259,8 @@ def test_docs_table_two_releases(data):
     a, b = rel(data), rel(data, seed=1)
     assert accounting.budget(a, b, accountant="basic").epsilon == pytest.approx(2.0)
     z = accounting.budget(a, b)
-    assert z.rho == pytest.approx(0.07185, abs=1e-5) and z.epsilon == pytest.approx(1.4002, abs=1e-4)
+    assert z.rho == pytest.approx(0.07185, abs=1e-5)
+    assert z.epsilon == pytest.approx(1.4002, abs=1e-4)
     assert accounting.zcdp_epsilon(z.rho, 2e-5) == pytest.approx(1.835, abs=1e-3)
 
 
