@@ -33,9 +33,10 @@ from .predict import predict, prediction_summary
 from .estimator import BayesDPRegressor
 from .datasets import Dataset, load_dataset
 from .compare import compare  # the function; the module stays importable as bayesdp.compare
-from . import metrics
+from . import accounting, metrics
 
 __all__ = [
+    "accounting",
     "BayesDPRegressor",
     "BayesdpError",
     "BayesdpInputError",

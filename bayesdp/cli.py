@@ -4,6 +4,7 @@
     bayesdp simulate --out data.csv      the paper's simulated data set
     bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds 10 5 --nodes 5 --out release.json
     bayesdp combine a.json b.json --out all.json
+    bayesdp budget plain.json intercept.json     total privacy cost of one holder's releases
     bayesdp fit release.json --method fast --out posterior.nc
     bayesdp predict posterior.nc new_rows.csv --out predictions.csv
 """
@@ -422,10 +423,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _registrars():
-    from . import cli_compare, cli_network, cli_predict, cli_sampling
+    from . import cli_budget, cli_compare, cli_network, cli_predict, cli_sampling
 
     return [cli_sampling.register, cli_predict.register, cli_compare.register,
-            cli_network.register]
+            cli_network.register, cli_budget.register]
 
 
 _REGISTRARS = _registrars()

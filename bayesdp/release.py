@@ -26,7 +26,7 @@ from typing import Optional
 
 import numpy as np
 
-from . import privacy
+from . import accounting, privacy
 from .errors import BayesdpInputError, CombineError, ReleaseFormatError, check_seed
 
 FORMAT_NAME = "bayesdp-release"
@@ -64,6 +64,10 @@ class Release:
     ``average_rows`` = k > 1 (appendix B.1): each holder released the statistics of its rows
     summed in random groups of k and divided by sqrt(k); then ``n`` counts the groups (the
     Wishart degrees of freedom of normalX) and ``n_rows`` the rows the holder had.
+
+    ``privacy_cost``: the cost parts, one per mechanism run on the holders' rows (a tuple of
+    JSON dicts, :mod:`bayesdp.accounting`); None derives the statistics part from ``epsilon``,
+    ``delta``, the sigmas and ``sensitivity`` (:func:`bayesdp.accounting.derive_cost`).
     """
 
     S_hat: np.ndarray
@@ -90,6 +94,7 @@ class Release:
     intercept: bool = False
     average_rows: int = 1
     n_rows: Optional[np.ndarray] = None
+    privacy_cost: Optional[tuple] = None
 
     def __post_init__(self):
         S = _float_array("S_hat", self.S_hat, ndim=3)
@@ -212,6 +217,15 @@ class Release:
                         f"eigenvalue {w[0]:.3g}, allowed >= -{tol:.3g}); a covariance must be PSD")
             set_("noise_cov", cov)
         set_("provenance", dict(self.provenance))
+        if self.privacy_cost is None:
+            set_("privacy_cost", accounting.derive_cost(self))
+        else:
+            parts = self.privacy_cost
+            if isinstance(parts, dict) or not isinstance(parts, (list, tuple)) or not parts:
+                raise BayesdpInputError(
+                    f"privacy_cost must be a non-empty list of cost parts, got {parts!r}")
+            set_("privacy_cost", tuple(accounting.check_part(p, f"privacy_cost[{i}]", holders)
+                                       for i, p in enumerate(parts)))
 
     # -- shape ---------------------------------------------------------------------------------
     @property
@@ -297,6 +311,8 @@ class Release:
                 "neighbouring": privacy.NEIGHBOURING,
                 "dp_claim_valid": bool(self.dp_claim_valid),
                 "dp_claim_note": self.dp_claim_note,
+                "cost": {"parts": [dict(p) for p in self.privacy_cost],
+                         "total": accounting.total_cost(self.privacy_cost, self.holder_names)},
             },
             "noise": {
                 "mechanism": "gaussian",
@@ -558,6 +574,19 @@ def _release_from_dict(doc) -> Release:
     if pr.get("calibration") is not None and not isinstance(pr["calibration"], str):
         raise ReleaseFormatError(
             f"privacy.calibration must be a string, got {pr['calibration']!r}")
+    cost = pr.get("cost")
+    parts = None
+    if cost is not None:
+        if not isinstance(cost, dict) or not isinstance(cost.get("parts"), list) \
+                or not cost["parts"]:
+            raise ReleaseFormatError("privacy.cost must be an object with a non-empty list "
+                                     "'parts'")
+        parts = []
+        for i, p in enumerate(cost["parts"]):
+            try:
+                parts.append(accounting.check_part(p, f"privacy.cost.parts[{i}]", hn))
+            except BayesdpInputError as exc:
+                raise ReleaseFormatError(str(exc)) from None
     has = lambda lst: all(v is not None for v in lst)  # noqa: E731
     if any(v is not None for v in yty) and not has(yty):
         raise ReleaseFormatError("yty_hat must be given for every holder or for none")
@@ -593,6 +622,7 @@ def _release_from_dict(doc) -> Release:
         intercept=intercept,
         average_rows=k,
         n_rows=np.array(rows) if has(rows) else None,
+        privacy_cost=parts,
     )
 
 
@@ -732,6 +762,7 @@ def combine_releases(*releases) -> Release:
                                "renaming the default names as '<k>:<name>'; give the holders "
                                "distinct names")
     cat = lambda f: None if getattr(first, f) is None else np.concatenate([getattr(r, f) for r in rels])  # noqa: E731
+    cost = _combined_cost(rels, names, labels)
     return dataclasses.replace(
         first,
         S_hat=np.concatenate([r.S_hat for r in rels]),
@@ -748,8 +779,37 @@ def combine_releases(*releases) -> Release:
         noise_cov=cat("noise_cov"),
         dp_claim_valid=all(r.dp_claim_valid for r in rels),
         dp_claim_note="; ".join(sorted({r.dp_claim_note for r in rels if r.dp_claim_note})),
+        privacy_cost=cost,
         provenance={**first.provenance, "combined_from": len(rels)},
     )
+
+
+def _combined_cost(rels, names, labels):
+    """The cost parts of combined releases. Holders hold disjoint rows, so the combined cost is
+    the largest holder's (parallel composition), not the sum: equal costs are kept as they are;
+    otherwise each part is tagged with the holders it applies to (``holders``) and the total
+    is the maximum over holders (:mod:`bayesdp.accounting`). Costs under different
+    neighbouring relations cannot be compared and are refused."""
+    ref = None
+    for k, r in enumerate(rels):
+        for i, p in enumerate(r.privacy_cost):
+            if ref is None:
+                ref = (p["neighbouring"], k, i)
+            elif p["neighbouring"] != ref[0]:
+                raise CombineError(
+                    f"cannot combine: {labels[k]} has privacy.cost.parts[{i}].neighbouring = "
+                    f"{p['neighbouring']!r} but {labels[ref[1]]} has {ref[0]!r} (parts[{ref[2]}]); "
+                    "costs under different neighbouring relations cannot be composed")
+    keys = {json.dumps(list(r.privacy_cost), sort_keys=True) for r in rels}
+    if len(keys) == 1 and not any("holders" in p for p in rels[0].privacy_cost):
+        return rels[0].privacy_cost
+    parts, pos = [], 0
+    for r in rels:
+        new = dict(zip(r.holder_names, names[pos:pos + r.J]))
+        pos += r.J
+        for p in r.privacy_cost:
+            parts.append({**p, "holders": [new[h] for h in p.get("holders", r.holder_names)]})
+    return tuple(parts)
 
 
 # -- releasing -------------------------------------------------------------------------------------
@@ -1081,11 +1141,18 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
             dp_valid = False
             notes.append(note)
             warnings.warn(note, UserWarning, stacklevel=3)
+    cost_sens, cost_note = sens, ""
     if split == "contiguous" and len(labels) > 1:
-        note = _contiguous_note(int(rows.sum()), len(labels), sigma, sens, eps, dlt)
+        factor = privacy.contiguous_split_change(int(rows.sum()), len(labels))
+        note = _contiguous_note(factor, sigma, sens, eps, dlt)
         dp_valid = False
         notes.append(note)
         warnings.warn(note, UserWarning, stacklevel=3)
+        cost_sens, cost_note = factor * sens, accounting.contiguous_cost_note(factor)
+    if private_bounds:
+        cost = accounting.gaussian_part(sigma, cost_sens, dlt, stated_epsilon=eps, note=cost_note)
+    else:
+        cost = accounting.non_private_part(notes[0], sigma=sigma, sensitivity=sens)
     if k > 1:
         notes.append(_averaging_note(k, bx, by, acc.intercept, include_yty, sens))
     J = len(labels)
@@ -1116,6 +1183,7 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
         intercept=acc.intercept,
         average_rows=k,
         n_rows=rows if k > 1 else None,
+        privacy_cost=(cost,),
         provenance={
             "created_by": f"bayesdp {_version()}",
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -1147,8 +1215,7 @@ def _averaging_note(k, bx, by, intercept, include_yty, sens):
             f"{row:.6g}, and the stated (eps, delta) holds")
 
 
-def _contiguous_note(n_total, J, sigma, sens, eps, dlt):
-    k = privacy.contiguous_split_change(n_total, J)
+def _contiguous_note(k, sigma, sens, eps, dlt):
     true_eps = privacy.true_epsilon(sigma, dlt, sensitivity=k * sens)
     replace_eps = privacy.true_epsilon(sigma, dlt, sensitivity=2 * sens)
     return (f"split='contiguous' (the authors' split of rows in order): adding or removing one "

@@ -376,6 +376,11 @@ def _dp_claim(run):
     return True, base
 
 
+COST_NOTE = ("consensus protocol: Laplace noise on each agent's signal (a local guarantee per "
+             "signal, see dp_claim_note), not a record-level Gaussian mechanism on the "
+             "statistics; its cost is not accounted")
+
+
 def consensus_to_release(run: ConsensusRun, d, agents="all", *, feature_names=(),
                          extra_provenance=None, bounds=None):
     """Adapt a run on packed regression statistics (p = d(d+1)/2 + d) to ONE-holder Release.
@@ -387,6 +392,7 @@ def consensus_to_release(run: ConsensusRun, d, agents="all", *, feature_names=()
     a Gaussian summary of it). ``n`` is round(n_eff) (the exact value is in the provenance).
     The provenance recommends ``s_noise="eiv"`` (the S noise carried through theta).
     """
+    from ..accounting import unaccounted_part
     from ..release import Release
 
     k = d * (d + 1) // 2
@@ -444,7 +450,8 @@ def consensus_to_release(run: ConsensusRun, d, agents="all", *, feature_names=()
     sig = math.sqrt(var)
     return Release(S_hat=S[None], z_hat=z[None], n=np.array([max(1, int(round(n_eff)))]),
                    sigma_s=np.array([sig]), sigma_z=np.array([sig]), feature_names=feature_names,
-                   bounds=bounds, dp_claim_valid=valid, dp_claim_note=note, provenance=prov)
+                   bounds=bounds, dp_claim_valid=valid, dp_claim_note=note, provenance=prov,
+                   privacy_cost=(unaccounted_part(COST_NOTE),))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -707,6 +707,11 @@ def _unvech(v, d):
     return M + np.triu(M, 1).T
 
 
+COST_NOTE = ("gossip protocol: attribute-level local DP of each agent's released inputs (see "
+             "dp_claim_note), not a record-level Gaussian mechanism on the statistics; its cost "
+             "is not accounted")
+
+
 def gossip_release(output: GossipOutput, agent=0, *, bias_correct=True, mu_d2=None,
                    holder_name=None, feature_names=()):
     """Adapt one network's public output to a one-holder :class:`~bayesdp.release.Release`.
@@ -721,6 +726,7 @@ def gossip_release(output: GossipOutput, agent=0, *, bias_correct=True, mu_d2=No
     Assumes convergence (it_go >> 1/log(1/|lambda_2|)): the per-agent weights are then pi.
     One network is one holder: never use several agents of the same network as separate holders.
     """
+    from ..accounting import unaccounted_part
     from ..release import Release
 
     if not isinstance(output, GossipOutput):
@@ -803,6 +809,7 @@ def gossip_release(output: GossipOutput, agent=0, *, bias_correct=True, mu_d2=No
         sensitivity=None, bounds=None if st["bounds"] is None else tuple(st["bounds"]),
         private_bounds=True, seeded=True, noise_cov=cov[None], dp_claim_valid=valid,
         dp_claim_note=note, provenance=provenance,
+        privacy_cost=(unaccounted_part(COST_NOTE),),
     )
 
 

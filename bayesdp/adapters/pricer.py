@@ -885,6 +885,11 @@ def _dp_claim(net, design, priv):
     return valid, note
 
 
+COST_NOTE = ("PriCER protocol: per-link local (eps_ij, p_ij delta_ij) guarantees (see "
+             "dp_claim_note), not a record-level Gaussian mechanism on the statistics; its cost "
+             "is not accounted")
+
+
 def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", include_count=True,
                      rows_total=None, per_relay=False, feature_names=(), extra_provenance=None,
                      bounds=None, rows=None):
@@ -900,6 +905,7 @@ def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", incl
     ``per_relay=True`` instead returns one holder per reporting relay. That is WRONG (the relays
     share node data and c_i); it exists only as the negative control of the tests.
     """
+    from ..accounting import unaccounted_part
     from ..release import Release
 
     k = d * (d + 1) // 2
@@ -953,7 +959,8 @@ def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", incl
         prov["per_relay_WRONG"] = True
         return Release(S_hat=np.asarray(Ss), z_hat=np.asarray(zs), n=np.asarray(ns),
                        sigma_s=np.asarray(sg), sigma_z=np.asarray(sg), feature_names=feature_names,
-                       bounds=bounds, dp_claim_valid=valid, dp_claim_note=note, provenance=prov)
+                       bounds=bounds, dp_claim_valid=valid, dp_claim_note=note, provenance=prov,
+                       privacy_cost=(unaccounted_part(COST_NOTE),))
     v = noise_variance(rnd, net, design, v_mode)
     S, z, N = unpack_suffstats(net.n * rnd.estimate, d, include_count=include_count)
     if N is not None:
@@ -969,7 +976,8 @@ def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", incl
     sig = math.sqrt(v)
     return Release(S_hat=S[None], z_hat=z[None], n=np.array([nrows]), sigma_s=np.array([sig]),
                    sigma_z=np.array([sig]), feature_names=feature_names, bounds=bounds,
-                   dp_claim_valid=valid, dp_claim_note=note, provenance=prov)
+                   dp_claim_valid=valid, dp_claim_note=note, provenance=prov,
+                   privacy_cost=(unaccounted_part(COST_NOTE),))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -1,0 +1,548 @@
+"""The privacy cost of a release, and the total cost of several releases of one data holder.
+
+Every release records its cost as a tuple of *parts*, one per mechanism run on the holder's
+rows (``Release.privacy_cost``; in the file ``privacy.cost.parts``). A part is a plain JSON
+dict:
+
+    name          "statistics" (the noisy [vech(S), z]) or "bounds" (a private estimate of
+                  B_x, B_y), ...
+    mechanism     "gaussian", "discrete_gaussian", "exponential", ..., "unaccounted"
+    epsilon       the eps of the part's (eps, delta)-DP guarantee (null: no guarantee)
+    delta         its delta (0 for a pure eps-DP mechanism)
+    rho           its rho-zCDP, or null. The Gaussian mechanism with L2 sensitivity Delta and
+                  noise std sigma is rho = Delta^2 / (2 sigma^2) (Bun & Steinke 2016, Prop. 1.6);
+                  a pure eps-DP mechanism is eps^2 / 2-zCDP (Prop. 1.4)
+    sensitivity   the L2 sensitivity Delta the cost is computed for
+    sigma         the noise std, or null
+    dp_event      a JSON dict from which ``dp_accounting`` rebuilds its DpEvent:
+                  {"type": "GaussianDpEvent", "noise_multiplier": sigma / Delta}, ...
+    neighbouring  "add/remove" (bayesdp's relation, the default) or "replace-one"
+    note          why the numbers are what they are (e.g. the true eps of a flawed calibration)
+    holders       optional: the holders the part applies to (absent: every holder)
+
+Holders hold disjoint rows, so the cost of a release with several holders is the largest
+holder's cost (parallel composition), not the sum. One holder releasing several times pays the
+sum (sequential composition): :func:`budget` adds the parts up with zCDP (rho adds; Bun &
+Steinke 2016, Lemma 1.7), with basic composition (eps and delta add; Dwork & Roth 2014,
+Theorem 3.16), or with a privacy-loss-distribution accountant (``dp_accounting``, optional).
+See docs/privacy.md, "Privacy cost and budget".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from typing import Optional
+
+from . import privacy
+from .errors import BayesdpInputError
+
+ADD_REMOVE = "add/remove"
+REPLACE_ONE = "replace-one"
+ACCOUNTANTS = ("zcdp", "basic", "pld")
+UNACCOUNTED = "unaccounted"
+
+
+# -- parts ---------------------------------------------------------------------------------------
+
+
+def gaussian_rho(sigma, sensitivity):
+    """rho-zCDP of the Gaussian mechanism: Delta^2 / (2 sigma^2) (Bun & Steinke 2016, Prop. 1.6)."""
+    return 0.5 * (float(sensitivity) / float(sigma)) ** 2
+
+
+def zcdp_epsilon(rho, delta):
+    """eps of the (eps, delta)-DP guarantee implied by rho-zCDP: rho + 2 sqrt(rho log(1/delta))
+    (Bun & Steinke 2016, Prop. 1.3)."""
+    _, dlt = privacy.check_epsilon_delta(1.0, delta)
+    return float(rho) + 2.0 * math.sqrt(float(rho) * math.log(1.0 / dlt))
+
+
+def gaussian_part(sigma, sensitivity, delta, *, name="statistics", stated_epsilon=None, note=""):
+    """The part of a Gaussian mechanism with noise std ``sigma`` at L2 ``sensitivity``.
+
+    epsilon is the exact eps of that noise at ``delta`` (privacy.true_epsilon, Balle & Wang
+    2018, Theorem 8); when it is within 1e-9 of ``stated_epsilon`` (an exact calibration) the
+    stated value is kept. When the noise falls short of ``stated_epsilon`` (a flawed
+    calibration) the part records the true eps and says so in its note. Noise too small for a
+    finite eps in float64 gives a part without a guarantee.
+    """
+    sigma, sens = float(sigma), float(sensitivity)
+    _, dlt = privacy.check_epsilon_delta(1.0, delta)
+    notes = [note] if note else []
+    try:
+        true_eps = privacy.true_epsilon(sigma, dlt, sens) if sigma > 0 else math.inf
+        rho = gaussian_rho(sigma, sens)
+    except (ValueError, OverflowError, ZeroDivisionError):
+        true_eps = rho = math.inf
+    if not (math.isfinite(true_eps) and math.isfinite(rho)):
+        return non_private_part("; ".join(notes + [
+            "the noise is too small for a finite epsilon"]), sigma=sigma, sensitivity=sens,
+            name=name)
+    eps = true_eps
+    if stated_epsilon is not None:
+        stated = float(stated_epsilon)
+        if true_eps <= stated * (1 + 1e-9) and true_eps >= stated * (1 - 1e-9):
+            eps = stated
+        elif true_eps > stated:
+            notes.append(f"the stated epsilon={stated:g} is NOT met by the noise added: epsilon "
+                         f"here is the true epsilon of sigma={sigma:.6g} at sensitivity "
+                         f"{sens:.6g} (privacy.true_epsilon)")
+        else:
+            notes.append(f"the noise gives more than the stated epsilon={stated:g}: epsilon here "
+                         "is its true epsilon (privacy.true_epsilon)")
+    return {
+        "name": name, "mechanism": "gaussian", "epsilon": eps, "delta": dlt, "rho": rho,
+        "sensitivity": sens, "sigma": sigma,
+        "dp_event": {"type": "GaussianDpEvent", "noise_multiplier": sigma / sens},
+        "neighbouring": ADD_REMOVE, "note": "; ".join(notes),
+    }
+
+
+def non_private_part(note, *, sigma=None, sensitivity=None, name="statistics",
+                     mechanism="gaussian"):
+    """A part that gives no DP guarantee (e.g. bounds read off the data): epsilon null and the
+    ``NonPrivateDpEvent`` of dp_accounting (infinite eps)."""
+    return {
+        "name": name, "mechanism": mechanism, "epsilon": None, "delta": None, "rho": None,
+        "sensitivity": None if sensitivity is None else float(sensitivity),
+        "sigma": None if sigma is None else float(sigma),
+        "dp_event": {"type": "NonPrivateDpEvent"}, "neighbouring": ADD_REMOVE,
+        "note": "no DP guarantee: " + note,
+    }
+
+
+def unaccounted_part(note, *, name="statistics"):
+    """A part whose guarantee is not a mechanism bayesdp can account (e.g. a network protocol's
+    local guarantee): ``"mechanism": "unaccounted"``, no numbers, ``UnsupportedDpEvent``."""
+    return {
+        "name": name, "mechanism": UNACCOUNTED, "epsilon": None, "delta": None, "rho": None,
+        "sensitivity": None, "sigma": None, "dp_event": {"type": "UnsupportedDpEvent"},
+        "neighbouring": ADD_REMOVE, "note": note,
+    }
+
+
+def _num(part, key, where, *, low, low_open, high=None, nullable=True):
+    v = part.get(key)
+    if v is None:
+        if nullable:
+            return None
+        raise BayesdpInputError(f"{where}.{key} is required")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise BayesdpInputError(f"{where}.{key} must be a finite number, got {v!r}")
+    v = float(v)
+    if v < low or (low_open and v == low) or (high is not None and v >= high):
+        rng = f"{'>' if low_open else '>='} {low:g}" + (f" and < {high:g}" if high else "")
+        raise BayesdpInputError(f"{where}.{key} must be {rng}, got {v!r}")
+    return v
+
+
+def check_part(part, where="part", holders=None):
+    """Validate one cost part; return it as a plain dict with float numbers.
+
+    A Gaussian part must be consistent with its own noise: rho = Delta^2 / (2 sigma^2) and the
+    noise multiplier sigma / Delta (to 1e-9 relative), and its epsilon at least the true eps of
+    sigma at delta; a record that understates its cost is refused. ``holders``: the release's
+    holder names, which a part's ``holders`` must be among.
+    """
+    if not isinstance(part, dict):
+        raise BayesdpInputError(f"{where} must be a JSON object, got {type(part).__name__}")
+    out = dict(part)
+    for key in ("name", "mechanism"):
+        if not isinstance(part.get(key), str) or not part[key].strip():
+            raise BayesdpInputError(f"{where}.{key} must be a non-empty string, got "
+                                    f"{part.get(key)!r}")
+    out["epsilon"] = _num(part, "epsilon", where, low=0.0, low_open=False)
+    out["delta"] = _num(part, "delta", where, low=0.0, low_open=False, high=1.0)
+    out["rho"] = _num(part, "rho", where, low=0.0, low_open=False)
+    out["sensitivity"] = _num(part, "sensitivity", where, low=0.0, low_open=True)
+    out["sigma"] = _num(part, "sigma", where, low=0.0, low_open=False)
+    if (out["epsilon"] is None) != (out["delta"] is None):
+        raise BayesdpInputError(f"{where}: epsilon and delta are given together or both null")
+    if out["epsilon"] is None and out["rho"] is not None:
+        raise BayesdpInputError(f"{where}: rho without epsilon and delta")
+    ev = part.get("dp_event")
+    if not isinstance(ev, dict) or not isinstance(ev.get("type"), str):
+        raise BayesdpInputError(f"{where}.dp_event must be a JSON object with a string 'type', "
+                                f"got {ev!r}")
+    out["neighbouring"] = part.get("neighbouring", ADD_REMOVE)
+    if not isinstance(out["neighbouring"], str) or not out["neighbouring"]:
+        raise BayesdpInputError(f"{where}.neighbouring must be a string such as "
+                                f"{ADD_REMOVE!r}, got {out['neighbouring']!r}")
+    out["note"] = part.get("note", "")
+    if not isinstance(out["note"], str):
+        raise BayesdpInputError(f"{where}.note must be a string, got {out['note']!r}")
+    if "holders" in part:
+        hs = part["holders"]
+        if not isinstance(hs, list) or not hs or not all(isinstance(h, str) for h in hs):
+            raise BayesdpInputError(f"{where}.holders must be a non-empty list of holder names, "
+                                    f"got {hs!r}")
+        if holders is not None and not set(hs) <= set(holders):
+            extra = sorted(set(hs) - set(holders))
+            raise BayesdpInputError(f"{where}.holders names holders {extra} that the release "
+                                    "does not have")
+        out["holders"] = list(hs)
+    try:
+        json.dumps(out, allow_nan=False)
+    except (TypeError, ValueError):
+        raise BayesdpInputError(f"{where} must hold JSON values only (finite numbers, strings, "
+                                "lists, objects)") from None
+    if out["mechanism"] == "gaussian" and out["epsilon"] is not None:
+        _check_gaussian(out, where)
+    return out
+
+
+def _check_gaussian(p, where):
+    sig, sens = p["sigma"], p["sensitivity"]
+    if sig is None or sens is None or p["rho"] is None or not sig > 0:
+        raise BayesdpInputError(f"{where}: a Gaussian part with a guarantee needs sigma > 0, "
+                                "sensitivity and rho")
+    rho = gaussian_rho(sig, sens)
+    if not math.isclose(p["rho"], rho, rel_tol=1e-9):
+        raise BayesdpInputError(f"{where}.rho = {p['rho']!r} but the noise gives "
+                                f"Delta^2 / (2 sigma^2) = {rho!r}")
+    nm = p["dp_event"].get("noise_multiplier")
+    if p["dp_event"]["type"] == "GaussianDpEvent" and not (
+            isinstance(nm, (int, float)) and math.isclose(nm, sig / sens, rel_tol=1e-9)):
+        raise BayesdpInputError(f"{where}.dp_event.noise_multiplier must be sigma / sensitivity "
+                                f"= {sig / sens!r}, got {nm!r}")
+    true_eps = privacy.true_epsilon(sig, p["delta"], sens) if p["delta"] > 0 else math.inf
+    if p["epsilon"] < true_eps * (1 - 1e-9):
+        raise BayesdpInputError(f"{where}.epsilon = {p['epsilon']!r} understates the cost: the "
+                                f"noise gives epsilon = {true_eps!r} at delta = {p['delta']!r}")
+
+
+def derive_cost(rel):
+    """The cost parts of a release that does not record them (files written before
+    ``privacy.cost`` existed, releases built by hand): the statistics part from its epsilon,
+    delta, sigma and sensitivity.
+
+    The noise is taken as min(sigma_s, sigma_z, sigma_yty) over the holders (a Gaussian
+    mechanism with at least that much noise on every coordinate is no worse). No claim recorded,
+    no sensitivity or a general ``noise_cov`` give an unaccounted part; bounds read off the data
+    or no noise a part without a guarantee; the contiguous split the true add/remove cost of the
+    whole release (privacy.contiguous_split_change).
+    """
+    import numpy as np
+
+    if rel.epsilon is None or rel.delta is None:
+        return (unaccounted_part("no privacy claim recorded (epsilon, delta)"),)
+    if rel.sensitivity is None:
+        return (unaccounted_part("no sensitivity recorded: the cost of the noise is unknown"),)
+    if rel.noise_cov is not None:
+        return (unaccounted_part("general noise covariance (noise_cov): not a Gaussian mechanism "
+                                 "of one sigma at the recorded sensitivity"),)
+    sig = [rel.sigma_s, rel.sigma_z] + ([rel.sigma_yty] if rel.yty_hat is not None else [])
+    sigma = float(np.min(np.concatenate(sig)))
+    if not rel.private_bounds:
+        return (non_private_part("bounds were read off the data, so the noise scale is not "
+                                 "private", sigma=sigma, sensitivity=rel.sensitivity),)
+    if sigma == 0:
+        return (non_private_part("no noise", sigma=sigma, sensitivity=rel.sensitivity),)
+    sens, note = rel.sensitivity, "derived from the release's epsilon, delta, sigma and sensitivity"
+    split = str(rel.provenance.get("split", ""))
+    if split.startswith("contiguous") and rel.J > 1:
+        rows = rel.n_rows if rel.n_rows is not None else rel.n
+        factor = privacy.contiguous_split_change(int(np.sum(rows)), rel.J)
+        sens = factor * sens
+        note += "; " + contiguous_cost_note(factor)
+    return (gaussian_part(sigma, sens, rel.delta, stated_epsilon=rel.epsilon, note=note),)
+
+
+def contiguous_cost_note(factor):
+    """Note of a part whose sensitivity is the contiguous split's whole-release change."""
+    return (f"split='contiguous': one row can change the whole release by {factor:.4g} x the "
+            "calibrated sensitivity, so the cost is that of the Gaussian mechanism at the larger "
+            "sensitivity; holders are not disjoint in the add/remove sense")
+
+
+# -- composition -----------------------------------------------------------------------------------
+
+
+def _holder_groups(parts, holder_names):
+    """The distinct lists of parts that apply to one holder (parts without ``holders`` apply to
+    all)."""
+    groups = []
+    for h in holder_names:
+        g = [p for p in parts if "holders" not in p or h in p["holders"]]
+        if g not in groups:
+            groups.append(g)
+    return groups
+
+
+def _loaded(items):
+    from .release import Release, load_release
+
+    rels, labels = [], []
+    for k, r in enumerate(items):
+        for x in (r if isinstance(r, (list, tuple)) else [r]):
+            if isinstance(x, (str, os.PathLike)):
+                labels.append(os.fspath(x))
+                rels.append(load_release(x))
+            elif isinstance(x, Release):
+                labels.append(f"release {len(labels)}")
+                rels.append(x)
+            else:
+                raise BayesdpInputError(f"releases: expected a Release or a file path, got "
+                                        f"{type(x).__name__}")
+    if not rels:
+        raise BayesdpInputError("releases: give at least one release or release file")
+    return rels, labels
+
+
+def _check_composable(rels, labels):
+    """Refuse parts without a guarantee, mixed neighbouring relations and releases of different
+    (named) holders; errors name the release and the field."""
+    relation = None
+    for rel, lab in zip(rels, labels):
+        for i, p in enumerate(rel.privacy_cost):
+            where = f"{lab}: privacy.cost.parts[{i}]"
+            if p["mechanism"] == UNACCOUNTED or p["epsilon"] is None:
+                raise BayesdpInputError(
+                    f"{where} ({p['name']}, mechanism {p['mechanism']!r}) has no DP guarantee "
+                    f"that can be composed: {p['note'] or 'no epsilon recorded'}")
+            if relation is None:
+                relation = (p["neighbouring"], where)
+            elif p["neighbouring"] != relation[0]:
+                raise BayesdpInputError(
+                    f"{where}.neighbouring is {p['neighbouring']!r} but {relation[1]} has "
+                    f"{relation[0]!r}: costs under different neighbouring relations do not compose")
+    seen = {}
+    for r, lab in zip(rels, labels):
+        key = (r.S_hat.tobytes(), r.z_hat.tobytes())
+        if key in seen:
+            raise BayesdpInputError(f"{lab} has the same statistics (S_hat, z_hat) as "
+                                    f"{seen[key]}: the same release is given twice")
+        seen[key] = lab
+    from .release import _is_default_holder_name
+
+    named = [(lab, {h for h in r.holder_names if not _is_default_holder_name(h)})
+             for r, lab in zip(rels, labels)]
+    for lab, hs in named[1:]:
+        if hs and named[0][1] and hs != named[0][1]:
+            raise BayesdpInputError(
+                f"{lab}: holder_names {sorted(hs)} differ from {sorted(named[0][1])} in "
+                f"{named[0][0]}: a budget adds up releases of ONE holder (sequential "
+                "composition); different holders hold disjoint rows and compose in parallel "
+                "(combine them with combine_releases / bayesdp combine)")
+
+
+def _compose(per, accountant, delta):
+    """(epsilon, delta, rho) of the sequential composition of releases given by their holder
+    groups ``per`` (each release's cost is the largest over its holders: parallel composition)."""
+    rho_parts = lambda g: [p for p in g if p["rho"] is not None]  # noqa: E731
+    other = lambda g: [p for p in g if p["rho"] is None]  # noqa: E731
+    all_rho = all(p["rho"] is not None for gs in per for g in gs for p in g)
+    rho_total = sum(max(sum(p["rho"] for p in g) for g in gs) for gs in per) if all_rho else None
+    natural = sum(max(sum(p["delta"] for p in g) for g in gs) for gs in per)
+    if accountant == "basic":
+        eps = sum(max(sum(p["epsilon"] for p in g) for g in gs) for gs in per)
+        if delta is None:
+            return eps, natural, rho_total
+        if delta < natural:
+            raise BayesdpInputError(
+                f"delta={delta:g}: basic composition gives delta = the sum of the parts' deltas "
+                f"= {natural:g}; ask for delta >= {natural:g} or another accountant")
+        return eps, delta, rho_total
+    target = natural if delta is None else delta
+    if target <= 0:
+        raise BayesdpInputError("delta: every part is pure eps-DP with delta = 0; give the "
+                                "delta of the total (--delta) or use accountant='basic'")
+    if accountant == "pld":
+        return _compose_pld(per, target), target, rho_total
+    # zcdp: parts with rho add up their rho; parts without are added by basic composition
+    rho = sum(max(sum(p["rho"] for p in rho_parts(g)) for g in gs) for gs in per)
+    eps_b = sum(max(sum(p["epsilon"] for p in other(g)) for g in gs) for gs in per)
+    dlt_b = sum(max(sum(p["delta"] for p in other(g)) for g in gs) for gs in per)
+    dlt_z = target - dlt_b
+    if rho > 0 and not dlt_z > 0:
+        raise BayesdpInputError(
+            f"delta={target:g} is not larger than the deltas of the parts without rho "
+            f"({dlt_b:g}): nothing is left for the zCDP conversion")
+    if rho == 0:
+        return eps_b, target, rho_total
+    gaussian = all(p["mechanism"] == "gaussian" for gs in per for g in gs for p in rho_parts(g))
+    if gaussian:
+        # the Gaussian mechanisms together are one with 1/s^2 = sum Delta_i^2 / sigma_i^2 = 2 rho
+        eps_z = privacy.true_epsilon(1.0 / math.sqrt(2.0 * rho), dlt_z)
+    else:
+        eps_z = zcdp_epsilon(rho, dlt_z)
+    return eps_z + eps_b, target, rho_total
+
+
+def _need_dp_accounting(what):
+    try:
+        import dp_accounting
+    except ImportError:
+        raise BayesdpInputError(
+            f"{what} needs the optional package dp_accounting (pip install dp-accounting); "
+            "use accountant='zcdp' or 'basic' without it") from None
+    return dp_accounting
+
+
+def _compose_pld(per, delta):
+    """Privacy-loss-distribution composition (dp_accounting; pessimistic discretisation, so an
+    upper bound): Gaussian parts exactly, others as the worst case of their (eps, delta)."""
+    _need_dp_accounting("accountant='pld'")
+    from dp_accounting.pld import common
+    from dp_accounting.pld import privacy_loss_distribution as pldlib
+
+    pld = None
+    for gs in per:
+        if len(gs) > 1:
+            if not all(p["mechanism"] == "gaussian" for g in gs for p in g):
+                raise BayesdpInputError(
+                    "accountant='pld': a release whose holders have different non-Gaussian costs "
+                    "has no single worst holder; use accountant='zcdp' or 'basic'")
+            gs = [max(gs, key=lambda g: sum(p["rho"] for p in g))]  # Gaussians are ordered
+        for p in gs[0]:
+            if p["mechanism"] == "gaussian":
+                part = pldlib.from_gaussian_mechanism(
+                    standard_deviation=p["sigma"] / p["sensitivity"])
+            else:
+                part = pldlib.from_privacy_parameters(
+                    common.DifferentialPrivacyParameters(p["epsilon"], p["delta"]))
+            pld = part if pld is None else pld.compose(part)
+    eps = float(pld.get_epsilon_for_delta(delta))
+    if not math.isfinite(eps):
+        raise BayesdpInputError(f"delta={delta:g} is below the parts' own deltas: no finite "
+                                "epsilon (accountant='pld')")
+    return eps
+
+
+def total_cost(parts, holder_names=("0",)):
+    """The total of one release's parts: the smaller eps of zCDP and basic composition at the
+    sum of the parts' deltas (both are valid; parallel over holders), with rho when every part
+    has one. Without a guarantee in some part: every number null and the reason."""
+    per = [_holder_groups(parts, holder_names)]
+    for p in parts:
+        if p["mechanism"] == UNACCOUNTED or p["epsilon"] is None:
+            return {"epsilon": None, "delta": None, "rho": None, "accountant": None,
+                    "note": f"part {p['name']!r}: {p['note'] or 'no guarantee'}"}
+    if len(parts) == 1:
+        p = parts[0]
+        return {"epsilon": p["epsilon"], "delta": p["delta"], "rho": p["rho"],
+                "accountant": "single part", "note": ""}
+    best = None
+    for acc in ("zcdp", "basic"):
+        try:
+            eps, dlt, rho = _compose(per, acc, None)
+        except BayesdpInputError:
+            continue
+        if best is None or eps < best[0]:
+            best = (eps, dlt, rho, acc)
+    if best is None:  # only pure parts: zCDP needs a delta
+        eps, dlt, rho = _compose(per, "basic", None)
+        best = (eps, dlt, rho, "basic")
+    return {"epsilon": best[0], "delta": best[1], "rho": best[2], "accountant": best[3],
+            "note": ""}
+
+
+def privacy_cost(rel):
+    """The privacy cost record of a release (or a release file): ``{"parts": [...], "total":
+    {...}}``, as written under ``privacy.cost`` in the file."""
+    (rel,), _ = _loaded([rel])
+    parts = [dict(p) for p in rel.privacy_cost]
+    return {"parts": parts, "total": total_cost(parts, rel.holder_names)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """The total cost of several releases of one holder (:func:`budget`)."""
+
+    accountant: str
+    epsilon: float
+    delta: float
+    rho: Optional[float]
+    parts: tuple  # per release and part: {"release": label, **part}
+    releases: tuple
+
+    def to_dict(self):
+        return {"accountant": self.accountant,
+                "total": {"epsilon": self.epsilon, "delta": self.delta, "rho": self.rho},
+                "releases": list(self.releases), "parts": [dict(p) for p in self.parts]}
+
+    def table(self):
+        """A small plain-text table: one line per part, the total, and the parts' notes."""
+        fmt = lambda v: "-" if v is None else f"{v:.6g}"  # noqa: E731
+        rows = [("release", "part", "mechanism", "epsilon", "delta", "rho", "sigma/Delta")]
+        for p in self.parts:
+            nm = None if p["sigma"] is None or not p["sensitivity"] else \
+                p["sigma"] / p["sensitivity"]
+            name = p["name"] + (f" [{', '.join(p['holders'])}]" if "holders" in p else "")
+            rows.append((p["release"], name, p["mechanism"], fmt(p["epsilon"]), fmt(p["delta"]),
+                         fmt(p["rho"]), fmt(nm)))
+        rows.append((f"total ({self.accountant})", "", "", fmt(self.epsilon), fmt(self.delta),
+                     fmt(self.rho), ""))
+        widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        notes = sorted({f"{p['release']}, {p['name']}: {p['note']}" for p in self.parts
+                        if p["note"]})
+        return "\n".join(lines + [f"note: {n}" for n in notes])
+
+
+def budget(*releases, delta=None, accountant="zcdp") -> Budget:
+    """The total privacy cost when ONE holder released several times (sequential composition).
+
+    ``releases``: Release objects or release file paths (or lists of them), all of the same
+    holder (e.g. with and without intercept, or private bounds plus statistics). Each release's
+    own cost is the largest over its holders (holders hold disjoint rows: parallel
+    composition); the releases' costs add up:
+
+    - ``"zcdp"`` (default): rho adds (Bun & Steinke 2016, Lemma 1.7). When every part is a
+      Gaussian mechanism the sum is one Gaussian mechanism with
+      1/s^2 = sum_i Delta_i^2 / sigma_i^2 = 2 rho, and eps is its exact value at ``delta``
+      (Balle & Wang 2018, Theorem 8); otherwise eps = rho + 2 sqrt(rho log(1/delta))
+      (Bun & Steinke 2016, Prop. 1.3). Parts without a rho are added by basic composition,
+      their deltas taken out of ``delta`` first.
+    - ``"basic"``: eps and delta add (Dwork & Roth 2014, Theorem 3.16).
+    - ``"pld"``: privacy loss distributions of dp_accounting (optional package), Gaussian parts
+      exactly, others by the worst case of their (eps, delta).
+
+    ``delta``: the delta of the total, in (0, 1); default the sum of the parts' deltas.
+    Refused (BayesdpInputError naming the release and field): a part without a guarantee
+    (``"unaccounted"``, bounds read off the data), mixed neighbouring relations, releases of
+    different named holders.
+    """
+    if accountant not in ACCOUNTANTS:
+        raise BayesdpInputError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
+    if delta is not None:
+        _, delta = privacy.check_epsilon_delta(1.0, delta)
+    rels, labels = _loaded(releases)
+    _check_composable(rels, labels)
+    eps, dlt, rho = _compose([_holder_groups(r.privacy_cost, r.holder_names) for r in rels],
+                             accountant, delta)
+    rows = tuple({"release": lab, **p} for r, lab in zip(rels, labels) for p in r.privacy_cost)
+    return Budget(accountant=accountant, epsilon=eps, delta=dlt, rho=rho, parts=rows,
+                  releases=tuple(labels))
+
+
+def to_dp_event(event):
+    """The ``dp_accounting`` DpEvent of a part's ``dp_event`` dict (needs dp_accounting).
+
+    ``{"type": "GaussianDpEvent", "noise_multiplier": 3.73}`` gives
+    ``dp_accounting.GaussianDpEvent(noise_multiplier=3.73)``; nested events (``"event"``,
+    ``"events"``) are rebuilt too.
+    """
+    dpa = _need_dp_accounting("to_dp_event")
+    from dp_accounting import dp_event as mod
+
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        raise BayesdpInputError(f"dp_event must be an object with a string 'type', got {event!r}")
+    cls = getattr(mod, event["type"], None)
+    if not (isinstance(cls, type) and issubclass(cls, dpa.DpEvent)):
+        raise BayesdpInputError(f"dp_event.type {event['type']!r} is not a dp_accounting DpEvent")
+
+    def conv(v):
+        if isinstance(v, dict) and "type" in v:
+            return to_dp_event(v)
+        if isinstance(v, list):
+            return [conv(x) for x in v]
+        return v
+
+    try:
+        return cls(**{k: conv(v) for k, v in event.items() if k != "type"})
+    except TypeError as exc:
+        raise BayesdpInputError(f"dp_event {event!r}: {exc}") from None

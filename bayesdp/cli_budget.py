@@ -1,0 +1,43 @@
+"""``bayesdp budget``: the total privacy cost of several releases of one holder (the face of
+:func:`bayesdp.accounting.budget`).
+
+    bayesdp budget plain.json intercept.json [--delta 2e-5] [--accountant zcdp|basic|pld] [--json]
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def _cmd_budget(args):
+    from .accounting import budget
+    from .release import write_text_atomic
+
+    res = budget(*args.releases, delta=args.delta, accountant=args.accountant)
+    text = json.dumps(res.to_dict(), indent=1, allow_nan=False)
+    print(text if args.json else res.table())
+    if args.out:
+        write_text_atomic(args.out, text + "\n")
+        if not args.json:
+            print(f"wrote {args.out}")
+
+
+def register(subparsers):
+    """Add ``budget`` to the ``bayesdp`` sub-commands."""
+    p = subparsers.add_parser(
+        "budget", help="total privacy cost of several releases of one data holder",
+        description="Adds up the privacy cost recorded in release files of ONE data holder "
+                    "(sequential composition: e.g. with and without intercept, or private "
+                    "bounds plus statistics) and prints one line per part and the total. "
+                    "Within a release, holders hold disjoint rows and count once (parallel "
+                    "composition). docs/privacy.md, 'Privacy cost and budget'.")
+    p.add_argument("releases", nargs="+", help="release files of the same holder")
+    p.add_argument("--delta", type=float, default=None,
+                   help="delta of the total, in (0, 1) (default: the sum of the parts' deltas)")
+    p.add_argument("--accountant", default="zcdp", choices=["zcdp", "basic", "pld"],
+                   help="zcdp: rho adds, exact for Gaussian parts; basic: eps and delta add; "
+                        "pld: privacy loss distributions (needs the optional dp-accounting)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--out", default=None, help="also write the JSON result to this file")
+    p.set_defaults(func=_cmd_budget)
+    return p
