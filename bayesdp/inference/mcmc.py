@@ -576,15 +576,8 @@ def run_fixeds(release, priors, *, seed, num_samples, num_chains, num_warmup, pr
 # ---------------------------------------------------------------------------------------------
 
 
-# NUTS's target acceptance: numpyro's 0.8, except 0.65 (the value Hoffman & Gelman 2014
-# recommend) for the non-centred normalX model, where the larger step size halves the leapfrog
-# steps per iteration (trees of depth 4 instead of 5 at d = 5, J = 10) for the same ESS
-# (benchmarks/bench_convergence.py).
-NUTS_TARGET_ACCEPT = {"normalx-noncentred": 0.65}
-
-
 def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
-              target_accept_prob=None, max_tree_depth=10, fixed_s="psd", s_noise=None,
+              target_accept_prob=0.8, max_tree_depth=10, fixed_s="psd", s_noise=None,
               chain_method=None, build_only=False, **options):
     method = "normalx" if kind == "normalx-noncentred" else f"nuts-{kind}"
     _no_extra(options, method)
@@ -595,8 +588,6 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
 
     from ..models import regression as R
 
-    if target_accept_prob is None:  # see NUTS_TARGET_ACCEPT
-        target_accept_prob = NUTS_TARGET_ACCEPT.get(kind, 0.8)
     tap = _check_target("target_accept_prob", target_accept_prob)
     s2_0 = initial_sigma_y2(release, priors)
     if kind == "fixeds":
