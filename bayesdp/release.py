@@ -26,7 +26,7 @@ from typing import Optional
 
 import numpy as np
 
-from . import privacy
+from . import privacy, secure_noise
 from .errors import BayesdpInputError, CombineError, ReleaseFormatError, check_seed
 
 FORMAT_NAME = "bayesdp-release"
@@ -36,6 +36,12 @@ FORMAT_VERSION = 1
 
 NOISE_M = "symmetric; upper triangle including the diagonal iid N(0, 1), lower triangle mirrored"
 NOISE_V = "iid N(0, 1) per coordinate"
+
+NOISES = ("float", "secure")
+"""``release(..., noise=...)``: "float" (numpy's PCG64 Gaussian, seedable) or "secure" (the
+discrete Gaussian on a grid from the OS CSPRNG, :mod:`bayesdp.secure_noise`)."""
+
+NOISE_MECHANISMS = ("gaussian", secure_noise.MECHANISM)
 
 DATA_BOUNDS_WARNING = (
     "bounds='data': B_x and B_y are read off the data, so the noise scale depends on the data and "
@@ -64,6 +70,8 @@ class Release:
     ``average_rows`` = k > 1 (appendix B.1): each holder released the statistics of its rows
     summed in random groups of k and divided by sqrt(k); then ``n`` counts the groups (the
     Wishart degrees of freedom of normalX) and ``n_rows`` the rows the holder had.
+    ``noise_mechanism``: "gaussian" (float noise) or "discrete_gaussian" (``noise="secure"``:
+    every released number is a multiple of ``noise_grid``, a power of two; docs/privacy.md 9).
     """
 
     S_hat: np.ndarray
@@ -90,6 +98,8 @@ class Release:
     intercept: bool = False
     average_rows: int = 1
     n_rows: Optional[np.ndarray] = None
+    noise_mechanism: str = "gaussian"
+    noise_grid: Optional[float] = None
 
     def __post_init__(self):
         S = _float_array("S_hat", self.S_hat, ndim=3)
@@ -211,7 +221,39 @@ class Release:
                         f"noise_cov of holder {j} is not positive semi-definite (smallest "
                         f"eigenvalue {w[0]:.3g}, allowed >= -{tol:.3g}); a covariance must be PSD")
             set_("noise_cov", cov)
+        self._check_noise_mechanism()
         set_("provenance", dict(self.provenance))
+
+    def _check_noise_mechanism(self):
+        """``noise_mechanism`` is known; a discrete Gaussian release has a power-of-two grid,
+        every released number on it, and no general noise covariance."""
+        mech = self.noise_mechanism
+        if mech not in NOISE_MECHANISMS:
+            raise BayesdpInputError(f"noise_mechanism must be one of {NOISE_MECHANISMS}, got "
+                                    f"{mech!r}")
+        if mech == "gaussian":
+            if self.noise_grid is not None:
+                raise BayesdpInputError("noise_grid is given for float Gaussian noise; it belongs "
+                                        "to noise_mechanism='discrete_gaussian'")
+            return
+        g = self.noise_grid
+        try:
+            g = math.nan if isinstance(g, (bool, str)) else float(g)
+        except (TypeError, ValueError):
+            g = math.nan
+        if not (math.isfinite(g) and g > 0 and math.frexp(g)[0] == 0.5):
+            raise BayesdpInputError(
+                f"noise_grid must be a power of two > 0 for noise_mechanism='discrete_gaussian', "
+                f"got {self.noise_grid!r}")
+        if self.noise_cov is not None:
+            raise BayesdpInputError("noise_cov: a discrete Gaussian release has iid noise")
+        for name in ("S_hat", "z_hat", "yty_hat"):
+            a = getattr(self, name)
+            if a is not None and not np.all(np.floor(a / g) == a / g):
+                raise BayesdpInputError(
+                    f"{name}: a discrete Gaussian release has every value on its grid "
+                    f"(a multiple of noise_grid = {g!r}); this one has values off the grid")
+        object.__setattr__(self, "noise_grid", g)
 
     # -- shape ---------------------------------------------------------------------------------
     @property
@@ -238,6 +280,8 @@ class Release:
             flags.append("DP CLAIM INVALID")
         if self.seeded:
             flags.append("seeded noise (for experiments only)")
+        if self.noise_mechanism == secure_noise.MECHANISM:
+            flags.append(f"secure noise: discrete Gaussian on the grid {self.noise_grid:g}")
         extra = f" [{'; '.join(flags)}]" if flags else ""
         shape = ", intercept" if self.intercept else ""
         if self.average_rows > 1:
@@ -298,15 +342,34 @@ class Release:
                 "dp_claim_valid": bool(self.dp_claim_valid),
                 "dp_claim_note": self.dp_claim_note,
             },
-            "noise": {
-                "mechanism": "gaussian",
-                "M": NOISE_M,
-                "v": NOISE_V,
-                "covariance": "per holder noise_cov over [vech(S), z]"
-                if self.noise_cov is not None
-                else "iid: sigma_s on the upper triangle of S incl. diagonal, sigma_z on z",
-            },
+            "noise": self._noise_section(),
             "provenance": {**self.provenance, "seeded": bool(self.seeded)},
+        }
+
+    def _noise_section(self) -> dict:
+        if self.noise_mechanism == secure_noise.MECHANISM:
+            return {
+                "mechanism": secure_noise.MECHANISM,
+                "grid": self.noise_grid,
+                "M": "symmetric; upper triangle including the diagonal iid N_Z(0, s^2) on the "
+                     "integers times grid (s = sigma_s / grid), lower triangle mirrored",
+                "v": "iid N_Z(0, s^2) on the integers times grid per coordinate",
+                "covariance": "iid: sigma_s on the upper triangle of S incl. diagonal, sigma_z "
+                              "on z (sigma is the discrete Gaussian's scale parameter)",
+                "rounding": "each row's contribution rounded to the nearest multiple of grid "
+                            "before the exact integer sum; privacy.sensitivity includes the "
+                            "rounding: Delta (1 + 1e-9) + grid sqrt(D)",
+                "sampler": "exact discrete Gaussian (Canonne, Kamath & Steinke 2020, "
+                           "Algorithms 1-3) driven by secrets.randbelow (the operating "
+                           "system's CSPRNG); not seedable",
+            }
+        return {
+            "mechanism": "gaussian",
+            "M": NOISE_M,
+            "v": NOISE_V,
+            "covariance": "per holder noise_cov over [vech(S), z]"
+            if self.noise_cov is not None
+            else "iid: sigma_s on the upper triangle of S incl. diagonal, sigma_z on z",
         }
 
     def save(self, path, include_clip_counts=False) -> Path:
@@ -558,6 +621,7 @@ def _release_from_dict(doc) -> Release:
     if pr.get("calibration") is not None and not isinstance(pr["calibration"], str):
         raise ReleaseFormatError(
             f"privacy.calibration must be a string, got {pr['calibration']!r}")
+    mech, grid = _noise_from_dict(doc.get("noise"))
     has = lambda lst: all(v is not None for v in lst)  # noqa: E731
     if any(v is not None for v in yty) and not has(yty):
         raise ReleaseFormatError("yty_hat must be given for every holder or for none")
@@ -593,7 +657,18 @@ def _release_from_dict(doc) -> Release:
         intercept=intercept,
         average_rows=k,
         n_rows=np.array(rows) if has(rows) else None,
+        noise_mechanism=mech,
+        noise_grid=grid,
     )
+
+
+def _noise_from_dict(noise):
+    """(mechanism, grid) from the file's "noise" section. Only "discrete_gaussian" is read (it
+    needs ``noise.grid``); anything else, or no section (files before the secure mode, or
+    written by hand, where the section was informational), is float Gaussian noise."""
+    if not isinstance(noise, dict) or noise.get("mechanism") != secure_noise.MECHANISM:
+        return "gaussian", None
+    return secure_noise.MECHANISM, _number(_need(noise, "grid", "noise."), "noise.grid")
 
 
 def _number_array(v, where, ndim):
@@ -694,7 +769,8 @@ def combine_releases(*releases) -> Release:
     first = rels[0]
     for k, r in enumerate(rels[1:], start=1):
         for field in ("d", "feature_names", "intercept", "average_rows", "bounds", "epsilon",
-                      "delta", "calibration", "sensitivity", "private_bounds"):
+                      "delta", "calibration", "noise_mechanism", "noise_grid", "sensitivity",
+                      "private_bounds"):
             a, b = getattr(first, field), getattr(r, field)
             if a != b:
                 raise CombineError(
@@ -763,13 +839,16 @@ class _Accumulator:
     Rows are clipped to the bounds first. ``intercept``: the rows are [1, x] (appendix B.2).
     ``average_rows`` = k > 1 (appendix B.1): the clipped rows are kept per holder and summed in
     random groups of k by :meth:`finish`, so this needs memory for the rows.
+    ``grid`` (secure noise): each row's (or group's) contribution is rounded to the grid and
+    summed exactly in integers (``K``, :func:`bayesdp.secure_noise.grid_sums`), instead of S, z.
     """
 
-    def __init__(self, d, bounds, holders=None, *, intercept=False, average_rows=1):
+    def __init__(self, d, bounds, holders=None, *, intercept=False, average_rows=1, grid=None):
         self.d = d
         self.bounds = bounds
         self.intercept = bool(intercept)
         self.average_rows = int(average_rows)
+        self.grid = grid
         self.stats = {}  # holder label -> _HolderSums
         for lab in holders or ():
             self._new(lab)
@@ -799,6 +878,9 @@ class _Accumulator:
                 st.rows.append((Xm, ym))
                 continue
             W = self._design(Xm)
+            if self.grid is not None:
+                st.K = st.K + secure_noise.grid_sums(W, ym, self.grid)
+                continue
             st.S += W.T @ W
             st.z += W.T @ ym
             st.yty += float(ym @ ym)
@@ -806,9 +888,9 @@ class _Accumulator:
     def _design(self, X):
         return np.column_stack([np.ones(len(X)), X]) if self.intercept else X
 
-    def finish(self, rng):
+    def finish(self, permutation):
         """With ``average_rows`` = k > 1: for each holder (in release order), a uniformly random
-        partition of its rows (``rng.permutation``) into floor(n_j / k) groups of k, the
+        partition of its rows (``permutation(n_j)``) into floor(n_j / k) groups of k, the
         n_j mod k rows left over dropped; each group contributes a = sum(w_i) / sqrt(k),
         b = sum(y_i) / sqrt(k) (w_i the design rows) to S, z and y^T y. Sets ``n_used``."""
         k = self.average_rows
@@ -820,10 +902,14 @@ class _Accumulator:
             y = np.concatenate([r[1] for r in st.rows]) if st.rows else np.zeros(0)
             st.rows = []
             m = st.n // k
-            groups = rng.permutation(st.n)[: m * k].reshape(m, k)
+            groups = np.asarray(permutation(st.n))[: m * k].reshape(m, k)
             A = self._design(X)[groups].sum(axis=1) / math.sqrt(k)
             b = y[groups].sum(axis=1) / math.sqrt(k)
-            st.S, st.z, st.yty, st.n_used = A.T @ A, A.T @ b, float(b @ b), m
+            st.n_used = m
+            if self.grid is not None:
+                st.K = secure_noise.grid_sums(A, b, self.grid)
+            else:
+                st.S, st.z, st.yty = A.T @ A, A.T @ b, float(b @ b)
 
     def uncentred_columns(self, names, y_name="y"):
         """Columns (features and y, over all holders) whose |mean| exceeds their sd, as text
@@ -857,6 +943,7 @@ class _HolderSums:
     syy: float
     rows: list  # (X, y) chunks kept for averaging
     n_used: int = 0  # rows (or groups, when averaging) in S, z
+    K: object = 0  # secure noise: integer sums [vech(S), z, y^T y] / grid (an object array)
 
 
 def _unique_in_order(labels, what="nodes"):
@@ -1018,14 +1105,43 @@ def _resolve_bounds(bounds, X, y):
     return privacy.check_bounds(bounds), True
 
 
+def _check_noise(noise, seed, calibration):
+    """``noise`` is "float" or "secure"; secure noise takes no seed and the exact calibration."""
+    if not isinstance(noise, str) or noise not in NOISES:
+        raise BayesdpInputError(f"noise must be one of {NOISES}, got {noise!r}")
+    if noise == "secure" and seed is not None:
+        raise BayesdpInputError(
+            "seed: noise='secure' draws its noise from the operating system's CSPRNG "
+            "(secrets) and cannot be seeded (anyone who knows a seed can regenerate the noise); "
+            "omit seed, or use noise='float' for a reproducible experiment")
+    if noise == "secure" and calibration != "exact":
+        raise BayesdpInputError(
+            f"calibration: noise='secure' has its own exact accounting of the discrete Gaussian "
+            f"and needs calibration='exact' (the default), got {calibration!r}")
+
+
+def _secure_plan(epsilon, delta, bounds, d, *, intercept, average_rows, include_yty):
+    """Grid, sensitivity and noise scale of a secure release (:func:`secure_noise.plan`)."""
+    eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
+    sens = privacy.sensitivity_release(*bounds, intercept=intercept, average_rows=average_rows,
+                                       with_yty=include_yty)
+    dim = secure_noise.released_dim(d, intercept=intercept, with_yty=include_yty)
+    return secure_noise.plan(eps, dlt, sens, dim)
+
+
 def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, feature_names,
-                   private_bounds, source, split="labels", holder_name=None):
+                   private_bounds, source, split="labels", holder_name=None, plan=None):
+    """The release of the accumulated statistics. ``plan`` (secure noise,
+    :func:`_secure_plan`): discrete Gaussian noise on the grid sums ``acc`` holds."""
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
     bx, by = acc.bounds
     k = acc.average_rows
-    sens = privacy.sensitivity_release(bx, by, intercept=acc.intercept, average_rows=k,
-                                       with_yty=include_yty)
-    sigma = privacy.gaussian_sigma(eps, dlt, sens, calibration)
+    if plan is None:
+        sens = privacy.sensitivity_release(bx, by, intercept=acc.intercept, average_rows=k,
+                                           with_yty=include_yty)
+        sigma = privacy.gaussian_sigma(eps, dlt, sens, calibration)
+    else:
+        sens, sigma = plan["sensitivity"], plan["sigma"]
     if not sigma <= MAX_ABS / 100:  # the noisy statistics must stay below MAX_ABS
         raise BayesdpInputError(
             f"epsilon, bounds: the noise scale sigma = sensitivity * sigma(eps, delta) = "
@@ -1055,12 +1171,25 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
                 UserWarning, stacklevel=3)
     rng = np.random.default_rng(check_seed(seed))  # seed None: fresh OS entropy
     # the grouping of average_rows has its own stream, so the noise draws do not depend on it
-    acc.finish(np.random.default_rng(None if seed is None else [int(seed), GROUPING_STREAM]))
+    acc.finish(secure_noise.secret_permutation if plan is not None else
+               np.random.default_rng(None if seed is None else [int(seed), GROUPING_STREAM]
+                                     ).permutation)
     D = acc.d + int(acc.intercept)
     iu = np.triu_indices(D)
     S_hat, z_hat, yty_hat = [], [], []
     for lab in labels:
         st = acc.stats[lab]
+        if plan is not None:  # exact integer sums on the grid plus discrete Gaussian noise
+            nS = len(iu[0])
+            used = nS + D + int(include_yty)
+            vals = secure_noise.noisy_grid_values(st.K[:used], plan["scale"], plan["grid"])
+            M = np.zeros((D, D))
+            M[iu] = vals[:nS]
+            S_hat.append(M + np.triu(M, 1).T)
+            z_hat.append(vals[nS:nS + D])
+            if include_yty:
+                yty_hat.append(float(vals[-1]))
+            continue
         M = np.zeros((D, D))
         M[iu] = rng.standard_normal(len(iu[0]))
         M = M + np.triu(M, 1).T
@@ -1116,13 +1245,19 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
         intercept=acc.intercept,
         average_rows=k,
         n_rows=rows if k > 1 else None,
+        noise_mechanism="gaussian" if plan is None else secure_noise.MECHANISM,
+        noise_grid=None if plan is None else plan["grid"],
         provenance={
             "created_by": f"bayesdp {_version()}",
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "mechanism": "Gaussian mechanism on [vech(S), z"
+            "mechanism": ("Gaussian" if plan is None else "discrete Gaussian")
+            + " mechanism on [vech(S), z"
             + (", y^T y]" if include_yty else "]")
             + f" of the rows {design}"
-            + f"; sigma = sensitivity * sigma_{calibration}(eps, delta)",
+            + (f"; sigma = sensitivity * sigma_{calibration}(eps, delta)" if plan is None else
+               f", each row's contribution rounded to the grid {plan['grid']!r}; sigma = grid * "
+               f"{plan['scale']} (the discrete Gaussian's scale in grid steps, from its (eps, "
+               "delta) bound; docs/privacy.md section 9)"),
             "source": source,
             "split": {"hash": "hash of each row's values (nodes = holder count)",
                       "contiguous": "contiguous in row order (the authors' split; not add/remove "
@@ -1161,7 +1296,7 @@ def _contiguous_note(n_total, J, sigma, sens, eps, dlt):
 
 def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="exact",
             include_yty=False, feature_names=None, split="hash", holder_name=None,
-            intercept=False, average_rows=1) -> Release:
+            intercept=False, average_rows=1, noise="float") -> Release:
     """Release noisy (S_hat_j, z_hat_j, n_j) for each data holder with (eps, delta)-DP.
 
     Parameters
@@ -1207,12 +1342,21 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         non-normal features closer to normal. ``n`` then counts groups and ``n_rows`` rows. The
         sensitivity is max(k Delta_row, Delta_swap), not the paper's Delta (docs/privacy.md 3b;
         the release's dp_claim_note says so). Needs memory for the rows.
+    noise : "float" | "secure"
+        "float" (default): numpy's PCG64 Gaussian noise, seedable; right for simulations and
+        reproducible experiments. "secure": for real releases; each row's contribution is
+        rounded to a power-of-two grid gamma and summed exactly, and discrete Gaussian noise
+        N_Z(0, s^2) gamma is drawn exactly from the OS CSPRNG (Canonne, Kamath & Steinke 2020),
+        so no floating-point leak remains (Mironov 2012). It cannot be seeded (a seed is an
+        error) and needs calibration="exact"; sigma is about 1e-5 larger than the float
+        mode's (docs/privacy.md section 9).
 
     Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
     Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2).
     """
     df_names = _dataframe_names(X) if feature_names is None and hasattr(X, "columns") else None
     check_seed(seed)
+    _check_noise(noise, seed, calibration)
     _check_holder_name(holder_name, nodes)
     X, y = _check_rows(X, y)
     if X.shape[0] < 1:
@@ -1224,19 +1368,23 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
     k = _check_design(intercept, average_rows, names)
     labels, holders = _node_labels(nodes, X, y, split)
     bnds, private_bounds = _resolve_bounds(bounds, X, y)
-    acc = _Accumulator(X.shape[1], bnds, holders, intercept=intercept, average_rows=k)
+    plan = None if noise == "float" else _secure_plan(
+        epsilon, delta, bnds, X.shape[1], intercept=intercept, average_rows=k,
+        include_yty=include_yty)
+    acc = _Accumulator(X.shape[1], bnds, holders, intercept=intercept, average_rows=k,
+                       grid=None if plan is None else plan["grid"])
     acc.add(X, y, labels)
     return _noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
                           include_yty=include_yty, seed=seed, feature_names=names,
                           private_bounds=private_bounds, source="arrays",
                           split="labels" if holders is None else split,
-                          holder_name=holder_name)
+                          holder_name=holder_name, plan=plan)
 
 
 def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_column=None,
                  header="infer", seed=None, calibration="exact", include_yty=False,
                  chunksize=100_000, split="hash", holder_name=None, progress=None,
-                 intercept=False, average_rows=1) -> Release:
+                 intercept=False, average_rows=1, noise="float") -> Release:
     """Release from a CSV or Parquet file far larger than memory, in constant memory.
 
     The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
@@ -1255,6 +1403,8 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     left): None (default) when stderr is a terminal, True / False to force it.
     ``intercept`` and ``average_rows`` as in :func:`release`; ``average_rows`` > 1 keeps the
     clipped rows in memory (the groups are a random partition of all of a holder's rows).
+    ``noise`` as in :func:`release`: "float" (default) or "secure" (discrete Gaussian on a grid
+    from the OS CSPRNG; no seed).
     """
     path = Path(path)
     if not path.exists():
@@ -1265,6 +1415,7 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     if header not in ("infer", None):
         raise BayesdpInputError(f"header must be 'infer' or None, got {header!r}")
     check_seed(seed)
+    _check_noise(noise, seed, calibration)
     _check_holder_name(holder_name, nodes if node_column is None else None)
     if header == "infer" and path.suffix.lower() not in (".parquet", ".pq"):
         _check_csv_header(path)
@@ -1299,7 +1450,7 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
         if n_rows < J:
             raise BayesdpInputError(f"fewer rows ({n_rows}) than data holders (nodes={J})")
         size = n_rows // J
-    acc = None
+    acc = plan = None
     start = 0
     names = None
     desc = path.name + (" (pass 2/2)" if passes == 2 else "")
@@ -1308,8 +1459,12 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
         if names is None:
             names = [str(c) for c in feats]
             _check_design(intercept, k, names)
+            plan = None if noise == "float" else _secure_plan(
+                epsilon, delta, bnds, len(feats), intercept=intercept, average_rows=k,
+                include_yty=include_yty)
             acc = _Accumulator(len(feats), bnds, None if J is None else list(range(J)),
-                               intercept=intercept, average_rows=k)
+                               intercept=intercept, average_rows=k,
+                               grid=None if plan is None else plan["grid"])
         try:
             Xc = chunk[feats].to_numpy(dtype=np.float64)
             yc = chunk[ycol].to_numpy(dtype=np.float64)
@@ -1341,7 +1496,8 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     return _noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
                           include_yty=include_yty, seed=seed, feature_names=names,
                           private_bounds=not data_bounds, source=f"file {path.name}",
-                          split="labels" if J is None else split, holder_name=holder_name)
+                          split="labels" if J is None else split, holder_name=holder_name,
+                          plan=plan)
 
 
 def _check_design(intercept, average_rows, names=()):
