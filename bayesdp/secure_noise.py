@@ -46,9 +46,9 @@ Privacy (all in grid units: s = sigma / gamma, D_g = Delta_grid / gamma).
 
   where delta_c is the exact privacy profile of the continuous Gaussian with noise s' and
   sensitivity D_g (Balle & Wang 2018). bayesdp takes the smallest bound over a few tau. At the
-  grid bayesdp uses (s about 2^20) xi and M^D - 1 are below 1e-15: the bound is the continuous
+  grid bayesdp uses (s >= 2^20) xi and M^D - 1 are below 1e-15: the bound is the continuous
   Gaussian's profile, and sigma exceeds the continuous analytic sigma by the rounding term
-  gamma sqrt(D) / Delta (about 1e-5 relative) only.
+  gamma sqrt(D) / Delta <= 2^-20 (relative) and the whole scale s only.
 """
 
 from __future__ import annotations
@@ -64,8 +64,9 @@ from . import privacy
 from .errors import BayesdpInputError
 
 GRID_BITS = 20
-"""The grid step is gamma = 2^(floor(log2 sigma_c) - GRID_BITS), sigma_c the continuous analytic
-sigma of the same release: the noise scale is s = sigma / gamma, about 2^20 to 2^21 grid steps."""
+"""The grid step is gamma = 2^(floor(log2 min(sigma_c, Delta / sqrt(D))) - GRID_BITS), sigma_c
+the continuous analytic sigma of the same release: the noise scale s = sigma / gamma is at least
+2^20 grid steps, and the rounding adds gamma sqrt(D) <= 2^-20 Delta to the sensitivity."""
 
 FLOAT_SLACK = 1e-9
 """Relative slack on Delta for the float rounding of a clipped row's contribution (clipping, the
@@ -87,31 +88,33 @@ _randbelow = secrets.randbelow  # the only source of randomness of this module
 # -- exact sampling (Canonne, Kamath & Steinke 2020, Algorithms 1-3) -----------------------------
 
 
-def _bernoulli(p: Fraction) -> bool:
-    """True with probability p (a rational in [0, 1])."""
-    return _randbelow(p.denominator) < p.numerator
-
-
-def bernoulli_exp(gamma: Fraction) -> bool:
+def bernoulli_exp(gamma) -> bool:
     """True with probability exp(-gamma), gamma >= 0 rational (CKS 2020, Algorithm 1).
 
     For gamma in [0, 1]: draw A_k ~ Bernoulli(gamma / k), k = 1, 2, ..., until the first A_k = 0;
-    K, the index of that draw, is odd with probability sum_k (-gamma)^(k-1) / (k-1)! ... =
+    K, the index of that draw, is odd with probability 1 - gamma + gamma^2/2! - ... =
     exp(-gamma). For gamma > 1, exp(-gamma) = exp(-1)^floor(gamma) exp(-(gamma - floor(gamma))).
     """
     gamma = Fraction(gamma)
     if gamma < 0:
         raise BayesdpInputError(f"gamma must be >= 0, got {gamma}")
-    whole = math.floor(gamma)
+    return _bernoulli_exp(gamma.numerator, gamma.denominator)
+
+
+def _bernoulli_exp(num: int, den: int) -> bool:
+    """Bernoulli(exp(-num/den)) for integers num >= 0, den >= 1: the rational arithmetic of
+    :func:`bernoulli_exp` on (numerator, denominator) pairs, without Fraction's gcds."""
+    whole, num = divmod(num, den)
     for _ in range(whole):
-        if not _bernoulli_exp_unit(Fraction(1)):
+        if not _bernoulli_exp_unit(1, 1):
             return False
-    return _bernoulli_exp_unit(gamma - whole)
+    return _bernoulli_exp_unit(num, den)
 
 
-def _bernoulli_exp_unit(gamma: Fraction) -> bool:
+def _bernoulli_exp_unit(num: int, den: int) -> bool:
+    """Bernoulli(exp(-g)) for g = num/den in [0, 1]; Bernoulli(g/k) is randbelow(den k) < num."""
     k = 1
-    while _bernoulli(gamma / k):
+    while _randbelow(den * k) < num:
         k += 1
     return k % 2 == 1
 
@@ -129,10 +132,10 @@ def discrete_laplace(t: int) -> int:
         raise BayesdpInputError(f"t must be a whole number >= 1, got {t}")
     while True:
         u = _randbelow(t)
-        if not bernoulli_exp(Fraction(u, t)):
+        if not _bernoulli_exp_unit(u, t):
             continue
         v = 0
-        while bernoulli_exp(Fraction(1)):
+        while _bernoulli_exp_unit(1, 1):
             v += 1
         x = u + t * v
         negative = _randbelow(2) == 1
@@ -146,20 +149,22 @@ def discrete_gaussian(scale_sq, size=1) -> list:
     the integers; ``scale_sq`` = s^2 > 0, a rational (int, Fraction, or a float taken exactly).
 
     CKS 2020, Algorithm 3: t = floor(s) + 1, Y from the discrete Laplace with scale t, accepted
-    with probability exp(-(|Y| - s^2/t)^2 / (2 s^2)). Exact, in rational arithmetic, with
-    randomness from ``secrets`` (not seedable). Note that s is the scale parameter: the variance
-    is slightly below s^2 (by a relative 1e-8 at s = 1, and nothing in float64 for s >= 3).
+    with probability exp(-(|Y| - s^2/t)^2 / (2 s^2)). Exact, in rational arithmetic (with
+    s^2 = a/b the exponent is (|Y| b t - a)^2 / (2 a b t^2)), with randomness from ``secrets``
+    (not seedable). Note that s is the scale parameter: the variance is slightly below s^2 (by a
+    relative 2e-7 at s = 1, and nothing in float64 for s >= 2).
     """
     s2 = Fraction(scale_sq)
     if s2 <= 0:
         raise BayesdpInputError(f"scale_sq must be > 0, got {scale_sq!r}")
-    t = math.isqrt(math.floor(s2)) + 1
-    c = s2 / t
+    a, b = s2.numerator, s2.denominator
+    t = math.isqrt(a // b) + 1
+    den = 2 * a * b * t * t
     out = []
     for _ in range(int(size)):
         while True:
             y = discrete_laplace(t)
-            if bernoulli_exp((abs(y) - c) ** 2 / (2 * s2)):
+            if _bernoulli_exp((abs(y) * b * t - a) ** 2, den):
                 out.append(y)
                 break
     return out
@@ -276,14 +281,17 @@ def discrete_gaussian_scale(epsilon, delta, sensitivity, dim):
 # -- a release's plan --------------------------------------------------------------------------------
 
 
-def grid_step(sigma_c):
-    """gamma = 2^(floor(log2 sigma_c) - GRID_BITS), a power of two (exact in float64)."""
-    m, e = math.frexp(float(sigma_c))  # sigma_c = m 2^e, m in [0.5, 1)
+def grid_step(sigma_c, sensitivity, dim):
+    """gamma = 2^(floor(log2 min(sigma_c, Delta / sqrt(D))) - GRID_BITS), a power of two (exact
+    in float64): small against the noise and against the sensitivity."""
+    base = min(float(sigma_c), float(sensitivity) / math.sqrt(dim))
+    m, e = math.frexp(base)  # base = m 2^e, m in [0.5, 1)
     gamma = math.ldexp(1.0, e - 1 - GRID_BITS)
     if not gamma >= 2.0**-900:
         raise BayesdpInputError(
-            f"bounds, epsilon: the noise scale {sigma_c:.3g} is too small for the secure grid "
-            "(below 2^-880); rescale the data to larger bounds")
+            f"bounds, epsilon: the noise scale {sigma_c:.3g} or the sensitivity "
+            f"{float(sensitivity):.3g} is too small for the secure grid (below 2^-880); rescale "
+            "the data to larger bounds")
     return gamma
 
 
@@ -301,7 +309,7 @@ def plan(epsilon, delta, sensitivity, dim):
     sensitivity ``sensitivity`` (Delta)."""
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
     sigma_c = privacy.analytic_gaussian_sigma(eps, dlt, sensitivity)
-    gamma = grid_step(sigma_c)
+    gamma = grid_step(sigma_c, sensitivity, dim)
     sens = float(sensitivity) * (1.0 + FLOAT_SLACK) + gamma * math.sqrt(dim)
     s = discrete_gaussian_scale(eps, dlt, sens / gamma, dim)
     return {"grid": gamma, "sensitivity": sens, "scale": s, "sigma": gamma * s, "dim": int(dim)}
