@@ -3,8 +3,9 @@ Kamath & Steinke (2020), its accounting, and the secure release (grid, sensitivi
 
 Distribution tests replace the sampler's entropy source (``secrets.randbelow``) by a seeded
 ``random.Random`` so that they are reproducible: the algorithm does not depend on the source.
-Tests of the real source say so. Speed of the sampler (2 shared cores, scale s = 2^20): about
-10000 draws per second, so a release of d = 20 features (230 numbers per holder) takes 0.03 s.
+Tests of the real source say so. Speed of the sampler (2 shared cores, s from 2^20 to 2^28):
+10,000 to 20,000 draws per second, so the noise of a holder with d = 20 (230 numbers) takes
+about 0.02 s.
 """
 
 import itertools
