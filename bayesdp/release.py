@@ -1348,8 +1348,8 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         rounded to a power-of-two grid gamma and summed exactly, and discrete Gaussian noise
         N_Z(0, s^2) gamma is drawn exactly from the OS CSPRNG (Canonne, Kamath & Steinke 2020),
         so no floating-point leak remains (Mironov 2012). It cannot be seeded (a seed is an
-        error) and needs calibration="exact"; sigma is about 1e-5 larger than the float
-        mode's (docs/privacy.md section 9).
+        error) and needs calibration="exact"; sigma is under 1e-6 (relative) larger than
+        the float mode's (docs/privacy.md section 9).
 
     Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
     Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2).
