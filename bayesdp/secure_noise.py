@@ -9,9 +9,9 @@ generator. In secure mode every number is an integer multiple of a grid step gam
 
 where N_Z(0, s^2)(k) is proportional to exp(-k^2 / (2 s^2)) (Canonne, Kamath & Steinke 2020).
 Y is sampled exactly by their Algorithms 1-3 (Bernoulli(exp(-g)), the discrete Laplace, then
-rejection) in rational arithmetic (``fractions.Fraction``), from ``secrets.randbelow`` (the
-operating system's CSPRNG); nothing is seedable. The statistics are rounded per row and summed as
-integers, so no floating-point error of the sum enters either.
+rejection) in exact rational arithmetic (integer numerators and denominators), from
+``secrets.randbelow`` (the operating system's CSPRNG); nothing is seedable. The statistics are
+rounded per row and summed as integers, so no floating-point error of the sum enters either.
 
 Sensitivity of the rounded statistics. A row's float contribution c has ||c|| <= Delta (1 + r),
 Delta the sensitivity of the real statistics and r = FLOAT_SLACK a relative slack for the
@@ -33,9 +33,9 @@ Privacy (all in grid units: s = sigma / gamma, D_g = Delta_grid / gamma).
   delta = P[Y > eps s^2/D_g - D_g/2] - e^eps P[Y > eps s^2/D_g + D_g/2]
   (:func:`discrete_gaussian_delta`). For a vector query with L2 sensitivity the paper gives the
   zCDP bound only, and the worst shift vector is not known. bayesdp uses a bound instead
-  (:func:`discrete_gaussian_delta_bound`): the discrete Gaussian is, up to a likelihood ratio
-  within [1/M, 1/m] per coordinate, a post-processing of the continuous Gaussian. Add
-  N(0, tau^2) to x ~ N(mu, s'^2), s'^2 = s^2 - tau^2, and round by the kernel
+  (:func:`discrete_gaussian_delta_bound`): the discrete Gaussian is, up to a likelihood ratio in
+  [Theta_s / M, Theta_s / m] per coordinate, a post-processing of the continuous Gaussian. Round
+  x ~ N(mu, s'^2), s'^2 = s^2 - tau^2, to the integer k with probability
   K(x, k) = phi_tau(x - k) / Theta(x), Theta(x) = sum_k phi_tau(x - k). The output pmf is
   int phi_s'(x - mu) phi_tau(x - k) / Theta(x) dx, between phi_s(k - mu) / M and
   phi_s(k - mu) / m, where by Poisson summation Theta(x) = 1 + 2 sum_j exp(-2 pi^2 j^2 tau^2)
@@ -85,7 +85,7 @@ MECHANISM = "discrete_gaussian"
 _randbelow = secrets.randbelow  # the only source of randomness of this module
 
 
-# -- exact sampling (Canonne, Kamath & Steinke 2020, Algorithms 1-3) -----------------------------
+# -- exact sampling (Canonne, Kamath & Steinke 2020, Algorithms 1-3) ------------------------------
 
 
 def bernoulli_exp(gamma) -> bool:
@@ -170,12 +170,12 @@ def discrete_gaussian(scale_sq, size=1) -> list:
     return out
 
 
-# -- the distribution, by summation ----------------------------------------------------------------
+# -- the distribution, by summation ---------------------------------------------------------------
 
 
-def _support(scale, extra=0):
-    """Integers k with |k| <= 40 s + extra + 1: outside, exp(-k^2/(2 s^2)) < e^-800 = 0."""
-    top = int(math.ceil(40.0 * float(scale))) + int(extra) + 1
+def _support(scale):
+    """Integers k with |k| <= 40 s + 1: outside, exp(-k^2/(2 s^2)) < e^-800 = 0."""
+    top = int(math.ceil(40.0 * float(scale))) + 1
     if top > 50_000_000:
         raise BayesdpInputError(f"scale {scale!r} is too large to sum the pmf over its support")
     return np.arange(-top, top + 1)
@@ -278,7 +278,7 @@ def discrete_gaussian_scale(epsilon, delta, sensitivity, dim):
     return hi
 
 
-# -- a release's plan --------------------------------------------------------------------------------
+# -- a release's plan -----------------------------------------------------------------------------
 
 
 def grid_step(sigma_c, sensitivity, dim):
@@ -353,7 +353,7 @@ def noisy_grid_values(K, scale, grid):
     return np.array([float(int(k) + y) for k, y in zip(K, Y)], dtype=float) * grid
 
 
-# -- the privacy cost ----------------------------------------------------------------------------------
+# -- the privacy cost -----------------------------------------------------------------------------
 
 
 def statistics_part(epsilon, delta, *, sigma, sensitivity, grid, dim):
