@@ -117,7 +117,8 @@ def _cmd_release(args):
                            calibration=args.calibration, include_yty=args.include_yty,
                            chunksize=args.chunksize, split=args.split,
                            holder_name=args.holder, progress=args.progress,
-                           intercept=args.intercept, average_rows=args.average_rows)
+                           intercept=args.intercept, average_rows=args.average_rows,
+                           noise=args.noise)
     _print_warnings(caught)
     rel.save(args.out)
     print(rel)
@@ -365,6 +366,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "bound), not the paper's Delta (docs/privacy.md 3b)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed the noise (experiments only; default: fresh OS entropy)")
+    p.add_argument("--noise", default="float", choices=["float", "secure"],
+                   help="'float' (default): numpy's Gaussian noise, seedable, fine for "
+                        "experiments; 'secure': for real releases, the discrete Gaussian on a "
+                        "power-of-two grid drawn exactly from the OS CSPRNG (no floating-point "
+                        "leak; not seedable; docs/privacy.md section 10)")
     p.add_argument("--chunksize", type=int, default=100_000,
                    help="rows read at a time (memory grows with it; the result does not change)")
     p.add_argument("--out", required=True, help="release file to write (JSON)")

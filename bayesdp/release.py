@@ -26,7 +26,7 @@ from typing import Optional
 
 import numpy as np
 
-from . import accounting, privacy
+from . import accounting, privacy, secure_noise
 from .errors import BayesdpInputError, CombineError, ReleaseFormatError, check_seed
 
 FORMAT_NAME = "bayesdp-release"
@@ -36,6 +36,12 @@ FORMAT_VERSION = 1
 
 NOISE_M = "symmetric; upper triangle including the diagonal iid N(0, 1), lower triangle mirrored"
 NOISE_V = "iid N(0, 1) per coordinate"
+
+NOISES = ("float", "secure")
+"""``release(..., noise=...)``: "float" (numpy's PCG64 Gaussian, seedable) or "secure" (the
+discrete Gaussian on a grid from the OS CSPRNG, :mod:`bayesdp.secure_noise`)."""
+
+NOISE_MECHANISMS = ("gaussian", secure_noise.MECHANISM)
 
 DATA_BOUNDS_WARNING = (
     "bounds='data': B_x and B_y are read off the data, so the noise scale depends on the data and "
@@ -68,6 +74,8 @@ class Release:
     ``privacy_cost``: the cost parts, one per mechanism run on the holders' rows (a tuple of
     JSON dicts, :mod:`bayesdp.accounting`); None derives the statistics part from ``epsilon``,
     ``delta``, the sigmas and ``sensitivity`` (:func:`bayesdp.accounting.derive_cost`).
+    ``noise_mechanism``: "gaussian" (float noise) or "discrete_gaussian" (``noise="secure"``:
+    every released number is a multiple of ``noise_grid``, a power of two; docs/privacy.md 10).
     """
 
     S_hat: np.ndarray
@@ -95,6 +103,8 @@ class Release:
     average_rows: int = 1
     n_rows: Optional[np.ndarray] = None
     privacy_cost: Optional[tuple] = None
+    noise_mechanism: str = "gaussian"
+    noise_grid: Optional[float] = None
 
     def __post_init__(self):
         S = _float_array("S_hat", self.S_hat, ndim=3)
@@ -216,6 +226,7 @@ class Release:
                         f"noise_cov of holder {j} is not positive semi-definite (smallest "
                         f"eigenvalue {w[0]:.3g}, allowed >= -{tol:.3g}); a covariance must be PSD")
             set_("noise_cov", cov)
+        self._check_noise_mechanism()
         set_("provenance", dict(self.provenance))
         if self.privacy_cost is None:
             set_("privacy_cost", accounting.derive_cost(self))
@@ -226,6 +237,37 @@ class Release:
                     f"privacy_cost must be a non-empty list of cost parts, got {parts!r}")
             set_("privacy_cost", tuple(accounting.check_part(p, f"privacy_cost[{i}]", holders)
                                        for i, p in enumerate(parts)))
+
+    def _check_noise_mechanism(self):
+        """``noise_mechanism`` is known; a discrete Gaussian release has a power-of-two grid,
+        every released number on it, and no general noise covariance."""
+        mech = self.noise_mechanism
+        if mech not in NOISE_MECHANISMS:
+            raise BayesdpInputError(f"noise_mechanism must be one of {NOISE_MECHANISMS}, got "
+                                    f"{mech!r}")
+        if mech == "gaussian":
+            if self.noise_grid is not None:
+                raise BayesdpInputError("noise_grid is given for float Gaussian noise; it belongs "
+                                        "to noise_mechanism='discrete_gaussian'")
+            return
+        g = self.noise_grid
+        try:
+            g = math.nan if isinstance(g, (bool, str)) else float(g)
+        except (TypeError, ValueError):
+            g = math.nan
+        if not (math.isfinite(g) and g > 0 and math.frexp(g)[0] == 0.5):
+            raise BayesdpInputError(
+                f"noise_grid must be a power of two > 0 for noise_mechanism='discrete_gaussian', "
+                f"got {self.noise_grid!r}")
+        if self.noise_cov is not None:
+            raise BayesdpInputError("noise_cov: a discrete Gaussian release has iid noise")
+        for name in ("S_hat", "z_hat", "yty_hat"):
+            a = getattr(self, name)
+            if a is not None and not np.all(np.floor(a / g) == a / g):
+                raise BayesdpInputError(
+                    f"{name}: a discrete Gaussian release has every value on its grid "
+                    f"(a multiple of noise_grid = {g!r}); this one has values off the grid")
+        object.__setattr__(self, "noise_grid", g)
 
     # -- shape ---------------------------------------------------------------------------------
     @property
@@ -252,6 +294,8 @@ class Release:
             flags.append("DP CLAIM INVALID")
         if self.seeded:
             flags.append("seeded noise (for experiments only)")
+        if self.noise_mechanism == secure_noise.MECHANISM:
+            flags.append(f"secure noise: discrete Gaussian on the grid {self.noise_grid:g}")
         extra = f" [{'; '.join(flags)}]" if flags else ""
         shape = ", intercept" if self.intercept else ""
         if self.average_rows > 1:
@@ -314,15 +358,34 @@ class Release:
                 "cost": {"parts": [dict(p) for p in self.privacy_cost],
                          "total": accounting.total_cost(self.privacy_cost, self.holder_names)},
             },
-            "noise": {
-                "mechanism": "gaussian",
-                "M": NOISE_M,
-                "v": NOISE_V,
-                "covariance": "per holder noise_cov over [vech(S), z]"
-                if self.noise_cov is not None
-                else "iid: sigma_s on the upper triangle of S incl. diagonal, sigma_z on z",
-            },
+            "noise": self._noise_section(),
             "provenance": {**self.provenance, "seeded": bool(self.seeded)},
+        }
+
+    def _noise_section(self) -> dict:
+        if self.noise_mechanism == secure_noise.MECHANISM:
+            return {
+                "mechanism": secure_noise.MECHANISM,
+                "grid": self.noise_grid,
+                "M": "symmetric; upper triangle including the diagonal iid N_Z(0, s^2) on the "
+                     "integers times grid (s = sigma_s / grid), lower triangle mirrored",
+                "v": "iid N_Z(0, s^2) on the integers times grid per coordinate",
+                "covariance": "iid: sigma_s on the upper triangle of S incl. diagonal, sigma_z "
+                              "on z (sigma is the discrete Gaussian's scale parameter)",
+                "rounding": "each row's contribution rounded to the nearest multiple of grid "
+                            "before the exact integer sum; privacy.sensitivity includes the "
+                            "rounding: Delta (1 + 1e-9) + grid sqrt(D)",
+                "sampler": "exact discrete Gaussian (Canonne, Kamath & Steinke 2020, "
+                           "Algorithms 1-3) driven by secrets.randbelow (the operating "
+                           "system's CSPRNG); not seedable",
+            }
+        return {
+            "mechanism": "gaussian",
+            "M": NOISE_M,
+            "v": NOISE_V,
+            "covariance": "per holder noise_cov over [vech(S), z]"
+            if self.noise_cov is not None
+            else "iid: sigma_s on the upper triangle of S incl. diagonal, sigma_z on z",
         }
 
     def save(self, path, include_clip_counts=False) -> Path:
@@ -587,6 +650,7 @@ def _release_from_dict(doc) -> Release:
                 parts.append(accounting.check_part(p, f"privacy.cost.parts[{i}]", hn))
             except BayesdpInputError as exc:
                 raise ReleaseFormatError(str(exc)) from None
+    mech, grid = _noise_from_dict(doc.get("noise"))
     has = lambda lst: all(v is not None for v in lst)  # noqa: E731
     if any(v is not None for v in yty) and not has(yty):
         raise ReleaseFormatError("yty_hat must be given for every holder or for none")
@@ -623,7 +687,18 @@ def _release_from_dict(doc) -> Release:
         average_rows=k,
         n_rows=np.array(rows) if has(rows) else None,
         privacy_cost=parts,
+        noise_mechanism=mech,
+        noise_grid=grid,
     )
+
+
+def _noise_from_dict(noise):
+    """(mechanism, grid) from the file's "noise" section. Only "discrete_gaussian" is read (it
+    needs ``noise.grid``); anything else, or no section (files before the secure mode, or
+    written by hand, where the section was informational), is float Gaussian noise."""
+    if not isinstance(noise, dict) or noise.get("mechanism") != secure_noise.MECHANISM:
+        return "gaussian", None
+    return secure_noise.MECHANISM, _number(_need(noise, "grid", "noise."), "noise.grid")
 
 
 def _number_array(v, where, ndim):
@@ -724,7 +799,8 @@ def combine_releases(*releases) -> Release:
     first = rels[0]
     for k, r in enumerate(rels[1:], start=1):
         for field in ("d", "feature_names", "intercept", "average_rows", "bounds", "epsilon",
-                      "delta", "calibration", "sensitivity", "private_bounds"):
+                      "delta", "calibration", "noise_mechanism", "noise_grid", "sensitivity",
+                      "private_bounds"):
             a, b = getattr(first, field), getattr(r, field)
             if a != b:
                 raise CombineError(
@@ -823,13 +899,16 @@ class _Accumulator:
     Rows are clipped to the bounds first. ``intercept``: the rows are [1, x] (appendix B.2).
     ``average_rows`` = k > 1 (appendix B.1): the clipped rows are kept per holder and summed in
     random groups of k by :meth:`finish`, so this needs memory for the rows.
+    ``grid`` (secure noise): each row's (or group's) contribution is rounded to the grid and
+    summed exactly in integers (``K``, :func:`bayesdp.secure_noise.grid_sums`), instead of S, z.
     """
 
-    def __init__(self, d, bounds, holders=None, *, intercept=False, average_rows=1):
+    def __init__(self, d, bounds, holders=None, *, intercept=False, average_rows=1, grid=None):
         self.d = d
         self.bounds = bounds
         self.intercept = bool(intercept)
         self.average_rows = int(average_rows)
+        self.grid = grid
         self.stats = {}  # holder label -> _HolderSums
         for lab in holders or ():
             self._new(lab)
@@ -859,6 +938,9 @@ class _Accumulator:
                 st.rows.append((Xm, ym))
                 continue
             W = self._design(Xm)
+            if self.grid is not None:
+                st.K = st.K + secure_noise.grid_sums(W, ym, self.grid)
+                continue
             st.S += W.T @ W
             st.z += W.T @ ym
             st.yty += float(ym @ ym)
@@ -866,9 +948,9 @@ class _Accumulator:
     def _design(self, X):
         return np.column_stack([np.ones(len(X)), X]) if self.intercept else X
 
-    def finish(self, rng):
+    def finish(self, permutation):
         """With ``average_rows`` = k > 1: for each holder (in release order), a uniformly random
-        partition of its rows (``rng.permutation``) into floor(n_j / k) groups of k, the
+        partition of its rows (``permutation(n_j)``) into floor(n_j / k) groups of k, the
         n_j mod k rows left over dropped; each group contributes a = sum(w_i) / sqrt(k),
         b = sum(y_i) / sqrt(k) (w_i the design rows) to S, z and y^T y. Sets ``n_used``."""
         k = self.average_rows
@@ -880,10 +962,14 @@ class _Accumulator:
             y = np.concatenate([r[1] for r in st.rows]) if st.rows else np.zeros(0)
             st.rows = []
             m = st.n // k
-            groups = rng.permutation(st.n)[: m * k].reshape(m, k)
+            groups = np.asarray(permutation(st.n))[: m * k].reshape(m, k)
             A = self._design(X)[groups].sum(axis=1) / math.sqrt(k)
             b = y[groups].sum(axis=1) / math.sqrt(k)
-            st.S, st.z, st.yty, st.n_used = A.T @ A, A.T @ b, float(b @ b), m
+            st.n_used = m
+            if self.grid is not None:
+                st.K = secure_noise.grid_sums(A, b, self.grid)
+            else:
+                st.S, st.z, st.yty = A.T @ A, A.T @ b, float(b @ b)
 
     def uncentred_columns(self, names, y_name="y"):
         """Columns (features and y, over all holders) whose |mean| exceeds their sd, as text
@@ -917,6 +1003,7 @@ class _HolderSums:
     syy: float
     rows: list  # (X, y) chunks kept for averaging
     n_used: int = 0  # rows (or groups, when averaging) in S, z
+    K: object = 0  # secure noise: integer sums [vech(S), z, y^T y] / grid (an object array)
 
 
 def _unique_in_order(labels, what="nodes"):
@@ -1078,14 +1165,43 @@ def _resolve_bounds(bounds, X, y):
     return privacy.check_bounds(bounds), True
 
 
+def _check_noise(noise, seed, calibration):
+    """``noise`` is "float" or "secure"; secure noise takes no seed and the exact calibration."""
+    if not isinstance(noise, str) or noise not in NOISES:
+        raise BayesdpInputError(f"noise must be one of {NOISES}, got {noise!r}")
+    if noise == "secure" and seed is not None:
+        raise BayesdpInputError(
+            "seed: noise='secure' draws its noise from the operating system's CSPRNG "
+            "(secrets) and cannot be seeded (anyone who knows a seed can regenerate the noise); "
+            "omit seed, or use noise='float' for a reproducible experiment")
+    if noise == "secure" and calibration != "exact":
+        raise BayesdpInputError(
+            f"calibration: noise='secure' has its own exact accounting of the discrete Gaussian "
+            f"and needs calibration='exact' (the default), got {calibration!r}")
+
+
+def _secure_plan(epsilon, delta, bounds, d, *, intercept, average_rows, include_yty):
+    """Grid, sensitivity and noise scale of a secure release (:func:`secure_noise.plan`)."""
+    eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
+    sens = privacy.sensitivity_release(*bounds, intercept=intercept, average_rows=average_rows,
+                                       with_yty=include_yty)
+    dim = secure_noise.released_dim(d, intercept=intercept, with_yty=include_yty)
+    return secure_noise.plan(eps, dlt, sens, dim)
+
+
 def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, feature_names,
-                   private_bounds, source, split="labels", holder_name=None):
+                   private_bounds, source, split="labels", holder_name=None, plan=None):
+    """The release of the accumulated statistics. ``plan`` (secure noise,
+    :func:`_secure_plan`): discrete Gaussian noise on the grid sums ``acc`` holds."""
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
     bx, by = acc.bounds
     k = acc.average_rows
-    sens = privacy.sensitivity_release(bx, by, intercept=acc.intercept, average_rows=k,
-                                       with_yty=include_yty)
-    sigma = privacy.gaussian_sigma(eps, dlt, sens, calibration)
+    if plan is None:
+        sens = privacy.sensitivity_release(bx, by, intercept=acc.intercept, average_rows=k,
+                                           with_yty=include_yty)
+        sigma = privacy.gaussian_sigma(eps, dlt, sens, calibration)
+    else:
+        sens, sigma = plan["sensitivity"], plan["sigma"]
     if not sigma <= MAX_ABS / 100:  # the noisy statistics must stay below MAX_ABS
         raise BayesdpInputError(
             f"epsilon, bounds: the noise scale sigma = sensitivity * sigma(eps, delta) = "
@@ -1115,12 +1231,25 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
                 UserWarning, stacklevel=3)
     rng = np.random.default_rng(check_seed(seed))  # seed None: fresh OS entropy
     # the grouping of average_rows has its own stream, so the noise draws do not depend on it
-    acc.finish(np.random.default_rng(None if seed is None else [int(seed), GROUPING_STREAM]))
+    acc.finish(secure_noise.secret_permutation if plan is not None else
+               np.random.default_rng(None if seed is None else [int(seed), GROUPING_STREAM]
+                                     ).permutation)
     D = acc.d + int(acc.intercept)
     iu = np.triu_indices(D)
     S_hat, z_hat, yty_hat = [], [], []
     for lab in labels:
         st = acc.stats[lab]
+        if plan is not None:  # exact integer sums on the grid plus discrete Gaussian noise
+            nS = len(iu[0])
+            used = nS + D + int(include_yty)
+            vals = secure_noise.noisy_grid_values(st.K[:used], plan["scale"], plan["grid"])
+            M = np.zeros((D, D))
+            M[iu] = vals[:nS]
+            S_hat.append(M + np.triu(M, 1).T)
+            z_hat.append(vals[nS:nS + D])
+            if include_yty:
+                yty_hat.append(float(vals[-1]))
+            continue
         M = np.zeros((D, D))
         M[iu] = rng.standard_normal(len(iu[0]))
         M = M + np.triu(M, 1).T
@@ -1149,7 +1278,10 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
         notes.append(note)
         warnings.warn(note, UserWarning, stacklevel=3)
         cost_sens, cost_note = factor * sens, accounting.contiguous_cost_note(factor)
-    if private_bounds:
+    if private_bounds and plan is not None:
+        cost = secure_noise.statistics_part(eps, dlt, sigma=sigma, sensitivity=sens,
+                                            grid=plan["grid"], dim=plan["dim"])
+    elif private_bounds:
         cost = accounting.gaussian_part(sigma, cost_sens, dlt, stated_epsilon=eps, note=cost_note)
     else:
         cost = accounting.non_private_part(notes[0], sigma=sigma, sensitivity=sens)
@@ -1184,13 +1316,19 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
         average_rows=k,
         n_rows=rows if k > 1 else None,
         privacy_cost=(cost,),
+        noise_mechanism="gaussian" if plan is None else secure_noise.MECHANISM,
+        noise_grid=None if plan is None else plan["grid"],
         provenance={
             "created_by": f"bayesdp {_version()}",
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "mechanism": "Gaussian mechanism on [vech(S), z"
+            "mechanism": ("Gaussian" if plan is None else "discrete Gaussian")
+            + " mechanism on [vech(S), z"
             + (", y^T y]" if include_yty else "]")
             + f" of the rows {design}"
-            + f"; sigma = sensitivity * sigma_{calibration}(eps, delta)",
+            + (f"; sigma = sensitivity * sigma_{calibration}(eps, delta)" if plan is None else
+               f", each row's contribution rounded to the grid {plan['grid']!r}; sigma = grid * "
+               f"{plan['scale']} (the discrete Gaussian's scale in grid steps, from its (eps, "
+               "delta) bound; docs/privacy.md section 10)"),
             "source": source,
             "split": {"hash": "hash of each row's values (nodes = holder count)",
                       "contiguous": "contiguous in row order (the authors' split; not add/remove "
@@ -1228,7 +1366,7 @@ def _contiguous_note(k, sigma, sens, eps, dlt):
 
 def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="exact",
             include_yty=False, feature_names=None, split="hash", holder_name=None,
-            intercept=False, average_rows=1) -> Release:
+            intercept=False, average_rows=1, noise="float") -> Release:
     """Release noisy (S_hat_j, z_hat_j, n_j) for each data holder with (eps, delta)-DP.
 
     Parameters
@@ -1274,12 +1412,21 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         non-normal features closer to normal. ``n`` then counts groups and ``n_rows`` rows. The
         sensitivity is max(k Delta_row, Delta_swap), not the paper's Delta (docs/privacy.md 3b;
         the release's dp_claim_note says so). Needs memory for the rows.
+    noise : "float" | "secure"
+        "float" (default): numpy's PCG64 Gaussian noise, seedable; right for simulations and
+        reproducible experiments. "secure": for real releases; each row's contribution is
+        rounded to a power-of-two grid gamma and summed exactly, and discrete Gaussian noise
+        N_Z(0, s^2) gamma is drawn exactly from the OS CSPRNG (Canonne, Kamath & Steinke 2020),
+        so no floating-point leak remains (Mironov 2012). It cannot be seeded (a seed is an
+        error) and needs calibration="exact"; sigma is under 1e-6 (relative) larger than
+        the float mode's (docs/privacy.md section 10).
 
     Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
     Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2).
     """
     df_names = _dataframe_names(X) if feature_names is None and hasattr(X, "columns") else None
     check_seed(seed)
+    _check_noise(noise, seed, calibration)
     _check_holder_name(holder_name, nodes)
     X, y = _check_rows(X, y)
     if X.shape[0] < 1:
@@ -1291,19 +1438,23 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
     k = _check_design(intercept, average_rows, names)
     labels, holders = _node_labels(nodes, X, y, split)
     bnds, private_bounds = _resolve_bounds(bounds, X, y)
-    acc = _Accumulator(X.shape[1], bnds, holders, intercept=intercept, average_rows=k)
+    plan = None if noise == "float" else _secure_plan(
+        epsilon, delta, bnds, X.shape[1], intercept=intercept, average_rows=k,
+        include_yty=include_yty)
+    acc = _Accumulator(X.shape[1], bnds, holders, intercept=intercept, average_rows=k,
+                       grid=None if plan is None else plan["grid"])
     acc.add(X, y, labels)
     return _noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
                           include_yty=include_yty, seed=seed, feature_names=names,
                           private_bounds=private_bounds, source="arrays",
                           split="labels" if holders is None else split,
-                          holder_name=holder_name)
+                          holder_name=holder_name, plan=plan)
 
 
 def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_column=None,
                  header="infer", seed=None, calibration="exact", include_yty=False,
                  chunksize=100_000, split="hash", holder_name=None, progress=None,
-                 intercept=False, average_rows=1) -> Release:
+                 intercept=False, average_rows=1, noise="float") -> Release:
     """Release from a CSV or Parquet file far larger than memory, in constant memory.
 
     The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
@@ -1322,6 +1473,8 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     left): None (default) when stderr is a terminal, True / False to force it.
     ``intercept`` and ``average_rows`` as in :func:`release`; ``average_rows`` > 1 keeps the
     clipped rows in memory (the groups are a random partition of all of a holder's rows).
+    ``noise`` as in :func:`release`: "float" (default) or "secure" (discrete Gaussian on a grid
+    from the OS CSPRNG; no seed).
     """
     path = Path(path)
     if not path.exists():
@@ -1332,6 +1485,7 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     if header not in ("infer", None):
         raise BayesdpInputError(f"header must be 'infer' or None, got {header!r}")
     check_seed(seed)
+    _check_noise(noise, seed, calibration)
     _check_holder_name(holder_name, nodes if node_column is None else None)
     if header == "infer" and path.suffix.lower() not in (".parquet", ".pq"):
         _check_csv_header(path)
@@ -1366,7 +1520,7 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
         if n_rows < J:
             raise BayesdpInputError(f"fewer rows ({n_rows}) than data holders (nodes={J})")
         size = n_rows // J
-    acc = None
+    acc = plan = None
     start = 0
     names = None
     desc = path.name + (" (pass 2/2)" if passes == 2 else "")
@@ -1375,8 +1529,12 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
         if names is None:
             names = [str(c) for c in feats]
             _check_design(intercept, k, names)
+            plan = None if noise == "float" else _secure_plan(
+                epsilon, delta, bnds, len(feats), intercept=intercept, average_rows=k,
+                include_yty=include_yty)
             acc = _Accumulator(len(feats), bnds, None if J is None else list(range(J)),
-                               intercept=intercept, average_rows=k)
+                               intercept=intercept, average_rows=k,
+                               grid=None if plan is None else plan["grid"])
         try:
             Xc = chunk[feats].to_numpy(dtype=np.float64)
             yc = chunk[ycol].to_numpy(dtype=np.float64)
@@ -1408,7 +1566,8 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     return _noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
                           include_yty=include_yty, seed=seed, feature_names=names,
                           private_bounds=not data_bounds, source=f"file {path.name}",
-                          split="labels" if J is None else split, holder_name=holder_name)
+                          split="labels" if J is None else split, holder_name=holder_name,
+                          plan=plan)
 
 
 def _check_design(intercept, average_rows, names=()):
