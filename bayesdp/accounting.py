@@ -10,12 +10,15 @@ dict:
     epsilon       the eps of the part's (eps, delta)-DP guarantee (null: no guarantee)
     delta         its delta (0 for a pure eps-DP mechanism)
     rho           its rho-zCDP, or null. The Gaussian mechanism with L2 sensitivity Delta and
-                  noise std sigma is rho = Delta^2 / (2 sigma^2) (Bun & Steinke 2016, Prop. 1.6);
-                  a pure eps-DP mechanism is eps^2 / 2-zCDP (Prop. 1.4)
+                  noise std sigma is rho = Delta^2 / (2 sigma^2) (Bun & Steinke 2016, Prop. 1.6),
+                  and so is the discrete Gaussian with scale sigma on integers (Canonne, Kamath
+                  & Steinke 2020, Theorem 14); a pure eps-DP mechanism is eps^2 / 2-zCDP
+                  (Bun & Steinke 2016, Prop. 1.4)
     sensitivity   the L2 sensitivity Delta the cost is computed for
     sigma         the noise std, or null
     dp_event      a JSON dict from which ``dp_accounting`` rebuilds its DpEvent:
-                  {"type": "GaussianDpEvent", "noise_multiplier": sigma / Delta}, ...
+                  {"type": "GaussianDpEvent", "noise_multiplier": sigma / Delta},
+                  {"type": "ZCDpEvent", "rho": rho} (the discrete Gaussian), ...
     neighbouring  "add/remove" (bayesdp's relation, the default) or "replace-one"
     note          why the numbers are what they are (e.g. the true eps of a flawed calibration)
     holders       optional: the holders the part applies to (absent: every holder)
@@ -43,6 +46,10 @@ ADD_REMOVE = "add/remove"
 REPLACE_ONE = "replace-one"
 ACCOUNTANTS = ("zcdp", "basic", "pld")
 UNACCOUNTED = "unaccounted"
+DISCRETE_GAUSSIAN = "discrete_gaussian"
+UNPROVEN_BOUND_KEY = "dominance"
+"""Field of discrete Gaussian parts calibrated by a bound that is not a published theorem
+(releases made before the zCDP calibration); such parts are restated on reading."""
 
 
 # -- parts ---------------------------------------------------------------------------------------
@@ -53,11 +60,98 @@ def gaussian_rho(sigma, sensitivity):
     return 0.5 * (float(sensitivity) / float(sigma)) ** 2
 
 
+def _zcdp_log_delta(rho, eps):
+    """log of :func:`zcdp_delta` for rho > 0 and eps >= 0 (floats, already checked).
+
+    With alpha = 1 + t, the exponent is g(t) = t (alpha rho - eps + log(t / alpha)) - log alpha,
+    convex in t > 0 (g'' = 2 rho + 1 / (alpha t) > 0) with g'(t) = (2 alpha - 1) rho - eps +
+    log(t / alpha). Its root is found by bisection on log t; every alpha > 1 gives a valid bound,
+    so an inexact root can only make delta larger.
+    """
+    def g(u):
+        t = math.exp(u)
+        return t * ((1.0 + t) * rho - eps + u - math.log1p(t)) - math.log1p(t)
+
+    def dg(u):
+        t = math.exp(u)
+        return (1.0 + 2.0 * t) * rho - eps + u - math.log1p(t)
+
+    lo = math.log(max((eps / rho - 1.0) / 2.0, 1.0))
+    while dg(lo) >= 0:
+        lo -= 1.0
+    hi = lo + 1.0
+    while dg(hi) <= 0:
+        hi += 1.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if dg(mid) < 0:
+            lo = mid
+        else:
+            hi = mid
+    return min(0.0, g(lo), g(hi))
+
+
+def _check_rho(rho):
+    try:
+        r = float(rho)
+    except (TypeError, ValueError):
+        r = math.nan
+    if isinstance(rho, bool) or not (math.isfinite(r) and r >= 0):
+        raise BayesdpInputError(f"rho must be a finite number >= 0, got {rho!r}")
+    return r
+
+
+def zcdp_delta(rho, epsilon):
+    """delta(eps) of the (eps, delta)-DP guarantee implied by rho-zCDP (Canonne, Kamath &
+    Steinke 2020, Proposition 12 and Corollary 13):
+
+        delta = inf_{alpha > 1} exp((alpha - 1)(alpha rho - eps)) / alpha
+                                * (1 - 1/alpha)^(alpha - 1),
+
+    minimised over alpha in log space (:func:`_zcdp_log_delta`); at most 1. For the continuous
+    Gaussian mechanism (rho = Delta^2 / (2 sigma^2)) it is above the exact profile of
+    privacy.gaussian_log_delta, by the price of knowing rho only.
+    """
+    r = _check_rho(rho)
+    try:
+        eps = float(epsilon)
+    except (TypeError, ValueError):
+        eps = math.nan
+    if isinstance(epsilon, bool) or not (math.isfinite(eps) and eps >= 0):
+        raise BayesdpInputError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    return 0.0 if r == 0 else math.exp(_zcdp_log_delta(r, eps))
+
+
 def zcdp_epsilon(rho, delta):
-    """eps of the (eps, delta)-DP guarantee implied by rho-zCDP: rho + 2 sqrt(rho log(1/delta))
-    (Bun & Steinke 2016, Prop. 1.3)."""
+    """The smallest eps with :func:`zcdp_delta` (rho, eps) <= delta: the eps of the (eps,
+    delta)-DP guarantee implied by rho-zCDP (Canonne, Kamath & Steinke 2020, Corollary 13).
+
+    Bisection on eps (delta(eps) decreases), started from Bun & Steinke's (2016, Prop. 1.3)
+    looser eps = rho + 2 sqrt(rho log(1/delta)); the upper end is returned, so
+    zcdp_delta(rho, result) <= delta always holds.
+    """
+    r = _check_rho(rho)
     _, dlt = privacy.check_epsilon_delta(1.0, delta)
-    return float(rho) + 2.0 * math.sqrt(float(rho) * math.log(1.0 / dlt))
+
+    def ok(eps):  # compared as zcdp_delta returns it
+        return math.exp(_zcdp_log_delta(r, eps)) <= dlt
+
+    if r == 0 or ok(0.0):
+        return 0.0
+    lo, hi = 0.0, r + 2.0 * math.sqrt(r * math.log(1.0 / dlt))
+    while not ok(hi):
+        lo, hi = hi, 2.0 * hi
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi) or hi - lo <= 1e-15 * hi:
+            break
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def gaussian_part(sigma, sensitivity, delta, *, name="statistics", stated_epsilon=None, note=""):
@@ -191,6 +285,8 @@ def check_part(part, where="part", holders=None):
                                 "lists, objects)") from None
     if out["mechanism"] == "gaussian" and out["epsilon"] is not None:
         _check_gaussian(out, where)
+    if out["mechanism"] == DISCRETE_GAUSSIAN and out["epsilon"] is not None:
+        out = _check_discrete_gaussian(out, where)
     return out
 
 
@@ -212,6 +308,51 @@ def _check_gaussian(p, where):
     if p["epsilon"] < true_eps * (1 - 1e-9):
         raise BayesdpInputError(f"{where}.epsilon = {p['epsilon']!r} understates the cost: the "
                                 f"noise gives epsilon = {true_eps!r} at delta = {p['delta']!r}")
+
+
+def _check_discrete_gaussian(p, where):
+    """A discrete Gaussian part (secure noise) rests on zCDP only: rho must be
+    Delta^2 / (2 sigma^2) (Canonne, Kamath & Steinke 2020, Theorem 14), epsilon at least
+    zcdp_epsilon(rho, delta) (their Corollary 13) and a ZCDpEvent must carry that rho; a record
+    that understates its cost is refused. A part with ``"dominance"`` was calibrated by a bound
+    that is not a published theorem: it is restated with the eps zCDP proves, a ZCDpEvent and a
+    note (:func:`unproven_bound_note`). Returns the (restated) part."""
+    sig, sens, dlt = p["sigma"], p["sensitivity"], p["delta"]
+    if sig is None or sens is None or p["rho"] is None or not sig > 0 or not dlt > 0:
+        raise BayesdpInputError(f"{where}: a discrete Gaussian part with a guarantee needs "
+                                "sigma > 0, sensitivity, rho and delta > 0")
+    rho = gaussian_rho(sig, sens)
+    if not math.isclose(p["rho"], rho, rel_tol=1e-9):
+        raise BayesdpInputError(f"{where}.rho = {p['rho']!r} but the noise gives "
+                                f"Delta^2 / (2 sigma^2) = {rho!r}")
+    proven = zcdp_epsilon(rho, dlt)
+    if UNPROVEN_BOUND_KEY in p:
+        out = {k: v for k, v in p.items() if k not in (UNPROVEN_BOUND_KEY, "delta_bound")}
+        out["dp_event"] = {"type": "ZCDpEvent", "rho": p["rho"]}
+        if p["epsilon"] < proven:
+            out["epsilon"] = proven
+            out["note"] = "; ".join(([p["note"]] if p["note"] else [])
+                                    + [unproven_bound_note(p["epsilon"], proven, dlt)])
+        return out
+    ev = p["dp_event"]
+    if ev["type"] == "ZCDpEvent" and not (
+            isinstance(ev.get("rho"), (int, float)) and not isinstance(ev.get("rho"), bool)
+            and math.isclose(ev["rho"], p["rho"], rel_tol=1e-9) and not ev.get("xi")):
+        raise BayesdpInputError(f"{where}.dp_event must be {{'type': 'ZCDpEvent', 'rho': "
+                                f"{p['rho']!r}}}, got {ev!r}")
+    if p["epsilon"] < proven * (1 - 1e-9):
+        raise BayesdpInputError(f"{where}.epsilon = {p['epsilon']!r} understates the cost: rho = "
+                                f"{rho!r} gives epsilon = {proven!r} at delta = {dlt!r} (zCDP)")
+    return p
+
+
+def unproven_bound_note(stated, proven, delta):
+    """Note of a secure-noise part whose stated eps rested on a bound that is not a published
+    theorem: the eps that zCDP proves for its noise."""
+    return (f"the stated epsilon={stated:g} of this secure-noise release rested on a bound that "
+            f"is not a published theorem; its noise is proven (epsilon={proven:.6g}, "
+            f"delta={delta:g})-DP by zCDP (Canonne, Kamath & Steinke 2020, Theorem 14 and "
+            "Corollary 13), and that is the cost recorded here")
 
 
 def derive_cost(rel):
@@ -494,9 +635,9 @@ def budget(*releases, delta=None, accountant="zcdp") -> Budget:
     - ``"zcdp"`` (default): rho adds (Bun & Steinke 2016, Lemma 1.7). When every part is a
       Gaussian mechanism the sum is one Gaussian mechanism with
       1/s^2 = sum_i Delta_i^2 / sigma_i^2 = 2 rho, and eps is its exact value at ``delta``
-      (Balle & Wang 2018, Theorem 8); otherwise eps = rho + 2 sqrt(rho log(1/delta))
-      (Bun & Steinke 2016, Prop. 1.3). Parts without a rho are added by basic composition,
-      their deltas taken out of ``delta`` first.
+      (Balle & Wang 2018, Theorem 8); otherwise eps is the conversion of rho
+      (:func:`zcdp_epsilon`; Canonne, Kamath & Steinke 2020, Corollary 13). Parts without a
+      rho are added by basic composition, their deltas taken out of ``delta`` first.
     - ``"basic"``: eps and delta add (Dwork & Roth 2014, Theorem 3.16).
     - ``"pld"``: privacy loss distributions of dp_accounting (optional package), Gaussian parts
       exactly, others by the worst case of their (eps, delta).
@@ -523,8 +664,9 @@ def to_dp_event(event):
     """The ``dp_accounting`` DpEvent of a part's ``dp_event`` dict (needs dp_accounting).
 
     ``{"type": "GaussianDpEvent", "noise_multiplier": 3.73}`` gives
-    ``dp_accounting.GaussianDpEvent(noise_multiplier=3.73)``; nested events (``"event"``,
-    ``"events"``) are rebuilt too.
+    ``dp_accounting.GaussianDpEvent(noise_multiplier=3.73)``, ``{"type": "ZCDpEvent", "rho":
+    0.04}`` (a secure release) ``dp_accounting.ZCDpEvent(rho=0.04)``, which its RDP accountant
+    composes; nested events (``"event"``, ``"events"``) are rebuilt too.
     """
     dpa = _need_dp_accounting("to_dp_event")
     from dp_accounting import dp_event as mod
