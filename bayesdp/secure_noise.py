@@ -22,33 +22,23 @@ more than its exact value does, so with D released coordinates
 
     Delta_grid = Delta (1 + r) + gamma sqrt(D).
 
-Privacy (all in grid units: s = sigma / gamma, D_g = Delta_grid / gamma).
+Privacy (Canonne, Kamath & Steinke 2020, "CKS"; in grid units s = sigma / gamma and
+D_g = Delta_grid / gamma, both measured in grid steps).
 
-- zCDP: for integers mu, nu and alpha > 1, D_alpha(N_Z(mu, s^2) || N_Z(nu, s^2)) <=
-  alpha (mu - nu)^2 / (2 s^2) (Canonne, Kamath & Steinke 2020, the discrete Gaussian's
-  concentrated DP; the shifted theta sum is largest at an integer shift). Renyi divergences add
-  over independent coordinates, so the vector mechanism is rho-zCDP with
-  rho = Delta_grid^2 / (2 sigma^2), exactly as the continuous Gaussian.
-- (eps, delta): for a scalar query with integer sensitivity their Theorem 7 gives delta exactly,
-  delta = P[Y > eps s^2/D_g - D_g/2] - e^eps P[Y > eps s^2/D_g + D_g/2]
-  (:func:`discrete_gaussian_delta`). For a vector query with L2 sensitivity the paper gives the
-  zCDP bound only, and the worst shift vector is not known. bayesdp uses a bound instead
-  (:func:`discrete_gaussian_delta_bound`): the discrete Gaussian is, up to a likelihood ratio in
-  [Theta_s / M, Theta_s / m] per coordinate, a post-processing of the continuous Gaussian. Round
-  x ~ N(mu, s'^2), s'^2 = s^2 - tau^2, to the integer k with probability
-  K(x, k) = phi_tau(x - k) / Theta(x), Theta(x) = sum_k phi_tau(x - k). The output pmf is
-  int phi_s'(x - mu) phi_tau(x - k) / Theta(x) dx, between phi_s(k - mu) / M and
-  phi_s(k - mu) / m, where by Poisson summation Theta(x) = 1 + 2 sum_j exp(-2 pi^2 j^2 tau^2)
-  cos(2 pi j x) lies in [m, M] = [Theta(1/2), Theta(0)]; and N_Z(mu, s^2)(k) = phi_s(k - mu) /
-  Theta_s with Theta_s >= 1. So for every event E and neighbours mu, nu in Z^D,
+- zCDP. Adding independent N_Z(0, s^2) to each of the D integer coordinates of a query whose
+  L2 sensitivity is D_g is rho-zCDP with rho = D_g^2 / (2 s^2) (CKS 2020, Theorem 14, the
+  multivariate discrete Gaussian; for one coordinate their Theorem 4). This is the same rho as
+  the continuous Gaussian's at sigma.
+- (eps, delta). rho-zCDP implies (eps, delta)-DP with delta =
+  inf_{alpha > 1} exp((alpha - 1)(alpha rho - eps)) / alpha (1 - 1/alpha)^(alpha - 1)
+  (CKS 2020, Proposition 12 and Corollary 13; :func:`bayesdp.accounting.zcdp_delta`).
+  The scale s is the smallest whole number for which that delta is at most the target
+  (:func:`discrete_gaussian_scale`). Knowing rho only costs noise: sigma is 1.084 times the
+  continuous analytic sigma at (1, 1e-5), 1.045 to 1.105 over eps = 0.1 to 20
+  (docs/privacy.md section 10).
 
-      P_mu(E) <= e^(eps + xi) P_nu(E) + M^D delta_c(eps),    xi = D log(M / m),
-
-  where delta_c is the exact privacy profile of the continuous Gaussian with noise s' and
-  sensitivity D_g (Balle & Wang 2018). bayesdp takes the smallest bound over a few tau. At the
-  grid bayesdp uses (s >= 2^20) xi and M^D - 1 are below 1e-15: the bound is the continuous
-  Gaussian's profile, and sigma exceeds the continuous analytic sigma by the rounding term
-  gamma sqrt(D) / Delta <= 2^-20 (relative) and the whole scale s only.
+For a scalar query with integer sensitivity CKS 2020, Theorem 7, gives the exact delta
+(:func:`discrete_gaussian_delta`); the tests use it as an independent check of the calibration.
 """
 
 from __future__ import annotations
@@ -60,7 +50,7 @@ from fractions import Fraction
 import numpy as np
 from scipy import special
 
-from . import privacy
+from . import accounting, privacy
 from .errors import BayesdpInputError
 
 GRID_BITS = 20
@@ -74,11 +64,8 @@ products w_i w_j and w y, averaging: at most about (d + k + 10) 2^-53 relative, 
 rows per group). Generous by far for any d and k bayesdp can hold in memory."""
 
 DELTA_RTOL = 1e-9
-"""Calibration requires the delta bound times (1 + DELTA_RTOL) to be <= delta: covers the float
-evaluation of the profile."""
-
-TAUS = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
-"""Smoothing widths tau (grid units) over which :func:`discrete_gaussian_delta_bound` minimises."""
+"""Calibration requires zcdp_delta(rho, eps) (1 + DELTA_RTOL) <= delta: covers the float
+evaluation of the conversion."""
 
 MECHANISM = "discrete_gaussian"
 
@@ -192,7 +179,8 @@ def discrete_gaussian_delta(epsilon, scale, sensitivity):
     """Exact delta(eps) of a *scalar* integer query with integer sensitivity D plus N_Z(0, s^2)
     (CKS 2020, Theorem 7): P[Y > eps s^2/D - D/2] - e^eps P[Y > eps s^2/D + D/2], by summation.
 
-    For vector queries see :func:`discrete_gaussian_delta_bound`.
+    Releases are calibrated by zCDP instead (:func:`discrete_gaussian_scale`); this is the
+    independent check of that calibration in one dimension.
     """
     eps = float(epsilon)
     s = float(scale)
@@ -206,69 +194,29 @@ def discrete_gaussian_delta(epsilon, scale, sensitivity):
     return float(p[(k > a) & (k <= b)].sum() - math.expm1(eps) * p[k > b].sum())
 
 
-def _theta_log_bounds(tau):
-    """(log M, log m): the max and min of Theta(x) = sum_k phi_tau(x - k) = 1 + 2 sum_j
-    exp(-2 pi^2 j^2 tau^2) cos(2 pi j x) (Poisson summation), at x = 0 and x = 1/2."""
-    j = np.arange(1, 40)
-    t = np.exp(-2.0 * math.pi**2 * j.astype(float) ** 2 * tau * tau)
-    return math.log1p(2.0 * t.sum()), math.log1p(2.0 * float(((-1.0) ** j * t).sum()))
+def discrete_gaussian_scale(epsilon, delta, sensitivity):
+    """The smallest whole scale s (grid units) whose discrete Gaussian noise meets (eps, delta)
+    by zCDP, at L2 sensitivity ``sensitivity`` (grid units) for any number of coordinates:
 
+        zcdp_delta(rho, eps) (1 + DELTA_RTOL) <= delta,    rho = sensitivity^2 / (2 s^2)
 
-def discrete_gaussian_log_delta_bound(epsilon, scale, sensitivity, dim, tau=None):
-    """log of an upper bound on delta(eps) of the D-dimensional discrete Gaussian mechanism
-    Z^D -> Z^D (iid N_Z(0, s^2) per coordinate) at L2 sensitivity ``sensitivity``, all in grid
-    units (module docstring):
-
-        delta <= M^D delta_c(eps - xi; s' = sqrt(s^2 - tau^2), sensitivity),  xi = D log(M/m),
-
-    delta_c the continuous Gaussian's exact profile (Balle & Wang 2018). The smallest over
-    ``tau`` in :data:`TAUS` with tau < s (or the given tau). 0.0 (delta <= 1) when no tau fits.
-    Conservative in float: eps - xi is rounded down.
+    (CKS 2020, Theorem 14 and Corollary 13; module docstring). The conversion's delta grows
+    with rho, so this is a bisection on the integers. It starts at the continuous analytic
+    sigma, below which no valid conversion of rho can meet (eps, delta): rho-zCDP holds for the
+    continuous Gaussian too, whose exact delta the analytic sigma just meets.
     """
-    eps = float(epsilon)
-    s = float(scale)
-    sens = float(sensitivity)
-    D = int(dim)
-    best = 0.0
-    for tau in (TAUS if tau is None else (float(tau),)):
-        if not 0 < tau < s:
-            continue
-        log_M, log_m = _theta_log_bounds(tau)
-        xi = D * (log_M - log_m)
-        e = eps - xi
-        if xi > 0 and e == eps:
-            e = math.nextafter(eps, 0.0)
-        if e <= 0:
-            continue
-        s_c = math.sqrt(s * s - tau * tau)
-        val = float(privacy.gaussian_log_delta(s_c / sens, e)) + D * log_M
-        best = min(best, val)
-    return best
-
-
-def discrete_gaussian_delta_bound(epsilon, scale, sensitivity, dim, tau=None):
-    """Upper bound on delta(eps) of the vector discrete Gaussian mechanism (see
-    :func:`discrete_gaussian_log_delta_bound`)."""
-    return math.exp(discrete_gaussian_log_delta_bound(epsilon, scale, sensitivity, dim, tau))
-
-
-def discrete_gaussian_scale(epsilon, delta, sensitivity, dim):
-    """The smallest whole scale s (grid units) with delta bound(eps, s) (1 + DELTA_RTOL) <= delta
-    for D = ``dim`` coordinates at L2 sensitivity ``sensitivity`` (grid units). The bound
-    decreases in s, so this is a bisection on the integers, started from the continuous
-    analytic sigma at the same sensitivity."""
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
     sens = float(sensitivity)
-    target = math.log(dlt) - math.log1p(DELTA_RTOL)
+    target = dlt / (1.0 + DELTA_RTOL)
 
     def ok(s):
-        return discrete_gaussian_log_delta_bound(eps, s, sens, dim) <= target
+        return s > 0 and accounting.zcdp_delta(sens * sens / (2.0 * s * s), eps) <= target
 
     s0 = privacy.analytic_gaussian_sigma(eps, dlt, sens)
-    lo = max(0, math.floor(s0) - 1)  # below the continuous sigma, the bound cannot hold
+    lo = max(0, math.floor(s0) - 1)
     hi = max(1, math.ceil(s0))
     while not ok(hi):
-        hi = 2 * hi
+        lo, hi = hi, 2 * hi
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if ok(mid):
@@ -311,7 +259,7 @@ def plan(epsilon, delta, sensitivity, dim):
     sigma_c = privacy.analytic_gaussian_sigma(eps, dlt, sensitivity)
     gamma = grid_step(sigma_c, sensitivity, dim)
     sens = float(sensitivity) * (1.0 + FLOAT_SLACK) + gamma * math.sqrt(dim)
-    s = discrete_gaussian_scale(eps, dlt, sens / gamma, dim)
+    s = discrete_gaussian_scale(eps, dlt, sens / gamma)
     return {"grid": gamma, "sensitivity": sens, "scale": s, "sigma": gamma * s, "dim": int(dim)}
 
 
@@ -358,32 +306,24 @@ def noisy_grid_values(K, scale, grid):
 
 def statistics_part(epsilon, delta, *, sigma, sensitivity, grid, dim):
     """The privacy-cost part of a secure release's statistics (one mechanism run on the holder's
-    rows), a JSON-able dict: (eps, delta) guaranteed by the bound above, rho = Delta_grid^2 /
-    (2 sigma^2) (zCDP, exact for the discrete Gaussian), the sensitivity and sigma in real units,
-    and ``dp_event`` for ``dp_accounting``: a Gaussian with noise multiplier s' / D_g,
-    s' = sqrt(s^2 - tau^2), which dominates the discrete mechanism up to the factors e^xi and M^D
-    (``"dominance"``; both 1 + O(1e-15) at bayesdp's grid), tau the width that gives the bound.
+    rows), a JSON-able dict: rho = Delta_grid^2 / (2 sigma^2) (zCDP of the multivariate discrete
+    Gaussian, CKS 2020, Theorem 14), the (eps, delta) it implies (Corollary 13; eps and delta as
+    calibrated), the sensitivity and sigma in real units, and ``dp_event``
+    ``{"type": "ZCDpEvent", "rho": rho}``, from which dp_accounting rebuilds exactly this claim.
     """
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
-    s = float(sigma) / float(grid)
-    sens_g = float(sensitivity) / float(grid)
-    taus = [t for t in TAUS if t < s]
-    tau = min(taus, key=lambda t: discrete_gaussian_log_delta_bound(eps, s, sens_g, dim, t))
-    log_M, log_m = _theta_log_bounds(tau)
+    rho = float(sensitivity) ** 2 / (2.0 * float(sigma) ** 2)
     return {
         "name": "statistics",
         "mechanism": MECHANISM,
         "epsilon": eps,
         "delta": dlt,
-        "delta_bound": discrete_gaussian_delta_bound(eps, s, sens_g, dim),
-        "rho": float(sensitivity) ** 2 / (2.0 * float(sigma) ** 2),
+        "rho": rho,
         "sensitivity": float(sensitivity),
         "sigma": float(sigma),
         "grid": float(grid),
         "dim": int(dim),
-        "dp_event": {"type": "GaussianDpEvent",
-                     "noise_multiplier": math.sqrt(s * s - tau * tau) / sens_g},
-        "dominance": {"tau": tau, "xi": dim * (log_M - log_m), "log_delta_factor": dim * log_M},
+        "dp_event": {"type": "ZCDpEvent", "rho": rho},
     }
 
 
