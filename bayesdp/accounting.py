@@ -47,9 +47,6 @@ REPLACE_ONE = "replace-one"
 ACCOUNTANTS = ("zcdp", "basic", "pld")
 UNACCOUNTED = "unaccounted"
 DISCRETE_GAUSSIAN = "discrete_gaussian"
-UNPROVEN_BOUND_KEY = "dominance"
-"""Field of discrete Gaussian parts calibrated by a bound that is not a published theorem
-(releases made before the zCDP calibration); such parts are restated on reading."""
 
 
 # -- parts ---------------------------------------------------------------------------------------
@@ -314,9 +311,7 @@ def _check_discrete_gaussian(p, where):
     """A discrete Gaussian part (secure noise) rests on zCDP only: rho must be
     Delta^2 / (2 sigma^2) (Canonne, Kamath & Steinke 2020, Theorem 14), epsilon at least
     zcdp_epsilon(rho, delta) (their Corollary 13) and a ZCDpEvent must carry that rho; a record
-    that understates its cost is refused. A part with ``"dominance"`` was calibrated by a bound
-    that is not a published theorem: it is restated with the eps zCDP proves, a ZCDpEvent and a
-    note (:func:`unproven_bound_note`). Returns the (restated) part."""
+    that understates its cost is refused. Returns the part."""
     sig, sens, dlt = p["sigma"], p["sensitivity"], p["delta"]
     if sig is None or sens is None or p["rho"] is None or not sig > 0 or not dlt > 0:
         raise BayesdpInputError(f"{where}: a discrete Gaussian part with a guarantee needs "
@@ -326,14 +321,6 @@ def _check_discrete_gaussian(p, where):
         raise BayesdpInputError(f"{where}.rho = {p['rho']!r} but the noise gives "
                                 f"Delta^2 / (2 sigma^2) = {rho!r}")
     proven = zcdp_epsilon(rho, dlt)
-    if UNPROVEN_BOUND_KEY in p:
-        out = {k: v for k, v in p.items() if k not in (UNPROVEN_BOUND_KEY, "delta_bound")}
-        out["dp_event"] = {"type": "ZCDpEvent", "rho": p["rho"]}
-        if p["epsilon"] < proven:
-            out["epsilon"] = proven
-            out["note"] = "; ".join(([p["note"]] if p["note"] else [])
-                                    + [unproven_bound_note(p["epsilon"], proven, dlt)])
-        return out
     ev = p["dp_event"]
     if ev["type"] == "ZCDpEvent" and not (
             isinstance(ev.get("rho"), (int, float)) and not isinstance(ev.get("rho"), bool)
@@ -344,15 +331,6 @@ def _check_discrete_gaussian(p, where):
         raise BayesdpInputError(f"{where}.epsilon = {p['epsilon']!r} understates the cost: rho = "
                                 f"{rho!r} gives epsilon = {proven!r} at delta = {dlt!r} (zCDP)")
     return p
-
-
-def unproven_bound_note(stated, proven, delta):
-    """Note of a secure-noise part whose stated eps rested on a bound that is not a published
-    theorem: the eps that zCDP proves for its noise."""
-    return (f"the stated epsilon={stated:g} of this secure-noise release rested on a bound that "
-            f"is not a published theorem; its noise is proven (epsilon={proven:.6g}, "
-            f"delta={delta:g})-DP by zCDP (Canonne, Kamath & Steinke 2020, Theorem 14 and "
-            "Corollary 13), and that is the cost recorded here")
 
 
 def derive_cost(rel):

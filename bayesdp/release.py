@@ -652,13 +652,6 @@ def _release_from_dict(doc) -> Release:
                 raise ReleaseFormatError(str(exc)) from None
     claim_valid = _flag(pr, "dp_claim_valid", True, "privacy.")
     claim_note = str(pr.get("dp_claim_note", ""))
-    for raw, part in zip(cost["parts"], parts) if parts is not None else ():
-        if accounting.UNPROVEN_BOUND_KEY in raw and part["epsilon"] != raw["epsilon"]:
-            # a secure-noise part restated by zCDP (accounting.check_part): the stated claim
-            # is not proven
-            note = accounting.unproven_bound_note(raw["epsilon"], part["epsilon"], part["delta"])
-            claim_valid = False
-            claim_note = f"{claim_note}; {note}" if claim_note else note
     mech, grid = _noise_from_dict(doc.get("noise"))
     has = lambda lst: all(v is not None for v in lst)  # noqa: E731
     if any(v is not None for v in yty) and not has(yty):

@@ -348,32 +348,17 @@ def test_cost_part_and_dp_accounting():
         secure_noise.release_part(float_rel)
 
 
-def test_release_calibrated_before_zcdp_still_loads(tmp_path):
-    """tests/data/secure_release_before_zcdp.json was written by the secure mode's first
-    calibration (a bound that is not a published theorem; s about the continuous sigma). It
-    loads, with its statistics as written; its part is restated with the eps that zCDP proves
-    for its noise (1.0922 at delta = 1e-5), a ZCDpEvent and a note, and the stated claim is
-    flagged (dp_claim_valid false, dp_claim_note). Saved again and read back, nothing changes
-    further."""
+def test_secure_release_that_understates_its_cost_is_refused():
+    """Negative control of the file check: tests/data/secure_release_before_zcdp.json was
+    written by a first calibration of the secure mode (never released) with s at about the
+    continuous sigma and a stated (1, 1e-5); zCDP proves only eps = 1.0922 for that noise, so
+    loading it fails naming the part's epsilon."""
     path = Path(__file__).parent / "data" / "secure_release_before_zcdp.json"
-    doc = json.loads(path.read_text())
-    old = doc["privacy"]["cost"]["parts"][0]
-    assert "dominance" in old and old["epsilon"] == 1.0
-    rel = bayesdp.load_release(path)
-    assert rel.noise_mechanism == "discrete_gaussian" and rel.epsilon == 1.0
-    assert np.array_equal(rel.S_hat[0], np.array(doc["holders"][0]["S_hat"]))
-    part = rel.privacy_cost[0]
-    assert part["epsilon"] == accounting.zcdp_epsilon(old["rho"], 1e-5)
-    assert part["epsilon"] == pytest.approx(1.0922, abs=1e-4)
-    assert part["dp_event"] == {"type": "ZCDpEvent", "rho": old["rho"]}
-    assert "dominance" not in part and "delta_bound" not in part
-    assert "not a published theorem" in part["note"]
-    assert not rel.dp_claim_valid and "epsilon=1.09215" in rel.dp_claim_note
-    assert accounting.privacy_cost(rel)["total"]["epsilon"] == part["epsilon"]
-    rel.save(tmp_path / "again.json")
-    back = bayesdp.load_release(tmp_path / "again.json")
-    assert back.privacy_cost == rel.privacy_cost and back.dp_claim_note == rel.dp_claim_note
-    assert not back.dp_claim_valid
+    old = json.loads(path.read_text())["privacy"]["cost"]["parts"][0]
+    assert old["epsilon"] == 1.0
+    assert accounting.zcdp_epsilon(old["rho"], 1e-5) == pytest.approx(1.0922, abs=1e-4)
+    with pytest.raises(ReleaseFormatError, match=r"parts\[0\]\.epsilon.*understates"):
+        bayesdp.load_release(path)
 
 
 # --------------------------------------------------------------------------------------------
