@@ -64,6 +64,12 @@ class Release:
     ``average_rows`` = k > 1 (appendix B.1): each holder released the statistics of its rows
     summed in random groups of k and divided by sqrt(k); then ``n`` counts the groups (the
     Wishart degrees of freedom of normalX) and ``n_rows`` the rows the holder had.
+
+    ``privacy_cost``: one JSON-ready dict per mechanism run on the holders' rows, in the order
+    they ran, e.g. ``({"name": "bounds", "mechanism": "exponential", ...}, {"name":
+    "statistics", "mechanism": "gaussian", ...})`` for ``bounds="private"``; their basic
+    composition is the release's (epsilon, delta) (docs/privacy.md section 9). Empty when the
+    statistics are the only mechanism.
     """
 
     S_hat: np.ndarray
@@ -90,6 +96,7 @@ class Release:
     intercept: bool = False
     average_rows: int = 1
     n_rows: Optional[np.ndarray] = None
+    privacy_cost: tuple = ()
 
     def __post_init__(self):
         S = _float_array("S_hat", self.S_hat, ndim=3)
@@ -212,6 +219,7 @@ class Release:
                         f"eigenvalue {w[0]:.3g}, allowed >= -{tol:.3g}); a covariance must be PSD")
             set_("noise_cov", cov)
         set_("provenance", dict(self.provenance))
+        set_("privacy_cost", _cost_parts(self.privacy_cost))
 
     # -- shape ---------------------------------------------------------------------------------
     @property
@@ -228,6 +236,11 @@ class Release:
     def n_total(self) -> int:
         return int(self.n.sum())
 
+    @property
+    def bounds_part(self):
+        """The "bounds" part of ``privacy_cost`` (bounds estimated with DP), or None."""
+        return next((p for p in self.privacy_cost if p.get("name") == "bounds"), None)
+
     def __repr__(self):
         eps = "none" if self.epsilon is None else f"{self.epsilon:g}"
         dlt = "none" if self.delta is None else f"{self.delta:g}"
@@ -238,6 +251,9 @@ class Release:
             flags.append("DP CLAIM INVALID")
         if self.seeded:
             flags.append("seeded noise (for experiments only)")
+        part = self.bounds_part
+        if part is not None:
+            flags.append(f"bounds estimated privately with eps={part['epsilon']:g}")
         extra = f" [{'; '.join(flags)}]" if flags else ""
         shape = ", intercept" if self.intercept else ""
         if self.average_rows > 1:
@@ -297,6 +313,9 @@ class Release:
                 "neighbouring": privacy.NEIGHBOURING,
                 "dp_claim_valid": bool(self.dp_claim_valid),
                 "dp_claim_note": self.dp_claim_note,
+                **({"cost": {"parts": [dict(p) for p in self.privacy_cost],
+                             "total": privacy.basic_composition(self.privacy_cost)}}
+                   if self.privacy_cost else {}),
             },
             "noise": {
                 "mechanism": "gaussian",
@@ -593,7 +612,41 @@ def _release_from_dict(doc) -> Release:
         intercept=intercept,
         average_rows=k,
         n_rows=np.array(rows) if has(rows) else None,
+        privacy_cost=_cost_from_doc(pr.get("cost")),
     )
+
+
+def _cost_parts(parts):
+    """``privacy_cost`` as a tuple of dicts, each with a string "name" and numbers "epsilon" and
+    "delta" (what composing and combining read)."""
+    if parts is None:
+        return ()
+    if isinstance(parts, dict) or not isinstance(parts, (list, tuple)):
+        raise BayesdpInputError(f"privacy_cost must be a list of parts (dicts), got {parts!r}")
+    out = []
+    for i, p in enumerate(parts):
+        if not isinstance(p, dict) or not isinstance(p.get("name"), str):
+            raise BayesdpInputError(f"privacy_cost[{i}] must be a dict with a string 'name', "
+                                    f"got {p!r}")
+        for key in ("epsilon", "delta"):
+            v = p.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or v < 0:
+                raise BayesdpInputError(f"privacy_cost[{i}].{key} must be a number >= 0, got {v!r}")
+        out.append(dict(p))
+    return tuple(out)
+
+
+def _cost_from_doc(cost):
+    """The parts of ``privacy.cost`` in a file (absent in files written before it existed)."""
+    if cost is None:
+        return ()
+    if not isinstance(cost, dict) or not isinstance(cost.get("parts", []), list):
+        raise ReleaseFormatError("privacy.cost must be an object with a list 'parts'")
+    try:
+        return _cost_parts(cost.get("parts", []))
+    except BayesdpInputError as exc:
+        raise ReleaseFormatError(f"privacy.cost.parts: {exc}") from None
 
 
 def _number_array(v, where, ndim):
@@ -692,14 +745,24 @@ def combine_releases(*releases) -> Release:
     if not rels:
         raise BayesdpInputError("combine_releases needs at least one release")
     first = rels[0]
+    # holders that estimated their bounds privately (each from its own rows) have bounds of
+    # their own; they combine when their costs have the same form (docs/privacy.md section 9)
+    own_bounds = all(r.bounds_part is not None for r in rels)
     for k, r in enumerate(rels[1:], start=1):
         for field in ("d", "feature_names", "intercept", "average_rows", "bounds", "epsilon",
                       "delta", "calibration", "sensitivity", "private_bounds"):
+            if own_bounds and field in ("bounds", "sensitivity"):
+                continue
             a, b = getattr(first, field), getattr(r, field)
             if a != b:
                 raise CombineError(
                     f"cannot combine: release {k} has {field}={b!r} but release 0 has {a!r}"
                 )
+        a, b = _cost_form(first), _cost_form(r)
+        if a != b:
+            raise CombineError(
+                f"cannot combine: release {k} has privacy_cost parts {b} but release 0 has {a} "
+                "(name, mechanism, epsilon, delta of each mechanism run on the rows)")
         for field in ("yty_hat", "noise_cov"):
             if (getattr(first, field) is None) != (getattr(r, field) is None):
                 raise CombineError(f"cannot combine: {field} is present in some releases only")
@@ -749,7 +812,36 @@ def combine_releases(*releases) -> Release:
         dp_claim_valid=all(r.dp_claim_valid for r in rels),
         dp_claim_note="; ".join(sorted({r.dp_claim_note for r in rels if r.dp_claim_note})),
         provenance={**first.provenance, "combined_from": len(rels)},
+        **(_largest_bounds(rels) if own_bounds else {}),
     )
+
+
+def _cost_form(rel):
+    """What must agree between releases to combine them: each cost part's name, mechanism,
+    epsilon and delta (the noise and the bounds themselves may differ by holder)."""
+    return [(p.get("name"), p.get("mechanism"), p.get("epsilon"), p.get("delta"))
+            for p in rel.privacy_cost]
+
+
+def _largest_bounds(rels):
+    """Fields of a combination of releases with privately estimated bounds of their own: the
+    largest bounds and sensitivity over them (every holder's clipped rows satisfy those bounds;
+    each holder's own noise stays in its sigma_s, sigma_z), and the cost parts with those."""
+    bx = max(r.bounds[0] for r in rels)
+    by = max(r.bounds[1] for r in rels)
+    sens = None if any(r.sensitivity is None for r in rels) \
+        else max(r.sensitivity for r in rels)
+    parts = []
+    for i, p in enumerate(rels[0].privacy_cost):
+        p = dict(p)
+        if p.get("name") == "bounds":
+            p["bounds"] = {"x": bx, "y": by}
+        for key in ("sensitivity", "sigma"):
+            vals = [r.privacy_cost[i].get(key) for r in rels]
+            if all(isinstance(v, (int, float)) for v in vals):
+                p[key] = max(vals)
+        parts.append(p)
+    return {"bounds": (bx, by), "sensitivity": sens, "privacy_cost": tuple(parts)}
 
 
 # -- releasing -------------------------------------------------------------------------------------
@@ -1004,8 +1096,12 @@ def contiguous_split(n_rows, J):
 
 def _resolve_bounds(bounds, X, y):
     if isinstance(bounds, str):
+        if bounds == "private":
+            raise BayesdpInputError("bounds='private' is estimated by release and release_file "
+                                    "only; give public bounds (B_x, B_y) here")
         if bounds != "data":
-            raise BayesdpInputError(f"bounds must be a pair (B_x, B_y) or 'data', got {bounds!r}")
+            raise BayesdpInputError(
+                f"bounds must be a pair (B_x, B_y), 'private' or 'data', got {bounds!r}")
         if X is None:
             raise BayesdpInputError("bounds='data' needs the data")
         warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=3)
@@ -1018,14 +1114,46 @@ def _resolve_bounds(bounds, X, y):
     return privacy.check_bounds(bounds), True
 
 
+BOUNDS_STREAM = 0x626F756E6473  # b"bounds": the seed stream of the private bounds estimate
+
+
+def _private_bounds_setup(bounds, bounds_share, bounds_range, epsilon, delta):
+    """For ``bounds="private"``: (share of epsilon, the grid of candidates); else None, after
+    refusing private-bounds options given with other bounds."""
+    if isinstance(bounds, str) and bounds == "private":
+        eps, _ = privacy.check_epsilon_delta(epsilon, delta)
+        share = privacy.check_bounds_share(
+            privacy.PRIVATE_BOUNDS_SHARE if bounds_share is None else bounds_share)
+        grid = privacy.bounds_grid(
+            privacy.PRIVATE_BOUNDS_RANGE if bounds_range is None else bounds_range)
+        return share * eps, grid
+    for name, v in (("bounds_share", bounds_share), ("bounds_range", bounds_range)):
+        if v is not None:
+            raise BayesdpInputError(f"{name} applies to bounds='private' only, got "
+                                    f"{name}={v!r} with bounds={bounds!r}")
+    return None
+
+
+def _estimate_bounds(hist, eps_bounds, seed):
+    """Private (B_x, B_y) and their cost part; the draw has its own seed stream, so a seeded
+    release's noise does not depend on it."""
+    rng = np.random.default_rng(None if seed is None else [int(seed), BOUNDS_STREAM])
+    return privacy.estimate_bounds(hist, eps_bounds, rng)
+
+
 def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, feature_names,
-                   private_bounds, source, split="labels", holder_name=None):
+                   private_bounds, source, split="labels", holder_name=None, bounds_part=None):
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
     bx, by = acc.bounds
     k = acc.average_rows
     sens = privacy.sensitivity_release(bx, by, intercept=acc.intercept, average_rows=k,
                                        with_yty=include_yty)
-    sigma = privacy.gaussian_sigma(eps, dlt, sens, calibration)
+    eps_stats = eps  # the statistics get what the bounds estimate left (basic composition)
+    if bounds_part is not None:
+        eps_stats = eps - bounds_part["epsilon"]
+        if bounds_part["epsilon"] + eps_stats > eps:  # rounding: the total must not exceed eps
+            eps_stats = math.nextafter(eps_stats, 0.0)
+    sigma = privacy.gaussian_sigma(eps_stats, dlt, sens, calibration)
     if not sigma <= MAX_ABS / 100:  # the noisy statistics must stay below MAX_ABS
         raise BayesdpInputError(
             f"epsilon, bounds: the noise scale sigma = sensitivity * sigma(eps, delta) = "
@@ -1076,13 +1204,14 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
     if calibration == "paper-code":
         notes.append("calibration='paper-code' under-calibrates sigma (authors' MATLAB bug)")
     if calibration == "classical":
-        note = privacy.classical_shortfall(eps, dlt)
+        note = privacy.classical_shortfall(eps_stats, dlt)
         if note:
             dp_valid = False
             notes.append(note)
             warnings.warn(note, UserWarning, stacklevel=3)
     if split == "contiguous" and len(labels) > 1:
-        note = _contiguous_note(int(rows.sum()), len(labels), sigma, sens, eps, dlt)
+        note = _contiguous_note(int(rows.sum()), len(labels), sigma, sens, eps, dlt,
+                                eps - eps_stats)
         dp_valid = False
         notes.append(note)
         warnings.warn(note, UserWarning, stacklevel=3)
@@ -1116,6 +1245,8 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
         intercept=acc.intercept,
         average_rows=k,
         n_rows=rows if k > 1 else None,
+        privacy_cost=() if bounds_part is None else (
+            bounds_part, privacy.gaussian_cost_part(eps_stats, dlt, sens, sigma)),
         provenance={
             "created_by": f"bayesdp {_version()}",
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -1128,6 +1259,9 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
                       "contiguous": "contiguous in row order (the authors' split; not add/remove "
                                     "private)",
                       "labels": "one holder label per row (given)"}[split],
+            **({"bounds": f"estimated privately from the {int(rows.sum())} rows of this release "
+                          f"(exponential mechanism, eps={bounds_part['epsilon']:g}; "
+                          "docs/privacy.md section 9)"} if bounds_part is not None else {}),
         },
     )
 
@@ -1147,10 +1281,11 @@ def _averaging_note(k, bx, by, intercept, include_yty, sens):
             f"{row:.6g}, and the stated (eps, delta) holds")
 
 
-def _contiguous_note(n_total, J, sigma, sens, eps, dlt):
+def _contiguous_note(n_total, J, sigma, sens, eps, dlt, eps_bounds=0.0):
+    """``eps_bounds``: the eps of a private bounds estimate, added to the statistics' true eps."""
     k = privacy.contiguous_split_change(n_total, J)
-    true_eps = privacy.true_epsilon(sigma, dlt, sensitivity=k * sens)
-    replace_eps = privacy.true_epsilon(sigma, dlt, sensitivity=2 * sens)
+    true_eps = eps_bounds + privacy.true_epsilon(sigma, dlt, sensitivity=k * sens)
+    replace_eps = eps_bounds + privacy.true_epsilon(sigma, dlt, sensitivity=2 * sens)
     return (f"split='contiguous' (the authors' split of rows in order): adding or removing one "
             f"row moves other rows between holders, so the whole release can change by up to "
             f"{k:.4g} x the sensitivity it was calibrated for; under add/remove-one neighbouring "
@@ -1161,7 +1296,7 @@ def _contiguous_note(n_total, J, sigma, sens, eps, dlt):
 
 def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="exact",
             include_yty=False, feature_names=None, split="hash", holder_name=None,
-            intercept=False, average_rows=1) -> Release:
+            intercept=False, average_rows=1, bounds_share=None, bounds_range=None) -> Release:
     """Release noisy (S_hat_j, z_hat_j, n_j) for each data holder with (eps, delta)-DP.
 
     Parameters
@@ -1170,10 +1305,25 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         Rows of the regression data; a DataFrame's column names become the feature names.
     epsilon, delta : float
         Privacy parameters (eps > 0, 0 < delta < 1), per holder; holders hold disjoint rows.
-    bounds : (B_x, B_y) or "data"
+        With ``bounds="private"`` they are the total over the bounds estimate and the
+        statistics.
+    bounds : (B_x, B_y), "private" or "data"
         Public bounds on ||x||_2 and |y|. Rows outside are clipped (x scaled to norm B_x, y to
-        [-B_y, B_y]) and counted per holder (``n_clipped``). ``"data"`` reads them off the data:
-        a loud warning, and the release is flagged ``private_bounds=False``.
+        [-B_y, B_y]) and counted per holder (``n_clipped``). ``"private"`` estimates them from
+        the rows with DP, spending ``bounds_share`` of epsilon (docs/privacy.md section 9).
+        ``"data"`` reads them off the data: a loud warning, and the release is flagged
+        ``private_bounds=False``.
+    bounds_share : float in (0, 1), default 0.1
+        With ``bounds="private"``: the share of epsilon spent on the bounds. B_x and B_y are
+        each estimated by an exponential mechanism with eps * bounds_share / 2 over the
+        candidates of ``bounds_range`` (20 per factor of 10), aiming at the m-th largest
+        ||x_i|| and |y_i| with m = ceil(2 ln(K / 0.001) / (eps * bounds_share / 2)); the
+        statistics get eps * (1 - bounds_share) and all of delta. The estimate uses all the
+        rows of this call (one pair of bounds for all its holders) and needs at least 4 m of
+        them.
+    bounds_range : (low, high), default (1e-6, 1e9)
+        With ``bounds="private"``: the public range of candidate bounds. Values above ``high``
+        are clipped to at most ``high``.
     nodes : int or array of labels
         Number of holders J, or one holder label per row. With labels, a row's holder is a
         property of that row (e.g. the hospital that holds it).
@@ -1209,11 +1359,13 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         the release's dp_claim_note says so). Needs memory for the rows.
 
     Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
-    Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2).
+    Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2) (eps * (1 - bounds_share)
+    in place of eps with private bounds).
     """
     df_names = _dataframe_names(X) if feature_names is None and hasattr(X, "columns") else None
     check_seed(seed)
     _check_holder_name(holder_name, nodes)
+    private = _private_bounds_setup(bounds, bounds_share, bounds_range, epsilon, delta)
     X, y = _check_rows(X, y)
     if X.shape[0] < 1:
         raise BayesdpInputError("X has no rows")
@@ -1223,20 +1375,28 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         names = df_names if df_names is not None else [f"x{i}" for i in range(X.shape[1])]
     k = _check_design(intercept, average_rows, names)
     labels, holders = _node_labels(nodes, X, y, split)
-    bnds, private_bounds = _resolve_bounds(bounds, X, y)
+    part = None
+    if private is not None:
+        hist = privacy.BoundsHistogram(private[1])
+        hist.add(X, y)
+        bnds, part = _estimate_bounds(hist, private[0], seed)
+        private_bounds = True
+    else:
+        bnds, private_bounds = _resolve_bounds(bounds, X, y)
     acc = _Accumulator(X.shape[1], bnds, holders, intercept=intercept, average_rows=k)
     acc.add(X, y, labels)
     return _noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
                           include_yty=include_yty, seed=seed, feature_names=names,
                           private_bounds=private_bounds, source="arrays",
                           split="labels" if holders is None else split,
-                          holder_name=holder_name)
+                          holder_name=holder_name, bounds_part=part)
 
 
 def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_column=None,
                  header="infer", seed=None, calibration="exact", include_yty=False,
                  chunksize=100_000, split="hash", holder_name=None, progress=None,
-                 intercept=False, average_rows=1) -> Release:
+                 intercept=False, average_rows=1, bounds_share=None,
+                 bounds_range=None) -> Release:
     """Release from a CSV or Parquet file far larger than memory, in constant memory.
 
     The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
@@ -1249,6 +1409,9 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     With "infer", a CSV whose first row has a field that parses as a number is refused: it is
     most likely a data row, whose values would otherwise be published as feature names (and the
     row dropped). Pass ``header=None`` for such files (CLI ``--no-header``).
+    ``bounds="private"`` (with ``bounds_share`` and ``bounds_range`` as in :func:`release`)
+    costs one more pass, which counts ||x|| and |y| in the cells of the public candidate grid
+    (constant memory), and estimates the bounds from all the rows of the file.
     ``bounds="data"`` costs one more pass, warns, and flags the release not private.
     ``holder_name`` names the single holder (``nodes=1``), as in :func:`release`.
     ``progress``: a progress bar per pass over the file on stderr (share of the file read, time
@@ -1272,29 +1435,41 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
         raise BayesdpInputError(f"chunksize must be >= 1, got {chunksize}")
     _check_split(split)
     k = _check_design(intercept, average_rows)
+    private = _private_bounds_setup(bounds, bounds_share, bounds_range, epsilon, delta)
     data_bounds = isinstance(bounds, str) and bounds == "data"
-    bnds = None if data_bounds else _resolve_bounds(bounds, None, None)[0]
+    bnds = None if data_bounds or private else _resolve_bounds(bounds, None, None)[0]
     J = None
     if node_column is None:
         J = _holder_count(nodes)
         if J is None:
             raise BayesdpInputError(f"nodes must be a whole number >= 1, got {nodes!r} (per-row "
                                     "labels in a file go in a column: node_column)")
-    passes = 2 if (node_column is None and split == "contiguous") or data_bounds else 1
+    passes = 2 if (node_column is None and split == "contiguous") or data_bounds \
+        or private else 1
+    part = None
     if passes == 2:
-        # first pass: count rows and/or read the bounds off the data
+        # first pass: count rows, and read the bounds off the data or count the rows per cell
+        # of the candidate grid for the private estimate
         n_rows, bx, by = 0, 0.0, 0.0
+        hist = privacy.BoundsHistogram(private[1]) if private else None
         for chunk, feats, ycol, _ in _iter_columns(path, header, chunksize, y_column, node_column,
                                                    progress, f"{path.name} (pass 1/2)"):
             n_rows += len(chunk)
-            if data_bounds:
+            if data_bounds or private:
                 Xc, yc = _check_rows(chunk[feats].to_numpy(), chunk[ycol].to_numpy())
+            if data_bounds:
                 bx = max(bx, float(privacy.row_norms(Xc)[0].max(initial=0.0)))
                 by = max(by, float(np.abs(yc).max(initial=0.0)))
+            if private:
+                hist.add(Xc, yc)
         if data_bounds:
             warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=2)
             tiny = np.finfo(float).tiny
             bnds = privacy.check_bounds((max(bx, tiny), max(by, tiny)))
+        if private:
+            if n_rows == 0:
+                raise BayesdpInputError(f"{path}: no data rows")
+            bnds, part = _estimate_bounds(hist, private[0], seed)
     if J is not None and split == "contiguous":
         if n_rows < J:
             raise BayesdpInputError(f"fewer rows ({n_rows}) than data holders (nodes={J})")
@@ -1341,7 +1516,8 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     return _noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
                           include_yty=include_yty, seed=seed, feature_names=names,
                           private_bounds=not data_bounds, source=f"file {path.name}",
-                          split="labels" if J is None else split, holder_name=holder_name)
+                          split="labels" if J is None else split, holder_name=holder_name,
+                          bounds_part=part)
 
 
 def _check_design(intercept, average_rows, names=()):
