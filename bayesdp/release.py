@@ -747,7 +747,7 @@ def combine_releases(*releases) -> Release:
     first = rels[0]
     # holders that estimated their bounds privately (each from its own rows) have bounds of
     # their own; they combine when their costs have the same form (docs/privacy.md section 9)
-    own_bounds = all(r.bounds_part is not None for r in rels)
+    own_bounds = all(r.bounds_part is not None and r.bounds is not None for r in rels)
     for k, r in enumerate(rels[1:], start=1):
         for field in ("d", "feature_names", "intercept", "average_rows", "bounds", "epsilon",
                       "delta", "calibration", "sensitivity", "private_bounds"):
@@ -1253,7 +1253,8 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
             "mechanism": "Gaussian mechanism on [vech(S), z"
             + (", y^T y]" if include_yty else "]")
             + f" of the rows {design}"
-            + f"; sigma = sensitivity * sigma_{calibration}(eps, delta)",
+            + f"; sigma = sensitivity * sigma_{calibration}("
+            + ("eps, delta)" if bounds_part is None else "eps - eps of the bounds estimate, delta)"),
             "source": source,
             "split": {"hash": "hash of each row's values (nodes = holder count)",
                       "contiguous": "contiguous in row order (the authors' split; not add/remove "
