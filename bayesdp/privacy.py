@@ -578,9 +578,9 @@ def estimate_bounds(hist, epsilon, rng, *, beta=PRIVATE_BOUNDS_BETA):
     Each bound is one exponential mechanism with eps/2 over the public grid b_0..b_{K-1} with
     the utility :func:`top_rank_utility` of the values v_i = ||x_i|| or |y_i| and m =
     :func:`bounds_target_rank` (eps/2, K, beta): it aims at the upper edge of the cell of the
-    m-th largest value, which clips fewer than m rows. Every candidate above all rows has
-    utility -m and every candidate that clips 2m rows or more at most -(m + 1), so each of these
-    two failures has probability at most K exp(-eps m / 4) <= beta. Two eps/2-DP mechanisms compose to eps-DP (Dwork & Roth 2014, Theorem
+    m-th largest value, which clips fewer than m rows. Every candidate beyond the cell of the
+    largest value has utility -m and every candidate that clips 2m rows or more at most
+    -(m + 1), so these failures together have probability at most K exp(-eps m / 4) <= beta. Two eps/2-DP mechanisms compose to eps-DP (Dwork & Roth 2014, Theorem
     3.16); each is also (eps/2)^2/8-zCDP (Cesar & Rogers 2021), eps^2/16 together.
 
     Needs n >= PRIVATE_BOUNDS_MIN_FACTOR * m rows (docs/privacy.md section 9): with fewer, the
