@@ -451,7 +451,7 @@ def sensitivity_release(bound_x, bound_y, *, intercept=False, average_rows=1, wi
 # -- private bounds (docs/privacy.md section 9) --------------------------------------------------
 
 PRIVATE_BOUNDS_SHARE = 0.1
-"""Default share of the release's epsilon spent on estimating (B_x, B_y) with ``bounds="private"``."""
+"""Default share of the release's epsilon spent on estimating (B_x, B_y) (``bounds="private"``)."""
 
 PRIVATE_BOUNDS_RANGE = (1e-6, 1e9)
 """Default public range of the candidate bounds: a value above its top is clipped to at most it."""
@@ -469,7 +469,7 @@ PRIVATE_BOUNDS_MIN_FACTOR = 4
 
 
 def check_bounds_share(share):
-    """Validate the share of epsilon spent on private bounds: a number in the open interval (0, 1)."""
+    """Validate the share of epsilon spent on private bounds: a number in (0, 1), ends excluded."""
     try:
         s = math.nan if isinstance(share, (bool, str)) else float(share)
     except (TypeError, ValueError):
@@ -548,7 +548,7 @@ class BoundsHistogram:
         self.n += len(norms)
 
     def counts_above(self, which):
-        """c_k = #{i : v_i > b_k} for every candidate k; ``which`` is "x" (||x_i||) or "y" (|y_i|)."""
+        """c_k = #{i : v_i > b_k} for every candidate k; ``which``: "x" (||x_i||) or "y" (|y_i|)."""
         h = self.hist_x if which == "x" else self.hist_y
         return np.cumsum(h[::-1])[::-1][1:]
 
@@ -580,8 +580,9 @@ def estimate_bounds(hist, epsilon, rng, *, beta=PRIVATE_BOUNDS_BETA):
     :func:`bounds_target_rank` (eps/2, K, beta): it aims at the upper edge of the cell of the
     m-th largest value, which clips fewer than m rows. Every candidate beyond the cell of the
     largest value has utility -m and every candidate that clips 2m rows or more at most
-    -(m + 1), so these failures together have probability at most K exp(-eps m / 4) <= beta. Two eps/2-DP mechanisms compose to eps-DP (Dwork & Roth 2014, Theorem
-    3.16); each is also (eps/2)^2/8-zCDP (Cesar & Rogers 2021), eps^2/16 together.
+    -(m + 1), so these failures together have probability at most K exp(-eps m / 4) <= beta.
+    Two eps/2-DP mechanisms compose to eps-DP (Dwork & Roth 2014, Theorem 3.16); each is also
+    (eps/2)^2/8-zCDP (Cesar & Rogers 2021), eps^2/16 together.
 
     Needs n >= PRIVATE_BOUNDS_MIN_FACTOR * m rows (docs/privacy.md section 9): with fewer, the
     estimate may clip most rows. Returns ``((B_x, B_y), part)``, ``part`` the "bounds" entry of

@@ -1254,7 +1254,8 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
             + (", y^T y]" if include_yty else "]")
             + f" of the rows {design}"
             + f"; sigma = sensitivity * sigma_{calibration}("
-            + ("eps, delta)" if bounds_part is None else "eps - eps of the bounds estimate, delta)"),
+            + ("eps, delta)" if bounds_part is None
+               else "eps - eps of the bounds estimate, delta)"),
             "source": source,
             "split": {"hash": "hash of each row's values (nodes = holder count)",
                       "contiguous": "contiguous in row order (the authors' split; not add/remove "

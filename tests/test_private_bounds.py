@@ -419,7 +419,8 @@ def test_too_few_rows_minimum_is_four_times_the_target_rank():
     X, y = rng.normal(size=(4 * m, 2)), rng.normal(size=4 * m)
     r = bayesdp.release(X, y, epsilon=eps, delta=DELTA, bounds="private", seed=0)
     assert r.dp_claim_valid
-    with pytest.raises(BayesdpInputError, match=rf"bounds: .*at least {4 * m} rows.*got {4 * m - 1}"):
+    with pytest.raises(BayesdpInputError,
+                       match=rf"bounds: .*at least {4 * m} rows.*got {4 * m - 1}"):
         bayesdp.release(X[1:], y[1:], epsilon=eps, delta=DELTA, bounds="private", seed=0)
 
 
