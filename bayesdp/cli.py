@@ -3,6 +3,7 @@
     bayesdp demo                         simulate -> release -> fit -> table and plot
     bayesdp simulate --out data.csv      the paper's simulated data set
     bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds 10 5 --nodes 5 --out release.json
+    bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds private --out release.json
     bayesdp combine a.json b.json --out all.json
     bayesdp budget plain.json intercept.json     total privacy cost of one holder's releases
     bayesdp fit release.json --method fast --out posterior.nc
@@ -102,11 +103,13 @@ def _cmd_release(args):
 
     if args.bounds_from_data:
         bounds = "data"
+    elif args.bounds == ["private"]:
+        bounds = "private"
     elif args.bounds:
-        bounds = tuple(args.bounds)
+        bounds = _public_bounds(args.bounds)
     else:
-        raise BayesdpError("give public bounds with --bounds B_X B_Y (or --bounds-from-data, "
-                           "which is NOT private)")
+        raise BayesdpError("give public bounds with --bounds B_X B_Y, or --bounds private to "
+                           "estimate them with DP (or --bounds-from-data, which is NOT private)")
     y_col = int(args.y_column) if _is_int(args.y_column) else args.y_column
     node_col = int(args.node_column) if _is_int(args.node_column) else args.node_column
     with warnings.catch_warnings(record=True) as caught:
@@ -118,10 +121,15 @@ def _cmd_release(args):
                            chunksize=args.chunksize, split=args.split,
                            holder_name=args.holder, progress=args.progress,
                            intercept=args.intercept, average_rows=args.average_rows,
-                           noise=args.noise)
+                           noise=args.noise, bounds_share=args.bounds_share,
+                           bounds_range=args.bounds_range)
     _print_warnings(caught)
     rel.save(args.out)
     print(rel)
+    part = rel.bounds_part
+    if part is not None:
+        print(f"bounds estimated privately: B_x={rel.bounds[0]:.6g}, B_y={rel.bounds[1]:.6g} "
+              f"(eps {part['epsilon']:g} of {rel.epsilon:g}; the statistics used the rest)")
     print(f"rows clipped to the bounds per holder: {rel.n_clipped.tolist()}")
     if rel.average_rows > 1:
         print(f"rows per holder: {rel.n_rows.tolist()}, averaged in groups of "
@@ -281,6 +289,20 @@ def _print_warnings(caught):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
+def _public_bounds(values):
+    """``--bounds B_X B_Y`` as two floats."""
+    from .errors import BayesdpInputError
+
+    if len(values) != 2:
+        raise BayesdpInputError(f"--bounds takes two numbers B_X B_Y or the word 'private', got "
+                                f"{' '.join(values)!r}")
+    try:
+        return tuple(float(v) for v in values)
+    except ValueError:
+        raise BayesdpInputError(f"--bounds takes two numbers B_X B_Y or the word 'private', got "
+                                f"{' '.join(values)!r}") from None
+
+
 def _is_int(s):
     try:
         int(s)
@@ -332,8 +354,16 @@ def build_parser() -> argparse.ArgumentParser:
                                    "memory), and Gaussian noise is added once per holder.")
     p.add_argument("data", help="CSV or Parquet file, one row per record")
     _add_privacy_args(p)
-    p.add_argument("--bounds", type=float, nargs=2, metavar=("B_X", "B_Y"),
-                   help="public bounds on ||x||_2 and |y|; rows outside are clipped")
+    p.add_argument("--bounds", nargs="+", metavar="B",
+                   help="public bounds B_X B_Y on ||x||_2 and |y| (rows outside are clipped), "
+                        "or 'private': estimate them from the rows with DP, spending "
+                        "--bounds-share of epsilon (docs/privacy.md section 11)")
+    p.add_argument("--bounds-share", type=float, default=None, metavar="SHARE",
+                   help="with --bounds private: the share of epsilon, in (0, 1), spent on the "
+                        "bounds; the statistics get the rest (default: 0.1)")
+    p.add_argument("--bounds-range", type=float, nargs=2, default=None, metavar=("LO", "HI"),
+                   help="with --bounds private: the public range of candidate bounds, 20 per "
+                        "factor of 10 (default: 1e-6 1e9)")
     p.add_argument("--bounds-from-data", action="store_true",
                    help="read the bounds off the data (NOT private; flagged in the release)")
     p.add_argument("--nodes", type=int, default=1,

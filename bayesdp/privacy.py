@@ -446,3 +446,177 @@ def sensitivity_release(bound_x, bound_y, *, intercept=False, average_rows=1, wi
             f"bounds: the sensitivity overflows float64 for B_x={bx:g}, B_y={by:g}; rescale the "
             "data to smaller bounds")
     return val
+
+
+# -- private bounds (docs/privacy.md section 11) --------------------------------------------------
+
+PRIVATE_BOUNDS_SHARE = 0.1
+"""Default share of the release's epsilon spent on estimating (B_x, B_y) (``bounds="private"``)."""
+
+PRIVATE_BOUNDS_RANGE = (1e-6, 1e9)
+"""Default public range of the candidate bounds: a value above its top is clipped to at most it."""
+
+PRIVATE_BOUNDS_PER_DECADE = 20
+"""Candidates per factor of 10 (ratio 10^(1/20) = 1.122 between neighbours): 301 on the default
+range."""
+
+PRIVATE_BOUNDS_BETA = 1e-3
+"""Failure probability of the bounds estimate: it clips more than 2m rows, or lands above every
+row, with probability at most about this (per bound)."""
+
+PRIVATE_BOUNDS_MIN_FACTOR = 4
+"""A private bounds estimate needs at least this many times the target rank m rows."""
+
+
+def check_bounds_share(share):
+    """Validate the share of epsilon spent on private bounds: a number in (0, 1), ends excluded."""
+    try:
+        s = math.nan if isinstance(share, (bool, str)) else float(share)
+    except (TypeError, ValueError):
+        s = math.nan
+    if not 0.0 < s < 1.0:
+        raise BayesdpInputError(
+            f"bounds_share must be a number in the open interval (0, 1) (the share of epsilon "
+            f"spent on estimating the bounds), got {share!r}")
+    return s
+
+
+def check_bounds_range(bounds_range):
+    """Validate the public range (low, high) of candidate bounds: 0 < low < high, finite, and at
+    most 100 factors of 10 apart."""
+    try:
+        lo, hi = (math.nan if isinstance(b, (bool, str)) else float(b) for b in bounds_range)
+    except (TypeError, ValueError):
+        raise BayesdpInputError(
+            f"bounds_range must be a pair (low, high) of numbers, got {bounds_range!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and 0.0 < lo < hi):
+        raise BayesdpInputError(
+            f"bounds_range must satisfy 0 < low < high (finite), got {bounds_range!r}")
+    if hi / lo > 1e100:
+        raise BayesdpInputError(
+            f"bounds_range spans more than 100 factors of 10, got {bounds_range!r}")
+    return lo, hi
+
+
+def bounds_grid(bounds_range=PRIVATE_BOUNDS_RANGE, per_decade=PRIVATE_BOUNDS_PER_DECADE):
+    """The public candidates b_0 < ... < b_{K-1}: a geometric grid from low to high with
+    ``per_decade`` points per factor of 10 (K = 301 on the default range 1e-6..1e9)."""
+    lo, hi = check_bounds_range(bounds_range)
+    K = int(round(per_decade * math.log10(hi / lo))) + 1
+    return np.geomspace(lo, hi, max(K, 2))
+
+
+def bounds_target_rank(epsilon, n_candidates, beta=PRIVATE_BOUNDS_BETA):
+    """The target rank m = ceil(2 ln(K / beta) / eps) of an eps-DP exponential mechanism over K
+    candidates with utility sensitivity 1 (:func:`top_rank_utility`).
+
+    The best candidate has utility 0 and weight exp(0) = 1; a candidate with utility <= -m has
+    weight at most exp(-eps m / 2) <= beta / K. So all candidates with utility <= -m together
+    have probability at most beta (the argument of McSherry & Talwar 2007; Dwork & Roth 2014,
+    Theorem 3.11).
+    """
+    return int(math.ceil(2.0 * math.log(n_candidates / beta) / epsilon))
+
+
+def exponential_mechanism_log_probabilities(utility, epsilon, sensitivity=1.0):
+    """log P(k) of the exponential mechanism, P(k) proportional to exp(eps u_k / (2 Delta_u)):
+    eps-DP when every u_k changes by at most Delta_u between neighbouring data sets
+    (McSherry & Talwar 2007)."""
+    a = float(epsilon) * np.asarray(utility, dtype=float) / (2.0 * float(sensitivity))
+    return a - special.logsumexp(a)
+
+
+class BoundsHistogram:
+    """Counts of ||x_i|| and |y_i| in the cells of a public grid of candidate bounds, fed chunk by
+    chunk (memory O(K), whatever the number of rows).
+
+    Cell j holds the values v with b_{j-1} < v <= b_j (cell 0: v <= b_0; cell K: v > b_{K-1}),
+    so the number of values above candidate b_k is the sum of the cells k+1..K.
+    """
+
+    def __init__(self, grid):
+        self.grid = np.asarray(grid, dtype=float)
+        K = len(self.grid)
+        self.hist_x = np.zeros(K + 1, dtype=np.int64)
+        self.hist_y = np.zeros(K + 1, dtype=np.int64)
+        self.n = 0
+
+    def add(self, X, y):
+        norms = row_norms(X)[0]
+        for h, v in ((self.hist_x, norms), (self.hist_y, np.abs(np.asarray(y, dtype=float)))):
+            h += np.bincount(np.searchsorted(self.grid, v, side="left"), minlength=len(h))
+        self.n += len(norms)
+
+    def counts_above(self, which):
+        """c_k = #{i : v_i > b_k} for every candidate k; ``which``: "x" (||x_i||) or "y" (|y_i|)."""
+        h = self.hist_x if which == "x" else self.hist_y
+        return np.cumsum(h[::-1])[::-1][1:]
+
+
+def top_rank_utility(counts_above, n, m):
+    """u(b_k) = -max(0, c_k - (m - 1), m - c_{k-1}), c_k the number of values above b_k,
+    c_{-1} = n and c_{K-1} = 0: the cell of candidate k is (b_{k-1}, b_k], that of the top
+    candidate (b_{K-2}, inf) (values above the range are clipped to b_{K-1}). u is 0 exactly at
+    the candidate whose cell holds the m-th largest value (fewer than m values above b_k, at
+    least m above b_{k-1}) and falls by one per row of rank error on either side. Adding or
+    removing one row changes n and every c_k by at most 1, so Delta_u = 1."""
+    c = np.array(counts_above, dtype=float)
+    prev = np.concatenate([[float(n)], c[:-1]])
+    c[-1] = 0.0
+    return -np.maximum(0.0, np.maximum(c - (m - 1), m - prev))
+
+
+def _sample_index(log_p, rng):
+    """One draw of k with probability exp(log_p[k]) (inverse CDF of one uniform)."""
+    cdf = np.cumsum(np.exp(log_p))
+    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(cdf) - 1))
+
+
+def estimate_bounds(hist, epsilon, rng, *, beta=PRIVATE_BOUNDS_BETA):
+    """DP estimates of B_x and B_y from a :class:`BoundsHistogram`; eps-DP in total.
+
+    Each bound is one exponential mechanism with eps/2 over the public grid b_0..b_{K-1} with
+    the utility :func:`top_rank_utility` of the values v_i = ||x_i|| or |y_i| and m =
+    :func:`bounds_target_rank` (eps/2, K, beta): it aims at the upper edge of the cell of the
+    m-th largest value, which clips fewer than m rows. Every candidate beyond the cell of the
+    largest value has utility -m and every candidate that clips 2m rows or more at most
+    -(m + 1), so these failures together have probability at most K exp(-eps m / 4) <= beta.
+    Two eps/2-DP mechanisms compose to eps-DP (Dwork & Roth 2014, Theorem 3.16); each is also
+    (eps/2)^2/8-zCDP (Cesar & Rogers 2021), eps^2/16 together.
+
+    Needs n >= PRIVATE_BOUNDS_MIN_FACTOR * m rows (docs/privacy.md section 11): with fewer, the
+    estimate may clip most rows. Returns ``((B_x, B_y), part)``, ``part`` the "bounds" entry of
+    the release's privacy cost.
+    """
+    eps = float(epsilon)
+    K = len(hist.grid)
+    m = bounds_target_rank(eps / 2.0, K, beta)
+    need = PRIVATE_BOUNDS_MIN_FACTOR * m
+    if hist.n < need:
+        raise BayesdpInputError(
+            f"bounds: bounds='private' needs at least {need} rows at this budget (it aims at the "
+            f"{m}-th largest ||x|| and |y|, m = ceil(2 ln(K / beta) / eps_each) with "
+            f"eps_each = {eps / 2:.4g}, and needs {PRIVATE_BOUNDS_MIN_FACTOR} m rows so that "
+            f"it clips at most half of them), got {hist.n}; use a larger bounds_share or "
+            f"epsilon, or public bounds")
+    out = []
+    for which in ("x", "y"):
+        log_p = exponential_mechanism_log_probabilities(
+            top_rank_utility(hist.counts_above(which), hist.n, m), eps / 2.0)
+        out.append(float(hist.grid[_sample_index(log_p, rng)]))
+    em = {"type": "EpsilonDeltaDpEvent", "epsilon": eps / 2.0, "delta": 0.0}
+    part = {
+        "name": "bounds",
+        "mechanism": "exponential",
+        "epsilon": eps,
+        "delta": 0.0,
+        "rho": eps * eps / 16.0,
+        "sensitivity": 1.0,
+        "sigma": None,
+        "dp_event": {"type": "ComposedDpEvent", "events": [em, dict(em)]},
+        "bounds": {"x": out[0], "y": out[1]},
+        "target_rank": m,
+        "candidates": {"low": float(hist.grid[0]), "high": float(hist.grid[-1]), "count": K},
+        "beta": float(beta),
+    }
+    return (out[0], out[1]), part

@@ -76,6 +76,10 @@ class Release:
     ``delta``, the sigmas and ``sensitivity`` (:func:`bayesdp.accounting.derive_cost`).
     ``noise_mechanism``: "gaussian" (float noise) or "discrete_gaussian" (``noise="secure"``:
     every released number is a multiple of ``noise_grid``, a power of two; docs/privacy.md 10).
+    With ``bounds="private"`` the first part is the "bounds" estimate's (its
+    ``{"name": "bounds", "mechanism": "exponential", ...}``) and the statistics part follows;
+    their basic composition is the release's (epsilon, delta) (docs/privacy.md, "Private
+    bounds").
     """
 
     S_hat: np.ndarray
@@ -284,6 +288,11 @@ class Release:
     def n_total(self) -> int:
         return int(self.n.sum())
 
+    @property
+    def bounds_part(self):
+        """The "bounds" part of ``privacy_cost`` (bounds estimated with DP), or None."""
+        return next((p for p in self.privacy_cost if p.get("name") == "bounds"), None)
+
     def __repr__(self):
         eps = "none" if self.epsilon is None else f"{self.epsilon:g}"
         dlt = "none" if self.delta is None else f"{self.delta:g}"
@@ -296,6 +305,9 @@ class Release:
             flags.append("seeded noise (for experiments only)")
         if self.noise_mechanism == secure_noise.MECHANISM:
             flags.append(f"secure noise: discrete Gaussian on the grid {self.noise_grid:g}")
+        part = self.bounds_part
+        if part is not None:
+            flags.append(f"bounds estimated privately with eps={part['epsilon']:g}")
         extra = f" [{'; '.join(flags)}]" if flags else ""
         shape = ", intercept" if self.intercept else ""
         if self.average_rows > 1:
@@ -799,15 +811,25 @@ def combine_releases(*releases) -> Release:
     if not rels:
         raise BayesdpInputError("combine_releases needs at least one release")
     first = rels[0]
+    # holders that estimated their bounds privately (each from its own rows) have bounds of
+    # their own; they combine when their costs have the same form (docs/privacy.md section 9)
+    own_bounds = all(r.bounds_part is not None and r.bounds is not None for r in rels)
     for k, r in enumerate(rels[1:], start=1):
         for field in ("d", "feature_names", "intercept", "average_rows", "bounds", "epsilon",
                       "delta", "calibration", "noise_mechanism", "noise_grid", "sensitivity",
                       "private_bounds"):
+            if own_bounds and field in ("bounds", "sensitivity"):
+                continue
             a, b = getattr(first, field), getattr(r, field)
             if a != b:
                 raise CombineError(
                     f"cannot combine: release {k} has {field}={b!r} but release 0 has {a!r}"
                 )
+        a, b = _cost_form(first), _cost_form(r)
+        if a != b:
+            raise CombineError(
+                f"cannot combine: release {k} has privacy_cost parts {b} but release 0 has {a} "
+                "(name, mechanism, epsilon, delta of each mechanism run on the rows)")
         for field in ("yty_hat", "noise_cov"):
             if (getattr(first, field) is None) != (getattr(r, field) is None):
                 raise CombineError(f"cannot combine: {field} is present in some releases only")
@@ -859,6 +881,7 @@ def combine_releases(*releases) -> Release:
         dp_claim_note="; ".join(sorted({r.dp_claim_note for r in rels if r.dp_claim_note})),
         privacy_cost=cost,
         provenance={**first.provenance, "combined_from": len(rels)},
+        **(_largest_bounds(rels) if own_bounds else {}),
     )
 
 
@@ -888,6 +911,25 @@ def _combined_cost(rels, names, labels):
         for p in r.privacy_cost:
             parts.append({**p, "holders": [new[h] for h in p.get("holders", r.holder_names)]})
     return tuple(parts)
+
+
+def _cost_form(rel):
+    """What must agree between releases to combine them: each cost part's name, mechanism,
+    epsilon and delta (the noise and the bounds themselves may differ by holder)."""
+    return [(p.get("name"), p.get("mechanism"), p.get("epsilon"), p.get("delta"))
+            for p in rel.privacy_cost]
+
+
+def _largest_bounds(rels):
+    """Fields of a combination of releases with privately estimated bounds of their own: the
+    largest bounds and sensitivity over them (every holder's clipped rows satisfy those bounds;
+    each holder's own noise stays in its sigma_s, sigma_z; each holder's cost parts are kept,
+    tagged with its holders, by :func:`_combined_cost`)."""
+    bx = max(r.bounds[0] for r in rels)
+    by = max(r.bounds[1] for r in rels)
+    sens = None if any(r.sensitivity is None for r in rels) \
+        else max(r.sensitivity for r in rels)
+    return {"bounds": (bx, by), "sensitivity": sens}
 
 
 # -- releasing -------------------------------------------------------------------------------------
@@ -1153,8 +1195,12 @@ def contiguous_split(n_rows, J):
 
 def _resolve_bounds(bounds, X, y):
     if isinstance(bounds, str):
+        if bounds == "private":
+            raise BayesdpInputError("bounds='private' is estimated by release and release_file "
+                                    "only; give public bounds (B_x, B_y) here")
         if bounds != "data":
-            raise BayesdpInputError(f"bounds must be a pair (B_x, B_y) or 'data', got {bounds!r}")
+            raise BayesdpInputError(
+                f"bounds must be a pair (B_x, B_y), 'private' or 'data', got {bounds!r}")
         if X is None:
             raise BayesdpInputError("bounds='data' needs the data")
         warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=3)
@@ -1191,17 +1237,52 @@ def _secure_plan(epsilon, delta, bounds, d, *, intercept, average_rows, include_
     return secure_noise.plan(eps, dlt, sens, dim)
 
 
+BOUNDS_STREAM = 0x626F756E6473  # b"bounds": the seed stream of the private bounds estimate
+
+
+def _private_bounds_setup(bounds, bounds_share, bounds_range, epsilon, delta):
+    """For ``bounds="private"``: (share of epsilon, the grid of candidates); else None, after
+    refusing private-bounds options given with other bounds."""
+    if isinstance(bounds, str) and bounds == "private":
+        eps, _ = privacy.check_epsilon_delta(epsilon, delta)
+        share = privacy.check_bounds_share(
+            privacy.PRIVATE_BOUNDS_SHARE if bounds_share is None else bounds_share)
+        grid = privacy.bounds_grid(
+            privacy.PRIVATE_BOUNDS_RANGE if bounds_range is None else bounds_range)
+        return share * eps, grid
+    for name, v in (("bounds_share", bounds_share), ("bounds_range", bounds_range)):
+        if v is not None:
+            raise BayesdpInputError(f"{name} applies to bounds='private' only, got "
+                                    f"{name}={v!r} with bounds={bounds!r}")
+    return None
+
+
+def _estimate_bounds(hist, eps_bounds, seed):
+    """Private (B_x, B_y) and their cost part; the draw has its own seed stream, so a seeded
+    release's noise does not depend on it."""
+    rng = np.random.default_rng(None if seed is None else [int(seed), BOUNDS_STREAM])
+    return privacy.estimate_bounds(hist, eps_bounds, rng)
+
+
 def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, feature_names,
-                   private_bounds, source, split="labels", holder_name=None, plan=None):
+                   private_bounds, source, split="labels", holder_name=None, plan=None,
+                   bounds_part=None):
     """The release of the accumulated statistics. ``plan`` (secure noise,
-    :func:`_secure_plan`): discrete Gaussian noise on the grid sums ``acc`` holds."""
+    :func:`_secure_plan`): discrete Gaussian noise on the grid sums ``acc`` holds.
+    ``bounds_part``: the cost of a private bounds estimate; the statistics get the rest of
+    epsilon (basic composition)."""
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
     bx, by = acc.bounds
     k = acc.average_rows
+    eps_stats = eps
+    if bounds_part is not None:
+        eps_stats = eps - bounds_part["epsilon"]
+        if bounds_part["epsilon"] + eps_stats > eps:  # rounding: the total must not exceed eps
+            eps_stats = math.nextafter(eps_stats, 0.0)
     if plan is None:
         sens = privacy.sensitivity_release(bx, by, intercept=acc.intercept, average_rows=k,
                                            with_yty=include_yty)
-        sigma = privacy.gaussian_sigma(eps, dlt, sens, calibration)
+        sigma = privacy.gaussian_sigma(eps_stats, dlt, sens, calibration)
     else:
         sens, sigma = plan["sensitivity"], plan["sigma"]
     if not sigma <= MAX_ABS / 100:  # the noisy statistics must stay below MAX_ABS
@@ -1267,7 +1348,7 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
     if calibration == "paper-code":
         notes.append("calibration='paper-code' under-calibrates sigma (authors' MATLAB bug)")
     if calibration == "classical":
-        note = privacy.classical_shortfall(eps, dlt)
+        note = privacy.classical_shortfall(eps_stats, dlt)
         if note:
             dp_valid = False
             notes.append(note)
@@ -1275,7 +1356,7 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
     cost_sens, cost_note = sens, ""
     if split == "contiguous" and len(labels) > 1:
         factor = privacy.contiguous_split_change(int(rows.sum()), len(labels))
-        note = _contiguous_note(factor, sigma, sens, eps, dlt)
+        note = _contiguous_note(factor, sigma, sens, eps, dlt, eps - eps_stats)
         dp_valid = False
         notes.append(note)
         warnings.warn(note, UserWarning, stacklevel=3)
@@ -1284,7 +1365,8 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
         cost = secure_noise.statistics_part(eps, dlt, sigma=sigma, sensitivity=sens,
                                             grid=plan["grid"], dim=plan["dim"])
     elif private_bounds:
-        cost = accounting.gaussian_part(sigma, cost_sens, dlt, stated_epsilon=eps, note=cost_note)
+        cost = accounting.gaussian_part(sigma, cost_sens, dlt, stated_epsilon=eps_stats,
+                                        note=cost_note)
     else:
         cost = accounting.non_private_part(notes[0], sigma=sigma, sensitivity=sens)
     if k > 1:
@@ -1317,7 +1399,7 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
         intercept=acc.intercept,
         average_rows=k,
         n_rows=rows if k > 1 else None,
-        privacy_cost=(cost,),
+        privacy_cost=(cost,) if bounds_part is None else (bounds_part, cost),
         noise_mechanism="gaussian" if plan is None else secure_noise.MECHANISM,
         noise_grid=None if plan is None else plan["grid"],
         provenance={
@@ -1327,7 +1409,9 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
             + " mechanism on [vech(S), z"
             + (", y^T y]" if include_yty else "]")
             + f" of the rows {design}"
-            + (f"; sigma = sensitivity * sigma_{calibration}(eps, delta)" if plan is None else
+            + (f"; sigma = sensitivity * sigma_{calibration}("
+               + ("eps, delta)" if bounds_part is None
+                  else "eps - eps of the bounds estimate, delta)") if plan is None else
                f", each row's contribution rounded to the grid {plan['grid']!r}; sigma = grid * "
                f"{plan['scale']} (the discrete Gaussian's scale in grid steps, from its (eps, "
                "delta) bound; docs/privacy.md section 10)"),
@@ -1336,6 +1420,9 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
                       "contiguous": "contiguous in row order (the authors' split; not add/remove "
                                     "private)",
                       "labels": "one holder label per row (given)"}[split],
+            **({"bounds": f"estimated privately from the {int(rows.sum())} rows of this release "
+                          f"(exponential mechanism, eps={bounds_part['epsilon']:g}; "
+                          "docs/privacy.md section 11)"} if bounds_part is not None else {}),
         },
     )
 
@@ -1355,9 +1442,10 @@ def _averaging_note(k, bx, by, intercept, include_yty, sens):
             f"{row:.6g}, and the stated (eps, delta) holds")
 
 
-def _contiguous_note(k, sigma, sens, eps, dlt):
-    true_eps = privacy.true_epsilon(sigma, dlt, sensitivity=k * sens)
-    replace_eps = privacy.true_epsilon(sigma, dlt, sensitivity=2 * sens)
+def _contiguous_note(k, sigma, sens, eps, dlt, eps_bounds=0.0):
+    """``eps_bounds``: the eps of a private bounds estimate, added to the statistics' true eps."""
+    true_eps = eps_bounds + privacy.true_epsilon(sigma, dlt, sensitivity=k * sens)
+    replace_eps = eps_bounds + privacy.true_epsilon(sigma, dlt, sensitivity=2 * sens)
     return (f"split='contiguous' (the authors' split of rows in order): adding or removing one "
             f"row moves other rows between holders, so the whole release can change by up to "
             f"{k:.4g} x the sensitivity it was calibrated for; under add/remove-one neighbouring "
@@ -1368,7 +1456,8 @@ def _contiguous_note(k, sigma, sens, eps, dlt):
 
 def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="exact",
             include_yty=False, feature_names=None, split="hash", holder_name=None,
-            intercept=False, average_rows=1, noise="float") -> Release:
+            intercept=False, average_rows=1, noise="float", bounds_share=None,
+            bounds_range=None) -> Release:
     """Release noisy (S_hat_j, z_hat_j, n_j) for each data holder with (eps, delta)-DP.
 
     Parameters
@@ -1377,10 +1466,25 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         Rows of the regression data; a DataFrame's column names become the feature names.
     epsilon, delta : float
         Privacy parameters (eps > 0, 0 < delta < 1), per holder; holders hold disjoint rows.
-    bounds : (B_x, B_y) or "data"
+        With ``bounds="private"`` they are the total over the bounds estimate and the
+        statistics.
+    bounds : (B_x, B_y), "private" or "data"
         Public bounds on ||x||_2 and |y|. Rows outside are clipped (x scaled to norm B_x, y to
-        [-B_y, B_y]) and counted per holder (``n_clipped``). ``"data"`` reads them off the data:
-        a loud warning, and the release is flagged ``private_bounds=False``.
+        [-B_y, B_y]) and counted per holder (``n_clipped``). ``"private"`` estimates them from
+        the rows with DP, spending ``bounds_share`` of epsilon (docs/privacy.md section 11).
+        ``"data"`` reads them off the data: a loud warning, and the release is flagged
+        ``private_bounds=False``.
+    bounds_share : float in (0, 1), default 0.1
+        With ``bounds="private"``: the share of epsilon spent on the bounds. B_x and B_y are
+        each estimated by an exponential mechanism with eps * bounds_share / 2 over the
+        candidates of ``bounds_range`` (20 per factor of 10), aiming at the m-th largest
+        ||x_i|| and |y_i| with m = ceil(2 ln(K / 0.001) / (eps * bounds_share / 2)); the
+        statistics get eps * (1 - bounds_share) and all of delta. The estimate uses all the
+        rows of this call (one pair of bounds for all its holders) and needs at least 4 m of
+        them.
+    bounds_range : (low, high), default (1e-6, 1e9)
+        With ``bounds="private"``: the public range of candidate bounds. Values above ``high``
+        are clipped to at most ``high``.
     nodes : int or array of labels
         Number of holders J, or one holder label per row. With labels, a row's holder is a
         property of that row (e.g. the hospital that holds it).
@@ -1425,12 +1529,18 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         float mode's at (1, 1e-5) (docs/privacy.md section 10).
 
     Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
-    Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2).
+    Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2) (eps * (1 - bounds_share)
+    in place of eps with private bounds).
     """
     df_names = _dataframe_names(X) if feature_names is None and hasattr(X, "columns") else None
     check_seed(seed)
     _check_noise(noise, seed, calibration)
     _check_holder_name(holder_name, nodes)
+    private = _private_bounds_setup(bounds, bounds_share, bounds_range, epsilon, delta)
+    if private is not None and noise == "secure":
+        raise BayesdpInputError(
+            "noise: noise='secure' with bounds='private' is not supported yet (the secure "
+            "calibration is fixed before the bounds are estimated); use public bounds")
     X, y = _check_rows(X, y)
     if X.shape[0] < 1:
         raise BayesdpInputError("X has no rows")
@@ -1440,7 +1550,14 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         names = df_names if df_names is not None else [f"x{i}" for i in range(X.shape[1])]
     k = _check_design(intercept, average_rows, names)
     labels, holders = _node_labels(nodes, X, y, split)
-    bnds, private_bounds = _resolve_bounds(bounds, X, y)
+    part = None
+    if private is not None:
+        hist = privacy.BoundsHistogram(private[1])
+        hist.add(X, y)
+        bnds, part = _estimate_bounds(hist, private[0], seed)
+        private_bounds = True
+    else:
+        bnds, private_bounds = _resolve_bounds(bounds, X, y)
     plan = None if noise == "float" else _secure_plan(
         epsilon, delta, bnds, X.shape[1], intercept=intercept, average_rows=k,
         include_yty=include_yty)
@@ -1451,13 +1568,14 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
                           include_yty=include_yty, seed=seed, feature_names=names,
                           private_bounds=private_bounds, source="arrays",
                           split="labels" if holders is None else split,
-                          holder_name=holder_name, plan=plan)
+                          holder_name=holder_name, plan=plan, bounds_part=part)
 
 
 def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_column=None,
                  header="infer", seed=None, calibration="exact", include_yty=False,
                  chunksize=100_000, split="hash", holder_name=None, progress=None,
-                 intercept=False, average_rows=1, noise="float") -> Release:
+                 intercept=False, average_rows=1, noise="float", bounds_share=None,
+                 bounds_range=None) -> Release:
     """Release from a CSV or Parquet file far larger than memory, in constant memory.
 
     The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
@@ -1470,6 +1588,9 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     With "infer", a CSV whose first row has a field that parses as a number is refused: it is
     most likely a data row, whose values would otherwise be published as feature names (and the
     row dropped). Pass ``header=None`` for such files (CLI ``--no-header``).
+    ``bounds="private"`` (with ``bounds_share`` and ``bounds_range`` as in :func:`release`)
+    costs one more pass, which counts ||x|| and |y| in the cells of the public candidate grid
+    (constant memory), and estimates the bounds from all the rows of the file.
     ``bounds="data"`` costs one more pass, warns, and flags the release not private.
     ``holder_name`` names the single holder (``nodes=1``), as in :func:`release`.
     ``progress``: a progress bar per pass over the file on stderr (share of the file read, time
@@ -1496,29 +1617,45 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
         raise BayesdpInputError(f"chunksize must be >= 1, got {chunksize}")
     _check_split(split)
     k = _check_design(intercept, average_rows)
+    private = _private_bounds_setup(bounds, bounds_share, bounds_range, epsilon, delta)
+    if private is not None and noise == "secure":
+        raise BayesdpInputError(
+            "noise: noise='secure' with bounds='private' is not supported yet (the secure "
+            "calibration is fixed before the bounds are estimated); use public bounds")
     data_bounds = isinstance(bounds, str) and bounds == "data"
-    bnds = None if data_bounds else _resolve_bounds(bounds, None, None)[0]
+    bnds = None if data_bounds or private else _resolve_bounds(bounds, None, None)[0]
     J = None
     if node_column is None:
         J = _holder_count(nodes)
         if J is None:
             raise BayesdpInputError(f"nodes must be a whole number >= 1, got {nodes!r} (per-row "
                                     "labels in a file go in a column: node_column)")
-    passes = 2 if (node_column is None and split == "contiguous") or data_bounds else 1
+    passes = 2 if (node_column is None and split == "contiguous") or data_bounds \
+        or private else 1
+    part = None
     if passes == 2:
-        # first pass: count rows and/or read the bounds off the data
+        # first pass: count rows, and read the bounds off the data or count the rows per cell
+        # of the candidate grid for the private estimate
         n_rows, bx, by = 0, 0.0, 0.0
+        hist = privacy.BoundsHistogram(private[1]) if private else None
         for chunk, feats, ycol, _ in _iter_columns(path, header, chunksize, y_column, node_column,
                                                    progress, f"{path.name} (pass 1/2)"):
             n_rows += len(chunk)
-            if data_bounds:
+            if data_bounds or private:
                 Xc, yc = _check_rows(chunk[feats].to_numpy(), chunk[ycol].to_numpy())
+            if data_bounds:
                 bx = max(bx, float(privacy.row_norms(Xc)[0].max(initial=0.0)))
                 by = max(by, float(np.abs(yc).max(initial=0.0)))
+            if private:
+                hist.add(Xc, yc)
         if data_bounds:
             warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=2)
             tiny = np.finfo(float).tiny
             bnds = privacy.check_bounds((max(bx, tiny), max(by, tiny)))
+        if private:
+            if n_rows == 0:
+                raise BayesdpInputError(f"{path}: no data rows")
+            bnds, part = _estimate_bounds(hist, private[0], seed)
     if J is not None and split == "contiguous":
         if n_rows < J:
             raise BayesdpInputError(f"fewer rows ({n_rows}) than data holders (nodes={J})")
@@ -1570,7 +1707,7 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
                           include_yty=include_yty, seed=seed, feature_names=names,
                           private_bounds=not data_bounds, source=f"file {path.name}",
                           split="labels" if J is None else split, holder_name=holder_name,
-                          plan=plan)
+                          plan=plan, bounds_part=part)
 
 
 def _check_design(intercept, average_rows, names=()):
