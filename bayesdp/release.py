@@ -826,7 +826,7 @@ def combine_releases(*releases) -> Release:
                     f"cannot combine: release {k} has {field}={b!r} but release 0 has {a!r}"
                 )
         a, b = _cost_form(first), _cost_form(r)
-        if a != b:
+        if own_bounds and a != b:
             raise CombineError(
                 f"cannot combine: release {k} has privacy_cost parts {b} but release 0 has {a} "
                 "(name, mechanism, epsilon, delta of each mechanism run on the rows)")

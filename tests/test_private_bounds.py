@@ -11,7 +11,7 @@ import pytest
 from scipy import special, stats
 
 import bayesdp
-from bayesdp import privacy
+from bayesdp import accounting, privacy
 from bayesdp.cli import main
 from bayesdp.errors import BayesdpInputError, CombineError
 
@@ -253,9 +253,11 @@ def test_total_accounting_is_the_stated_composition(sim, share):
     assert spart["rho"] == pytest.approx(sens**2 / (2 * sigma**2), rel=1e-12)
     assert spart["dp_event"] == {"type": "GaussianDpEvent",
                                  "noise_multiplier": pytest.approx(sigma / sens, rel=1e-12)}
+    # the file's total: the smaller of basic composition (the parts' eps add up to EPS) and
+    # zCDP (rho adds, converted at the same delta); never above the stated EPS
+    assert bpart["epsilon"] + spart["epsilon"] == pytest.approx(EPS, rel=1e-15)
     total = r.to_dict()["privacy"]["cost"]["total"]
-    assert total["epsilon"] <= EPS and total["epsilon"] == pytest.approx(EPS, rel=1e-15)
-    assert total["delta"] == DELTA
+    assert total["epsilon"] <= EPS and total["delta"] == DELTA
     assert total["rho"] == pytest.approx(bpart["rho"] + spart["rho"], rel=1e-15)
 
 
@@ -309,7 +311,7 @@ def test_classical_calibration_uses_the_statistics_share(sim):
     r = bayesdp.release(sim.X, sim.y, epsilon=EPS, delta=DELTA, bounds="private",
                         calibration="classical", seed=1)
     sens = privacy.sensitivity_sz(*r.bounds)
-    eps_s = r.privacy_cost[1]["epsilon"]
+    eps_s = EPS * (1 - privacy.PRIVATE_BOUNDS_SHARE)  # the part records the true eps instead
     np.testing.assert_allclose(r.sigma_s, bayesdp.classical_gaussian_sigma(eps_s, DELTA, sens),
                                rtol=1e-12)
 
@@ -326,12 +328,11 @@ def test_file_round_trip_and_old_files_still_load(sim, tmp_path):
     assert back.dp_claim_valid and back.private_bounds
     doc = json.loads(path.read_text())
     assert [p["name"] for p in doc["privacy"]["cost"]["parts"]] == ["bounds", "statistics"]
-    # a file without the cost record (written before it existed) loads with no parts
+    # a file without the cost record (written before it existed) loads with the statistics
+    # part derived from its epsilon, delta and sigma, and no bounds part
     del doc["privacy"]["cost"]
     old = bayesdp.Release.from_dict(doc)
-    assert old.privacy_cost == () and old.bounds_part is None
-    pub = bayesdp.release(sim.X, sim.y, epsilon=EPS, delta=DELTA, bounds=sim.bounds, seed=1)
-    assert "cost" not in pub.to_dict()["privacy"]
+    assert [p["name"] for p in old.privacy_cost] == ["statistics"] and old.bounds_part is None
 
 
 def test_bad_cost_record_in_a_file_is_refused(sim):
@@ -373,7 +374,11 @@ def test_separate_holders_with_own_private_bounds_combine(sim):
     assert c.bounds == (max(a.bounds[0], b.bounds[0]), max(a.bounds[1], b.bounds[1]))
     np.testing.assert_array_equal(c.sigma_s, [a.sigma_s[0], b.sigma_s[0]])
     assert c.sensitivity == max(a.sensitivity, b.sensitivity) and c.dp_claim_valid
-    assert [p["epsilon"] for p in c.privacy_cost] == [p["epsilon"] for p in a.privacy_cost]
+    # each holder's parts are kept, tagged with it; the total is one holder's (parallel)
+    assert [(p["name"], p["holders"]) for p in c.privacy_cost] == [
+        ("bounds", ["a"]), ("statistics", ["a"]), ("bounds", ["b"]), ("statistics", ["b"])]
+    tc, ta = accounting.privacy_cost(c)["total"], accounting.privacy_cost(a)["total"]
+    assert (tc["epsilon"], tc["delta"]) == pytest.approx((ta["epsilon"], ta["delta"]), rel=1e-12)
     # a different share, or private bounds with public ones, do not combine
     d = bayesdp.release(sim.X[half:], sim.y[half:], epsilon=EPS, delta=DELTA, bounds="private",
                         bounds_share=0.2, holder_name="d", seed=3)
