@@ -379,15 +379,17 @@ def test_separate_holders_with_own_private_bounds_combine(sim):
         ("bounds", ["a"]), ("statistics", ["a"]), ("bounds", ["b"]), ("statistics", ["b"])]
     tc, ta = accounting.privacy_cost(c)["total"], accounting.privacy_cost(a)["total"]
     assert (tc["epsilon"], tc["delta"]) == pytest.approx((ta["epsilon"], ta["delta"]), rel=1e-12)
-    # a different share, or private bounds with public ones, do not combine
+    # a different share does not combine with own bounds; private bounds with public ones of
+    # the same values do, each holder's cost tagged with it
     d = bayesdp.release(sim.X[half:], sim.y[half:], epsilon=EPS, delta=DELTA, bounds="private",
                         bounds_share=0.2, holder_name="d", seed=3)
     with pytest.raises(CombineError, match="privacy_cost"):
         bayesdp.combine_releases(a, d)
     e = bayesdp.release(sim.X[half:], sim.y[half:], epsilon=EPS, delta=DELTA, bounds=a.bounds,
                         holder_name="e", seed=3)
-    with pytest.raises(CombineError, match="sensitivity|privacy_cost"):
-        bayesdp.combine_releases(a, e)
+    ae = bayesdp.combine_releases(a, e)
+    assert [(p["name"], p["holders"]) for p in ae.privacy_cost] == [
+        ("bounds", ["a"]), ("statistics", ["a"]), ("statistics", ["e"])]
 
 
 # --------------------------------------------------------------------------------------------
