@@ -90,14 +90,19 @@ def _zcdp_log_delta(rho, eps):
     return min(0.0, g(lo), g(hi))
 
 
-def _check_rho(rho):
+def _check_nonneg(name, value):
+    """``value`` as a float, finite and >= 0, else an error naming ``name``."""
     try:
-        r = float(rho)
+        r = float(value)
     except (TypeError, ValueError):
         r = math.nan
-    if isinstance(rho, bool) or not (math.isfinite(r) and r >= 0):
-        raise BayesdpInputError(f"rho must be a finite number >= 0, got {rho!r}")
+    if isinstance(value, bool) or not (math.isfinite(r) and r >= 0):
+        raise BayesdpInputError(f"{name} must be a finite number >= 0, got {value!r}")
     return r
+
+
+def _check_rho(rho):
+    return _check_nonneg("rho", rho)
 
 
 def zcdp_delta(rho, epsilon):
@@ -112,12 +117,7 @@ def zcdp_delta(rho, epsilon):
     privacy.gaussian_log_delta, by the price of knowing rho only.
     """
     r = _check_rho(rho)
-    try:
-        eps = float(epsilon)
-    except (TypeError, ValueError):
-        eps = math.nan
-    if isinstance(epsilon, bool) or not (math.isfinite(eps) and eps >= 0):
-        raise BayesdpInputError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    eps = _check_nonneg("epsilon", epsilon)
     return 0.0 if r == 0 else math.exp(_zcdp_log_delta(r, eps))
 
 
@@ -287,15 +287,24 @@ def check_part(part, where="part", holders=None):
     return out
 
 
-def _check_gaussian(p, where):
+def _check_noise_rho(p, where, what, need_delta=False):
+    """rho of a (discrete) Gaussian part: it must have sigma > 0, a sensitivity and rho (and
+    delta > 0 when ``need_delta``), and rho must be Delta^2 / (2 sigma^2)."""
     sig, sens = p["sigma"], p["sensitivity"]
-    if sig is None or sens is None or p["rho"] is None or not sig > 0:
-        raise BayesdpInputError(f"{where}: a Gaussian part with a guarantee needs sigma > 0, "
-                                "sensitivity and rho")
+    if sig is None or sens is None or p["rho"] is None or not sig > 0 \
+            or (need_delta and not p["delta"] > 0):
+        raise BayesdpInputError(f"{where}: a {what} part with a guarantee needs sigma > 0, "
+                                "sensitivity and rho" + (" and delta > 0" if need_delta else ""))
     rho = gaussian_rho(sig, sens)
     if not math.isclose(p["rho"], rho, rel_tol=1e-9):
         raise BayesdpInputError(f"{where}.rho = {p['rho']!r} but the noise gives "
                                 f"Delta^2 / (2 sigma^2) = {rho!r}")
+    return rho
+
+
+def _check_gaussian(p, where):
+    _check_noise_rho(p, where, "Gaussian")
+    sig, sens = p["sigma"], p["sensitivity"]
     nm = p["dp_event"].get("noise_multiplier")
     if p["dp_event"]["type"] == "GaussianDpEvent" and not (
             isinstance(nm, (int, float)) and math.isclose(nm, sig / sens, rel_tol=1e-9)):
@@ -312,14 +321,8 @@ def _check_discrete_gaussian(p, where):
     Delta^2 / (2 sigma^2) (Canonne, Kamath & Steinke 2020, Theorem 14), epsilon at least
     zcdp_epsilon(rho, delta) (their Corollary 13) and a ZCDpEvent must carry that rho; a record
     that understates its cost is refused. Returns the part."""
-    sig, sens, dlt = p["sigma"], p["sensitivity"], p["delta"]
-    if sig is None or sens is None or p["rho"] is None or not sig > 0 or not dlt > 0:
-        raise BayesdpInputError(f"{where}: a discrete Gaussian part with a guarantee needs "
-                                "sigma > 0, sensitivity, rho and delta > 0")
-    rho = gaussian_rho(sig, sens)
-    if not math.isclose(p["rho"], rho, rel_tol=1e-9):
-        raise BayesdpInputError(f"{where}.rho = {p['rho']!r} but the noise gives "
-                                f"Delta^2 / (2 sigma^2) = {rho!r}")
+    rho = _check_noise_rho(p, where, "discrete Gaussian", need_delta=True)
+    dlt = p["delta"]
     proven = zcdp_epsilon(rho, dlt)
     ev = p["dp_event"]
     if ev["type"] == "ZCDpEvent" and not (

@@ -268,7 +268,6 @@ def normalx_noncentred_model(data: ModelData):
     import numpyro
     import numpyro.distributions as dist
     import jax.numpy as jnp
-    from jax.scipy.linalg import solve_triangular
 
     J, d = data.Sigma_z.shape[0], data.m.shape[0]
     L_x = numpyro.sample("L_x", inverse_wishart_cholesky(data.kappa, data.Lambda))
@@ -281,17 +280,30 @@ def normalx_noncentred_model(data: ModelData):
     numpyro.factor("W_diag_chi", correction)
     LA = jnp.einsum("ik,jkl->jil", L_x, A)
     S = numpyro.deterministic("S", LA @ jnp.swapaxes(LA, -1, -2))
-    with numpyro.plate("holder", J):
+    _noncentred_observations(data, S)
+
+
+def _noncentred_observations(data, S):
+    """The non-centred models' observation part, given S (J, d, d): the S_hat likelihood, then
+    theta integrated out of the z_hat likelihood (:func:`theta_given_s`) and redrawn
+    non-centred, theta = P^{-1} b + L_P^{-T} theta_std = L_P^{-T} (u + theta_std) (a
+    deterministic site). With ``z_hat`` None (prior predictive) theta and sigma_y2 are drawn
+    from their priors and z_hat generated instead."""
+    import numpyro
+    import numpyro.distributions as dist
+    from jax.scipy.linalg import solve_triangular
+
+    with numpyro.plate("holder", S.shape[0]):
         _s_hat_likelihood(data, S)
-    if data.z_hat is None:  # prior predictive: the generative form
+    if data.z_hat is None:
         theta, sigma_y2 = _theta_sigma(data)
         _z_likelihood(data, S, theta, sigma_y2)
         return
     sigma_y2 = numpyro.sample("sigma_y2", dist.InverseGamma(data.a, data.b))
     log_marginal, u, L_P = _theta_integrated(data, S, sigma_y2)
     numpyro.factor("z_hat_marginal", log_marginal)
-    theta_std = numpyro.sample("theta_std", dist.Normal(0.0, 1.0).expand([d]).to_event(1))
-    # theta = P^{-1} b + L_P^{-T} theta_std = L_P^{-T} (u + theta_std)
+    theta_std = numpyro.sample("theta_std",
+                               dist.Normal(0.0, 1.0).expand([S.shape[-1]]).to_event(1))
     numpyro.deterministic("theta", solve_triangular(L_P.T, u + theta_std, lower=False))
 
 
@@ -449,7 +461,6 @@ def normalx_intercept_noncentred_model(data: InterceptModelData):
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
-    from jax.scipy.linalg import solve_triangular
 
     J, p = data.Sigma_z.shape[0], data.Lambda.shape[0]
     L_x = numpyro.sample("L_x", inverse_wishart_cholesky(data.kappa, data.Lambda))
@@ -467,18 +478,7 @@ def normalx_intercept_noncentred_model(data: InterceptModelData):
     LA = jnp.einsum("ik,jkl->jil", L_x, A)
     W = numpyro.deterministic("W", LA @ jnp.swapaxes(LA, -1, -2))
     S = numpyro.deterministic("S", intercept_scatter(data.n, data.column, xbar, W))
-    with numpyro.plate("holder", J):
-        _s_hat_likelihood(data, S)
-    if data.z_hat is None:
-        theta, sigma_y2 = _theta_sigma(data)
-        _z_likelihood(data, S, theta, sigma_y2)
-        return
-    sigma_y2 = numpyro.sample("sigma_y2", dist.InverseGamma(data.a, data.b))
-    log_marginal, u, L_P = _theta_integrated(data, S, sigma_y2)
-    numpyro.factor("z_hat_marginal", log_marginal)
-    theta_std = numpyro.sample("theta_std", dist.Normal(0.0, 1.0).expand([S.shape[-1]]
-                                                                         ).to_event(1))
-    numpyro.deterministic("theta", solve_triangular(L_P.T, u + theta_std, lower=False))
+    _noncentred_observations(data, S)
 
 
 def intercept_noncentred_position(data: InterceptModelData, position):
