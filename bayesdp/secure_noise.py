@@ -325,13 +325,3 @@ def statistics_part(epsilon, delta, *, sigma, sensitivity, grid, dim):
         "dim": int(dim),
         "dp_event": {"type": "ZCDpEvent", "rho": rho},
     }
-
-
-def release_part(rel):
-    """:func:`statistics_part` of a secure :class:`~bayesdp.release.Release`."""
-    if rel.noise_mechanism != MECHANISM:
-        raise BayesdpInputError(
-            f"noise_mechanism: the release's noise is {rel.noise_mechanism!r}, not {MECHANISM!r}")
-    return statistics_part(rel.epsilon, rel.delta, sigma=float(rel.sigma_s[0]),
-                           sensitivity=rel.sensitivity, grid=rel.noise_grid,
-                           dim=released_dim(rel.d, with_yty=rel.yty_hat is not None))
