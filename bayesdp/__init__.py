@@ -24,7 +24,7 @@ from .privacy import (
     paper_code_gaussian_sigma,
     true_epsilon,
 )
-from .release import Release, combine_releases, load_release, release, release_file
+from .releases import Release, combine_releases, load_release, release, release_file
 from .simulate import SimulatedData, simulate
 from .models.priors import Priors
 from .inference import METHODS, adassp, closed_form_moments, fit, fit_nonprivate

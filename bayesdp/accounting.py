@@ -395,7 +395,7 @@ def _holder_groups(parts, holder_names):
 
 
 def _loaded(items):
-    from .release import Release, load_release
+    from .releases import Release, load_release
 
     rels, labels = [], []
     for k, r in enumerate(items):
@@ -438,9 +438,9 @@ def _check_composable(rels, labels):
             raise BayesdpInputError(f"{lab} has the same statistics (S_hat, z_hat) as "
                                     f"{seen[key]}: the same release is given twice")
         seen[key] = lab
-    from .release import _is_default_holder_name
+    from .releases.holders import is_default_holder_name
 
-    named = [(lab, {h for h in r.holder_names if not _is_default_holder_name(h)})
+    named = [(lab, {h for h in r.holder_names if not is_default_holder_name(h)})
              for r, lab in zip(rels, labels)]
     for lab, hs in named[1:]:
         if hs and named[0][1] and hs != named[0][1]:

@@ -81,7 +81,7 @@ def _cmd_simulate(args):
     import numpy as np
     import pandas as pd
 
-    from .release import write_text_atomic
+    from .releases import write_text_atomic
     from .simulate import simulate
 
     sim = simulate(args.n, args.d, seed=args.seed, sigma_y=args.sigma_y)
@@ -99,7 +99,7 @@ def _cmd_simulate(args):
 
 
 def _cmd_release(args):
-    from .release import release_file
+    from .releases import release_file
 
     if args.bounds_from_data:
         bounds = "data"
@@ -143,7 +143,7 @@ def _cmd_release(args):
 
 
 def _cmd_combine(args):
-    from .release import combine_releases
+    from .releases import combine_releases
 
     rel = combine_releases(*args.releases)
     rel.save(args.out)
@@ -154,7 +154,7 @@ def _cmd_combine(args):
 def _cmd_fit(args):
     from . import diagnostics, report
     from .inference import METHODS, fit
-    from .release import combine_releases
+    from .releases import combine_releases
 
     if args.method not in METHODS:
         raise BayesdpError(f"unknown method {args.method!r}; choose one of {sorted(METHODS)}")

@@ -25,7 +25,7 @@ def _common(p, *, out_help="release file to write (JSON)"):
 
 
 def _write_truth(path, truth: dict):
-    from .release import write_text_atomic
+    from .releases import write_text_atomic
 
     def conv(v):
         if isinstance(v, np.ndarray):
@@ -43,7 +43,7 @@ def _write_truth(path, truth: dict):
 
 def _write_outputs(rels, truth, args):
     """One holder per network: combine, save the release (and the private truth if asked)."""
-    from .release import combine_releases
+    from .releases import combine_releases
 
     rel = combine_releases(rels) if len(rels) > 1 else rels[0]
     rel.save(args.out)

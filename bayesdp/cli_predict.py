@@ -17,12 +17,12 @@ def read_new_rows(path, names, *, header=True):
     names of the columns that were ignored (with a header: columns that are not features)."""
     import pandas as pd
 
-    from .release import _looks_numeric
+    from .releases.rows import looks_numeric
 
     try:
         if header:
             frame = pd.read_csv(path)
-            if any(_looks_numeric(c) for c in frame.columns):
+            if any(looks_numeric(c) for c in frame.columns):
                 raise BayesdpInputError(
                     f"{path}: the first row holds numbers ({', '.join(map(str, frame.columns))}),"
                     " so it looks like data, not a header with the feature names; for a file "
@@ -66,7 +66,7 @@ def _checked(frame, names, path):
 def _cmd_predict(args):
     from . import diagnostics
     from .predict import feature_names, predict, prediction_summary
-    from .release import write_text_atomic
+    from .releases import write_text_atomic
 
     idata = diagnostics.load(args.posterior)
     names = feature_names(idata)

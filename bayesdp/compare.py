@@ -377,9 +377,9 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
             raise BayesdpInputError("give executor or n_jobs > 1, not both (the executor decides "
                                     "how many cells run at once)")
     from .inference.fit import INTERCEPT_METHODS
-    from .release import _check_design
+    from .releases.rows import check_design
 
-    k = _check_design(intercept, average_rows)
+    k = check_design(intercept, average_rows)
     if intercept:
         bad = [m for m in methods if m not in INTERCEPT_METHODS and m not in BASELINES]
         if bad:
@@ -412,9 +412,9 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         spec = {"kind": "file", "data": source, "data_dir": None,
                 "preprocessing": preprocessing, "seed": int(seed), "bounds": "data"}
         dim = None
-    from .release import _check_split
+    from .releases.holders import check_split
 
-    if _check_split(split) != "contiguous":
+    if check_split(split) != "contiguous":
         spec["split"] = split  # absent = contiguous, so earlier result folders still resume
     # absent = the defaults, so earlier result folders still resume
     for key, value, default in (("intercept", bool(intercept), False), ("average_rows", k, 1),

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import report
 from .inference import adassp, closed_form_moments, fit, fit_nonprivate
-from .release import load_release, release
+from .releases import load_release, release
 from .simulate import simulate
 
 

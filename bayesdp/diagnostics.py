@@ -8,7 +8,6 @@ change to this file only.
 from __future__ import annotations
 
 import os
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import BayesdpInputError, ConvergenceWarning
+from .releases.files import write_atomic
 
 #: Thresholds of the convergence check (Vehtari, Gelman, Simpson, Carpenter & Buerkner 2021):
 #: warn when any r_hat exceeds RHAT_MAX or any bulk effective sample size (over all chains
@@ -53,11 +53,6 @@ def to_inference_data(posterior, *, sample_stats=None, observed_data=None, const
         for group in idata.groups():
             getattr(idata, group).attrs.update(clean)
     return idata
-
-
-def from_numpyro(mcmc, *, coords=None, dims=None):
-    """InferenceData from a numpyro MCMC run (the kernel must expose ``.model``)."""
-    return _az().from_numpyro(mcmc, coords=coords, dims=dims, log_likelihood=False)
 
 
 def with_predictions(idata, *, predictions, constant_data, coords, dims, attrs):
@@ -114,13 +109,6 @@ def summary(idata, var_names=None, hdi_prob=0.9) -> pd.DataFrame:
         return _az().summary(idata, var_names=var_names, hdi_prob=hdi_prob)
 
 
-def posterior_quantiles(idata, var_name, probs=(0.05, 0.95)) -> np.ndarray:
-    """Equal-tailed quantiles over (chain, draw), shape (len(probs), ...)."""
-    x = np.asarray(idata.posterior[var_name])
-    x = x.reshape(-1, *x.shape[2:])
-    return np.quantile(x, probs, axis=0)
-
-
 def posterior_array(idata, var_name) -> np.ndarray:
     """Draws of one variable with (chain, draw) flattened to one axis."""
     x = np.asarray(idata.posterior[var_name])
@@ -132,22 +120,13 @@ def attrs(idata) -> dict:
 
 
 def save(idata, path) -> Path:
-    """Write InferenceData to netCDF atomically."""
-    path = Path(path)
-    if not path.parent.exists():
-        raise BayesdpInputError(f"path: folder {str(path.parent)!r} does not exist")
-    if path.is_dir():
-        raise BayesdpInputError(f"path: {str(path)!r} is a folder; give a file name to write")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    """Write InferenceData to netCDF atomically (:func:`bayesdp.releases.files.write_atomic`)."""
+
+    def write(fd, tmp):
+        os.close(fd)
         idata.to_netcdf(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+
+    return write_atomic(path, write)
 
 
 def load(path):

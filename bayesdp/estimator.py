@@ -106,7 +106,7 @@ class BayesDPRegressor:
     def fit(self, X, y):
         """Release (X, y) with DP, fit the posterior from the release; returns self."""
         from .inference import fit
-        from .release import release
+        from .releases import release
         from .report import gaussian_moments
 
         if self.bounds is None:

@@ -327,7 +327,7 @@ def contiguous_split_change(n_rows, J):
     """Worst-case change of the whole release, in units of the per-row sensitivity Delta, when one
     row is added to or removed from ``n_rows`` rows split contiguously over J holders.
 
-    The contiguous split (the authors'; :func:`bayesdp.release.contiguous_split`) gives holder k
+    The contiguous split (the authors'; :func:`bayesdp.releases.contiguous_split`) gives holder k
     the rows k*s .. k*s + s - 1, s = floor(n/J), the remainder to the last holder. Removing row i
     shifts every later row down one place, and when floor((n-1)/J) < floor(n/J) every boundary
     moves as well, so rows of *other* people change holder. If c_k rows enter or leave holder k,

@@ -21,6 +21,11 @@ import numpy as np
 import bayesdp
 
 
+def posterior_quantiles(idata, var_name, probs=(0.05, 0.95)):
+    """Equal-tailed quantiles of a variable's draws over (chain, draw), shape (len(probs), ...)."""
+    return np.quantile(bayesdp.diagnostics.posterior_array(idata, var_name), probs, axis=0)
+
+
 def one(seed, methods, priors_kinds, num_samples):
     sim = bayesdp.simulate(100_000, 5, seed=1000 + seed)
     rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=5,
@@ -36,12 +41,11 @@ def one(seed, methods, priors_kinds, num_samples):
                     warnings.simplefilter("ignore", bayesdp.ConvergenceWarning)
                     idata = bayesdp.fit(r, method=m, seed=seed, priors=pri, progress_bar=False,
                                         num_samples=num_samples)
-                q = bayesdp.diagnostics.posterior_quantiles(idata, "theta")
+                q = posterior_quantiles(idata, "theta")
                 row = {"seed": seed, "priors": kind, "S": which, "method": m,
                        "coverage": float(((q[0] <= sim.theta) & (sim.theta <= q[1])).mean())}
                 if "sigma_y2" in idata.posterior:
-                    qs = bayesdp.diagnostics.posterior_quantiles(idata, "sigma_y2",
-                                                                 (0.05, 0.5, 0.95))
+                    qs = posterior_quantiles(idata, "sigma_y2", (0.05, 0.5, 0.95))
                     row.update(s2_covered=bool(qs[0] <= 1.0 <= qs[2]), s2_median=float(qs[1]),
                                converged=bool(idata.posterior.attrs["converged"]))
                 rows.append(row)

@@ -30,7 +30,7 @@ from bayesdp.adapters.consensus import (
     run_online,
     second_eigenvalue_modulus,
 )
-from bayesdp.release import Release
+from bayesdp.releases import Release
 import network_helpers as nh
 
 POWER_GRID = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
@@ -480,7 +480,7 @@ def test_cli_simulate_network_consensus(tmp_path):
     import argparse
 
     from bayesdp import cli_network
-    from bayesdp.release import load_release
+    from bayesdp.releases import load_release
 
     ap = argparse.ArgumentParser()
     cli_network.register(ap.add_subparsers(dest="cmd"))

@@ -336,7 +336,7 @@ def test_release_fields_and_dp_claim():
     # same seed, same output; JSON round trip
     again = pricer_release(Xs, ys, net, eps=0.5, delta=1e-5, bound_x=3.0, bound_y=10.0, seed=1)
     np.testing.assert_array_equal(again.release.S_hat, rel.S_hat)
-    from bayesdp.release import Release
+    from bayesdp.releases import Release
     back = Release.from_dict(rel.to_dict())
     np.testing.assert_allclose(back.S_hat, rel.S_hat)
     assert back.provenance["protocol"] == "pricer"
@@ -457,7 +457,7 @@ def test_eiv_fixed_point_converges_on_a_non_decaying_two_cycle():
     residual neither grows nor decays (0.69 after 500 passes, and a RuntimeWarning); damping
     also on a direction flip finds the fixed point."""
     from bayesdp.inference import closed_form as cf
-    from bayesdp.release import Release
+    from bayesdp.releases import Release
 
     rel = Release(S_hat=[[[1074.53, -325.207], [-325.207, 469.571]]], z_hat=[[-893.961, -1567.61]],
                   n=[1200], sigma_s=[368.006], sigma_z=[368.006])
@@ -497,7 +497,7 @@ def test_cli_simulate_network_pricer(tmp_path, capsys):
     import argparse
 
     from bayesdp import cli_network
-    from bayesdp.release import load_release
+    from bayesdp.releases import load_release
 
     ap = argparse.ArgumentParser()
     cli_network.register(ap.add_subparsers(dest="cmd"))

@@ -91,7 +91,7 @@ def test_adassp_hash_split_is_the_default(data):
     """nodes=J assigns each row by a hash of its own values (as bayesdp.release does); holders
     in order 0..J-1."""
     X, y = data
-    labels = importlib.import_module("bayesdp.release").hash_split(X, y, 3)
+    labels = importlib.import_module("bayesdp.releases").hash_split(X, y, 3)
     groups = [np.flatnonzero(labels == j) for j in range(3)]
     assert sorted(len(g) for g in groups) != [1000, 1000, 1000]  # not the contiguous sizes
     est = bayesdp.adassp(X, y, epsilon=0.5, delta=1e-5, bounds=(2.5, 2.0), nodes=3, seed=17)

@@ -1,7 +1,6 @@
 """Releases of rows averaged in random groups of k (appendix B.1): the statistics, the groups'
 Wishart degrees of freedom, the sensitivity (not the paper's) and the coupling it rests on."""
 
-import importlib
 import itertools
 import json
 import math
@@ -14,9 +13,8 @@ from scipy import stats
 
 import bayesdp
 from bayesdp.errors import BayesdpInputError, CombineError, ReleaseFormatError
+from bayesdp.releases.mechanism import GROUPING_STREAM
 from dp_helpers import delta_sz, rows_in_ball, vech
-
-release_mod = importlib.import_module("bayesdp.release")
 
 EPS, DELTA = 1.0, 1e-5
 BOUNDS = (2.0, 3.0)
@@ -146,7 +144,7 @@ def test_release_statistics_are_the_group_sums():
     kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=11, average_rows=k)
     r = bayesdp.release(X, y, **kw)
     r0 = bayesdp.release(np.zeros_like(X), np.zeros_like(y), **kw)  # same noise, S = z = 0
-    perm = np.random.default_rng([11, release_mod.GROUPING_STREAM]).permutation(n)
+    perm = np.random.default_rng([11, GROUPING_STREAM]).permutation(n)
     groups = perm[:50].reshape(10, 5)
     want = group_vector(X, y, groups)
     got = np.concatenate([vech(r.S_hat[0] - r0.S_hat[0]), r.z_hat[0] - r0.z_hat[0]])
@@ -263,7 +261,7 @@ def test_averaging_with_an_intercept():
     kw = dict(epsilon=1e12, delta=DELTA, bounds=BOUNDS, seed=3, average_rows=4, intercept=True)
     r = bayesdp.release(X, y, **kw)
     assert r.S_hat[0, 0, 0] == pytest.approx(10 * 4, abs=1e-3)
-    perm = np.random.default_rng([3, release_mod.GROUPING_STREAM]).permutation(42)[:40]
+    perm = np.random.default_rng([3, GROUPING_STREAM]).permutation(42)[:40]
     np.testing.assert_allclose(r.S_hat[0, 0, 1:], X[perm].sum(0) / 2.0 * 2.0, atol=1e-3)
     row = bayesdp.privacy.sensitivity_release(*BOUNDS, intercept=True)
     assert r.sensitivity == pytest.approx(4 * row)

@@ -282,7 +282,7 @@ def test_output_paths_checked_before_any_work(tmp_path, capsys, monkeypatch, cmd
     import bayesdp.diagnostics
     import bayesdp.inference
 
-    release_mod = importlib.import_module("bayesdp.release")
+    release_mod = importlib.import_module("bayesdp.releases")
     compare_mod = importlib.import_module("bayesdp.compare")
 
     def boom(*a, **k):

@@ -17,6 +17,11 @@ from bayesdp.errors import BayesdpInputError
 from bayesdp.inference import closed_form
 
 
+def posterior_quantiles(idata, var_name, probs=(0.05, 0.95)):
+    """Equal-tailed quantiles of a variable's draws over (chain, draw), shape (len(probs), ...)."""
+    return np.quantile(bayesdp.diagnostics.posterior_array(idata, var_name), probs, axis=0)
+
+
 def test_weakly_informative_values_from_the_bounds():
     d, Bx, By = 4, 12.0, 6.0
     p = Priors().resolve(d, bounds=(Bx, By))
@@ -170,9 +175,9 @@ def test_fixeds_intervals_and_sigma_y2_with_the_default_priors(demo_problems):
                 idata = bayesdp.fit(oracle, method="fixeds", seed=1, priors=pri,
                                     num_samples=1000, num_warmup=1000, num_chains=2,
                                     progress_bar=False)
-            q = bayesdp.diagnostics.posterior_quantiles(idata, "theta")
+            q = posterior_quantiles(idata, "theta")
             hits.extend((q[0] <= sim.theta) & (sim.theta <= q[1]))
-            qs = bayesdp.diagnostics.posterior_quantiles(idata, "sigma_y2", (0.05, 0.5, 0.95))
+            qs = posterior_quantiles(idata, "sigma_y2", (0.05, 0.5, 0.95))
             s2_in.append(qs[0] <= 1.0 <= qs[2])
             s2_med.append(qs[1])
         res[name] = (np.mean(hits), np.mean(s2_in), np.median(s2_med))

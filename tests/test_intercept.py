@@ -1,7 +1,6 @@
 """Releases with an intercept (appendix B.2): the statistics of [1, x], the sensitivity of the
 augmented row, the file format, the uncentred-columns warning and the methods that take them."""
 
-import importlib
 import json
 import math
 import warnings
@@ -13,8 +12,6 @@ import pytest
 import bayesdp
 from bayesdp.errors import BayesdpInputError, CombineError, ReleaseFormatError
 from dp_helpers import rows_in_ball, stats_vector, vech
-
-release_mod = importlib.import_module("bayesdp.release")
 
 EPS, DELTA = 1.0, 1e-5
 BOUNDS = (2.0, 3.0)

@@ -11,7 +11,7 @@ import pytest
 
 from bayesdp import progress
 from bayesdp.cli import build_parser, main
-from bayesdp.release import release_file
+from bayesdp.releases import release_file
 
 
 class FakeTerminal(io.StringIO):

@@ -16,9 +16,10 @@ from scipy import stats
 
 import bayesdp
 from bayesdp.errors import BayesdpInputError, CombineError, ReleaseFormatError
+from bayesdp.releases import hash_split
 from dp_helpers import delta_sz, rows_in_ball, stats_vector, vech
 
-release_mod = importlib.import_module("bayesdp.release")  # bayesdp.release is the function
+files_mod = importlib.import_module("bayesdp.releases.files")
 
 EPS, DELTA = 1.0, 1e-5
 BOUNDS = (2.0, 3.0)
@@ -289,14 +290,14 @@ def test_nodes_count_hash_split():
         r = bayesdp.release(X, y, **kw)
     assert r.dp_claim_valid is True and r.dp_claim_note == ""
     assert r.holder_names == ("0", "1", "2", "3", "4") and r.n_total == 200
-    labels = release_mod.hash_split(X, y, 5)
+    labels = hash_split(X, y, 5)
     assert r.n.tolist() == np.bincount(labels, minlength=5).tolist()
     assert r.n.tolist() != [40] * 5  # sizes are random around n/J
     # a row's label depends on that row only
     perm = rng.permutation(200)
-    np.testing.assert_array_equal(release_mod.hash_split(X[perm], y[perm], 5), labels[perm])
-    np.testing.assert_array_equal(release_mod.hash_split(X[:7], y[:7], 5), labels[:7])
-    np.testing.assert_array_equal(release_mod.hash_split(X + 0.0 * X, y, 5), labels)
+    np.testing.assert_array_equal(hash_split(X[perm], y[perm], 5), labels[perm])
+    np.testing.assert_array_equal(hash_split(X[:7], y[:7], 5), labels[:7])
+    np.testing.assert_array_equal(hash_split(X + 0.0 * X, y, 5), labels)
     # the statistics per holder are the sums over the rows of that label
     big = bayesdp.release(X, y, **{**kw, "epsilon": 1e9})  # small noise: the sums show
     tol = 6 * big.sigma_s[0]
@@ -411,7 +412,7 @@ def test_release_file_matches_in_memory(tmp_path, fmt, split):
     assert np.array_equal(rf.S_hat, rm.S_hat)
     assert np.array_equal(rf.z_hat, rm.z_hat)
     sizes = [16, 16, 18] if split == "contiguous" else \
-        np.bincount(release_mod.hash_split(X, y, 3), minlength=3).tolist()
+        np.bincount(hash_split(X, y, 3), minlength=3).tolist()
     assert rf.n.tolist() == rm.n.tolist() == sizes
     assert np.array_equal(rf.sigma_s, rm.sigma_s)
     assert rf.dp_claim_valid is rm.dp_claim_valid is (split == "hash")
@@ -863,7 +864,7 @@ def test_failed_save_leaves_no_partial_file(tmp_path, data, monkeypatch):
     def boom(*a, **k):
         raise OSError("disk full")
 
-    monkeypatch.setattr(release_mod.os, "replace", boom)
+    monkeypatch.setattr(files_mod.os, "replace", boom)
     with pytest.raises(OSError):
         r.save(target)
     assert os.listdir(tmp_path) == []
@@ -873,13 +874,13 @@ def test_failed_save_leaves_no_partial_file(tmp_path, data, monkeypatch):
     r.save(target)
     before = target.read_bytes()
     r2 = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=1)
-    monkeypatch.setattr(release_mod.os, "replace", boom)
+    monkeypatch.setattr(files_mod.os, "replace", boom)
     with pytest.raises(OSError):
         r2.save(target)
     monkeypatch.undo()
     assert os.listdir(tmp_path) == ["rel.json"] and target.read_bytes() == before
 
-    monkeypatch.setattr(release_mod.json, "dumps", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(files_mod.json, "dumps", lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         r2.save(tmp_path / "other.json")
     monkeypatch.undo()
@@ -889,7 +890,7 @@ def test_failed_save_leaves_no_partial_file(tmp_path, data, monkeypatch):
     class Boom(Exception):
         pass
 
-    real_fdopen = release_mod.os.fdopen
+    real_fdopen = files_mod.os.fdopen
 
     def bad_fdopen(fd, *a, **k):
         fh = real_fdopen(fd, *a, **k)
@@ -900,7 +901,7 @@ def test_failed_save_leaves_no_partial_file(tmp_path, data, monkeypatch):
         fh.write = write
         return fh
 
-    monkeypatch.setattr(release_mod.os, "fdopen", bad_fdopen)
+    monkeypatch.setattr(files_mod.os, "fdopen", bad_fdopen)
     with pytest.raises((Boom, AttributeError)):
         r2.save(tmp_path / "third.json")
     monkeypatch.undo()

@@ -13,7 +13,7 @@ import pytest
 
 import bayesdp
 from bayesdp.errors import BayesdpInputError, SamplerError
-from bayesdp.release import Release
+from bayesdp.releases import Release
 
 fit_mod = importlib.import_module("bayesdp.inference.fit")  # bayesdp.inference.fit is the function
 

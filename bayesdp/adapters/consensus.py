@@ -393,7 +393,7 @@ def consensus_to_release(run: ConsensusRun, d, agents="all", *, feature_names=()
     The provenance recommends ``s_noise="eiv"`` (the S noise carried through theta).
     """
     from ..accounting import unaccounted_part
-    from ..release import Release
+    from ..releases import Release
 
     k = d * (d + 1) // 2
     D = k + d

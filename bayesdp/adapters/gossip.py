@@ -714,7 +714,7 @@ COST_NOTE = ("gossip protocol: attribute-level local DP of each agent's released
 
 def gossip_release(output: GossipOutput, agent=0, *, bias_correct=True, mu_d2=None,
                    holder_name=None, feature_names=()):
-    """Adapt one network's public output to a one-holder :class:`~bayesdp.release.Release`.
+    """Adapt one network's public output to a one-holder :class:`~bayesdp.releases.Release`.
 
     S_hat = n unvech(m_S), z_hat = n m_z (the sum scale the model needs; n = number of agents, public),
     n_j = n rows, and ``noise_cov`` the delta-method covariance of [vech(S_hat), z_hat]:
@@ -727,7 +727,7 @@ def gossip_release(output: GossipOutput, agent=0, *, bias_correct=True, mu_d2=No
     One network is one holder: never use several agents of the same network as separate holders.
     """
     from ..accounting import unaccounted_part
-    from ..release import Release
+    from ..releases import Release
 
     if not isinstance(output, GossipOutput):
         raise BayesdpInputError("output must be a GossipOutput (from simulate_gossip)")
@@ -819,7 +819,7 @@ def _key_str(k):
 
 def gossip_releases(outputs, agent=0, **kwargs):
     """One holder per independent network: adapt each output and combine them."""
-    from ..release import combine_releases
+    from ..releases import combine_releases
 
     outputs = list(outputs)
     if not outputs:

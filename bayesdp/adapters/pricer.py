@@ -893,7 +893,7 @@ COST_NOTE = ("PriCER protocol: per-link local (eps_ij, p_ij delta_ij) guarantees
 def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", include_count=True,
                      rows_total=None, per_relay=False, feature_names=(), extra_provenance=None,
                      bounds=None, rows=None):
-    """Adapt one PriCER output to a :class:`bayesdp.release.Release` (ONE holder: the network).
+    """Adapt one PriCER output to a :class:`bayesdp.releases.Release` (ONE holder: the network).
 
     ``S_hat, z_hat`` = unpacked n * xhat (sum scale); sigma_s = sigma_z = sqrt(v_used) (isotropic:
     exact given the link states with v_mode="oracle"; a Gaussian summary of a scale mixture
@@ -906,7 +906,7 @@ def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", incl
     share node data and c_i); it exists only as the negative control of the tests.
     """
     from ..accounting import unaccounted_part
-    from ..release import Release
+    from ..releases import Release
 
     k = d * (d + 1) // 2
     D = k + d + (1 if include_count else 0)

@@ -22,7 +22,9 @@ import numpy as np
 
 from .. import privacy
 from ..errors import BayesdpInputError
-from ..release import _check_rows, _node_labels, _resolve_bounds, _unique_in_order
+from ..releases.holders import node_labels, unique_in_order
+from ..releases.mechanism import symmetric_noise
+from ..releases.rows import check_rows, resolve_bounds
 
 ADASSP_BUDGETS = ("paper", "paper-code")
 
@@ -41,14 +43,14 @@ def adassp(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, p=0.05, budget="
         raise BayesdpInputError(f"budget must be one of {ADASSP_BUDGETS}, got {budget!r}")
     if not 0 < p < 1:
         raise BayesdpInputError(f"p must lie in (0, 1), got {p}")
-    X, y = _check_rows(X, y)
-    labels, holders = _node_labels(nodes, X, y, split)
+    X, y = check_rows(X, y)
+    labels, holders = node_labels(nodes, X, y, split)
     if split == "contiguous" and holders is not None and len(holders) > 1:
         warnings.warn("adassp(split='contiguous'): the authors' split moves other rows between "
                       "holders when one row is added or removed, so the estimate is not "
                       "(eps, delta)-DP under add/remove-one neighbouring (see docs/privacy.md)",
                       UserWarning, stacklevel=2)
-    (bx, by), _ = _resolve_bounds(bounds, X, y)
+    (bx, by), _ = resolve_bounds(bounds, X, y)
     X, y, _ = privacy.clip_rows(X, y, bx, by)
     d = X.shape[1]
     rng = np.random.default_rng(seed)
@@ -60,18 +62,14 @@ def adassp(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, p=0.05, budget="
         sig_z = privacy.gaussian_sigma(eps / 3, dlt / 3, bx * by, calibration)
     s = bx**2 / (eps / 3)
     log6 = math.log(6 / dlt)
-    iu = np.triu_indices(d)
     A = np.zeros((d, d))
     b = np.zeros(d)
     lam = 0.0
-    for lab in holders if holders is not None else _unique_in_order(np.asarray(labels)):
+    for lab in holders if holders is not None else unique_in_order(np.asarray(labels)):
         m = labels == lab
         S = X[m].T @ X[m]
         z = X[m].T @ y[m]
-        M = np.zeros((d, d))
-        M[iu] = rng.standard_normal(len(iu[0]))
-        M = M + np.triu(M, 1).T
-        A += S + sig_s * M
+        A += S + sig_s * symmetric_noise(rng, d)
         b += z + sig_z * rng.standard_normal(d)
         lmin = np.linalg.eigvalsh(S)[0]
         lmin_t = max(lmin + math.sqrt(log6) * s * rng.standard_normal() - log6 * s, 0.0)

@@ -95,7 +95,7 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
         ``worst_parameter`` and a per-variable ``convergence`` summary (JSON). Closed-form
         methods ("fast") draw independently and skip the check.
     """
-    from ..release import Release, load_release
+    from ..releases import Release, load_release
 
     if not isinstance(release, Release):
         release = load_release(release)
@@ -274,15 +274,16 @@ def fit_nonprivate(X, y, *, priors: Optional[Priors] = None, seed=None, num_samp
     ``intercept=True`` fits the rows [1, x] with theta[0] named "intercept" and the priors of a
     release made with ``intercept=True`` (its reference).
     """
-    from ..release import INTERCEPT_NAME, _check_design, _check_rows
+    from ..releases import INTERCEPT_NAME
+    from ..releases.rows import check_design, check_rows
 
     names = feature_names
     if names is None and hasattr(X, "columns"):
         names = [str(c) for c in X.columns]
-    X, y = _check_rows(X, y)
+    X, y = check_rows(X, y)
     d = X.shape[1]
     names = list(names) if names is not None else [f"x{i}" for i in range(d)]
-    _check_design(intercept, 1, names)
+    check_design(intercept, 1, names)
     if intercept:
         X = np.column_stack([np.ones(len(X)), X])
         names = [INTERCEPT_NAME, *names]

@@ -102,7 +102,7 @@ class Priors:
     def resolve(self, release_or_d, *, bounds=None, warn=True, intercept=False) -> "Priors":
         """Fill the defaults and check every shape.
 
-        ``release_or_d`` is a :class:`~bayesdp.release.Release` (its d, public bounds, intercept
+        ``release_or_d`` is a :class:`~bayesdp.releases.Release` (its d, public bounds, intercept
         and average_rows are used) or the dimension d (counting the intercept column when
         ``intercept=True``), with ``bounds=(B_x, B_y)`` for the weakly-informative default.
         Without bounds the weakly-informative default falls back to the paper's priors and

@@ -76,7 +76,7 @@ class ModelData(NamedTuple):
 
 
 def model_data(release, priors, *, S_fixed=None, z_noise=None) -> ModelData:
-    """ModelData from a :class:`~bayesdp.release.Release` and resolved :class:`Priors`.
+    """ModelData from a :class:`~bayesdp.releases.Release` and resolved :class:`Priors`.
 
     ``z_noise`` is ``(shift (J, d), Sigma_z (J, d, d))``, the noise of z_hat given S
     (default: no shift and the release's marginal z noise covariance).

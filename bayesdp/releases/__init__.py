@@ -1,0 +1,31 @@
+"""The release layer: rows become a :class:`Release` of noisy summary statistics (paper eqs. 2-3).
+
+The modules in the order the data passes through them:
+
+    rows.py, holders.py   checks of the rows, bounds and design; which rows go to which holder
+    data_files.py         a CSV or Parquet data file read in chunks
+    mechanism.py          clipping, exact per-holder sums, the Gaussian or discrete Gaussian noise
+    from_rows.py          release() and release_file(): the one place rows become a Release
+    release_object.py     the Release object and the checks of its fields
+    files.py              its JSON file format (docs/release-format.md); the atomic write
+    combine.py            combine_releases(): holders' releases put together
+"""
+
+from .combine import combine_releases
+from .files import load_release, write_text_atomic
+from .from_rows import release, release_file
+from .holders import contiguous_split, hash_split, row_hash
+from .release_object import INTERCEPT_NAME, Release
+
+__all__ = [
+    "INTERCEPT_NAME",
+    "Release",
+    "combine_releases",
+    "contiguous_split",
+    "hash_split",
+    "load_release",
+    "release",
+    "release_file",
+    "row_hash",
+    "write_text_atomic",
+]

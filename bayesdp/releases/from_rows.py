@@ -1,0 +1,280 @@
+"""Releasing from rows: :func:`release` (arrays or DataFrames in memory) and
+:func:`release_file` (a CSV or Parquet file of any size, read in chunks). Both check their
+inputs, settle the bounds (public, private or read off the data), let the holders accumulate
+their sums (:class:`~bayesdp.releases.mechanism.Accumulator`) and add the noise once per holder
+(:func:`~bayesdp.releases.mechanism.noisy_release`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from .. import privacy
+from ..errors import BayesdpInputError, check_seed
+from .data_files import check_csv_header, iter_columns, numeric_column
+from .holders import check_holder_name, check_split, hash_split, holder_count, node_labels
+from .mechanism import (Accumulator, check_noise, estimate_bounds, noisy_release,
+                        private_bounds_setup, secure_plan)
+from .release_object import Release
+from .rows import (DATA_BOUNDS_WARNING, check_design, check_feature_names, check_rows,
+                   dataframe_names, resolve_bounds)
+
+
+def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="exact",
+            include_yty=False, feature_names=None, split="hash", holder_name=None,
+            intercept=False, average_rows=1, noise="float", bounds_share=None,
+            bounds_range=None) -> Release:
+    """Release noisy (S_hat_j, z_hat_j, n_j) for each data holder with (eps, delta)-DP.
+
+    Parameters
+    ----------
+    X, y : array-like or pandas DataFrame / Series
+        Rows of the regression data; a DataFrame's column names become the feature names.
+    epsilon, delta : float
+        Privacy parameters (eps > 0, 0 < delta < 1), per holder; holders hold disjoint rows.
+        With ``bounds="private"`` they are the total over the bounds estimate and the
+        statistics.
+    bounds : (B_x, B_y), "private" or "data"
+        Public bounds on ||x||_2 and |y|. Rows outside are clipped (x scaled to norm B_x, y to
+        [-B_y, B_y]) and counted per holder (``n_clipped``). ``"private"`` estimates them from
+        the rows with DP, spending ``bounds_share`` of epsilon (docs/privacy.md section 11).
+        ``"data"`` reads them off the data: a loud warning, and the release is flagged
+        ``private_bounds=False``.
+    bounds_share : float in (0, 1), default 0.1
+        With ``bounds="private"``: the share of epsilon spent on the bounds. B_x and B_y are
+        each estimated by an exponential mechanism with eps * bounds_share / 2 over the
+        candidates of ``bounds_range`` (20 per factor of 10), aiming at the m-th largest
+        ||x_i|| and |y_i| with m = ceil(2 ln(K / 0.001) / (eps * bounds_share / 2)); the
+        statistics get eps * (1 - bounds_share) and all of delta. The estimate uses all the
+        rows of this call (one pair of bounds for all its holders) and needs at least 4 m of
+        them.
+    bounds_range : (low, high), default (1e-6, 1e9)
+        With ``bounds="private"``: the public range of candidate bounds. Values above ``high``
+        are clipped to at most ``high``.
+    nodes : int or array of labels
+        Number of holders J, or one holder label per row. With labels, a row's holder is a
+        property of that row (e.g. the hospital that holds it).
+    split : "hash" | "contiguous"
+        How a holder count J assigns rows. "hash" (default): each row to holder
+        hash(row values) mod J, a function of that row alone, so adding or removing one row
+        changes one holder's statistics by at most Delta (add/remove-one DP of the whole
+        release); holder sizes are random around n/J. "contiguous": the authors' split (rows in
+        order, floor(n/J) each, the remainder to the last holder), for reproducing the paper; a
+        row removal moves other rows between holders, so the release is flagged
+        ``dp_claim_valid=False`` with the true eps in ``dp_claim_note`` (and a warning).
+    seed : int or None
+        None draws the noise from fresh OS entropy (right for a real release). A seed makes the
+        release reproducible (for experiments and tests) and is recorded as ``seeded``.
+    calibration : "exact" | "classical" | "paper-code"
+        "paper-code" reproduces the authors' buggy MATLAB sigma and is NOT (eps, delta)-DP.
+    include_yty : bool
+        Also release a noisy y^T y with the larger sensitivity of appendix C.1 (for MCMC-B&S).
+    holder_name : str or None
+        The name of the single holder (``nodes=1``), e.g. ``"hospital_a"``; it names the
+        holder's coordinates after :func:`combine_releases`, which refuses the same name in two
+        inputs. Default: ``"0"``, a made-up name that combine renames ``"<k>:0"``.
+    intercept : bool
+        Release the statistics of the rows [1, x] (appendix B.2): S_hat holds n, sum x and
+        X^T X, z_hat holds sum y and X^T y, and the first feature (theta's first coordinate) is
+        named "intercept". The sensitivity is that of the augmented row (docs/privacy.md, 3b).
+        Without it, a warning (to the data holder only) names columns far from centred.
+    average_rows : int
+        k > 1 (appendix B.1): each holder's rows are summed in uniformly random groups of k
+        (the n_j mod k rows left over are dropped) and divided by sqrt(k), which makes
+        non-normal features closer to normal. ``n`` then counts groups and ``n_rows`` rows. The
+        sensitivity is max(k Delta_row, Delta_swap), not the paper's Delta (docs/privacy.md 3b;
+        the release's dp_claim_note says so). Needs memory for the rows.
+    noise : "float" | "secure"
+        "float" (default): numpy's PCG64 Gaussian noise, seedable; right for simulations and
+        reproducible experiments. "secure": for real releases; each row's contribution is
+        rounded to a power-of-two grid gamma and summed exactly, and discrete Gaussian noise
+        N_Z(0, s^2) gamma is drawn exactly from the OS CSPRNG (Canonne, Kamath & Steinke 2020),
+        so no floating-point leak remains (Mironov 2012). It cannot be seeded (a seed is an
+        error) and needs calibration="exact". Its (eps, delta) rests on the discrete
+        Gaussian's zCDP (their Theorem 14 and Corollary 13), so sigma is 1.084 times the
+        float mode's at (1, 1e-5) (docs/privacy.md section 10).
+
+    Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
+    Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2) (eps * (1 - bounds_share)
+    in place of eps with private bounds).
+    """
+    df_names = dataframe_names(X) if feature_names is None and hasattr(X, "columns") else None
+    check_seed(seed)
+    check_noise(noise, seed, calibration)
+    check_holder_name(holder_name, nodes)
+    private = private_bounds_setup(bounds, bounds_share, bounds_range, epsilon, delta)
+    if private is not None and noise == "secure":
+        raise BayesdpInputError(
+            "noise: noise='secure' with bounds='private' is not supported yet (the secure "
+            "calibration is fixed before the bounds are estimated); use public bounds")
+    X, y = check_rows(X, y)
+    if X.shape[0] < 1:
+        raise BayesdpInputError("X has no rows")
+    if feature_names is not None:
+        names = check_feature_names(feature_names, X.shape[1], "feature_names")
+    else:
+        names = df_names if df_names is not None else [f"x{i}" for i in range(X.shape[1])]
+    k = check_design(intercept, average_rows, names)
+    labels, holders = node_labels(nodes, X, y, split)
+    part = None
+    if private is not None:
+        hist = privacy.BoundsHistogram(private[1])
+        hist.add(X, y)
+        bnds, part = estimate_bounds(hist, private[0], seed)
+        private_bounds = True
+    else:
+        bnds, private_bounds = resolve_bounds(bounds, X, y)
+    plan = None if noise == "float" else secure_plan(
+        epsilon, delta, bnds, X.shape[1], intercept=intercept, average_rows=k,
+        include_yty=include_yty)
+    acc = Accumulator(X.shape[1], bnds, holders, intercept=intercept, average_rows=k,
+                       grid=None if plan is None else plan["grid"])
+    acc.add(X, y, labels)
+    return noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
+                          include_yty=include_yty, seed=seed, feature_names=names,
+                          private_bounds=private_bounds, source="arrays",
+                          split="labels" if holders is None else split,
+                          holder_name=holder_name, plan=plan, bounds_part=part)
+
+
+def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_column=None,
+                 header="infer", seed=None, calibration="exact", include_yty=False,
+                 chunksize=100_000, split="hash", holder_name=None, progress=None,
+                 intercept=False, average_rows=1, noise="float", bounds_share=None,
+                 bounds_range=None) -> Release:
+    """Release from a CSV or Parquet file far larger than memory, in constant memory.
+
+    The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
+    ``y_column`` names (or indexes) the response (default: the last column that is not
+    ``node_column``); every other column except ``node_column`` is a feature. ``nodes`` is a holder count, its rows assigned by ``split`` as in :func:`release`
+    ("hash": one pass; "contiguous", the authors' split, flagged not private: the file is read
+    once more to count rows), or omitted when ``node_column`` names a column of holder labels.
+    ``bounds`` are public (B_x, B_y); rows outside are clipped and counted.
+    ``header`` is "infer" (first row has names) or None (no header, as in the paper's CSVs).
+    With "infer", a CSV whose first row has a field that parses as a number is refused: it is
+    most likely a data row, whose values would otherwise be published as feature names (and the
+    row dropped). Pass ``header=None`` for such files (CLI ``--no-header``).
+    ``bounds="private"`` (with ``bounds_share`` and ``bounds_range`` as in :func:`release`)
+    costs one more pass, which counts ||x|| and |y| in the cells of the public candidate grid
+    (constant memory), and estimates the bounds from all the rows of the file.
+    ``bounds="data"`` costs one more pass, warns, and flags the release not private.
+    ``holder_name`` names the single holder (``nodes=1``), as in :func:`release`.
+    ``progress``: a progress bar per pass over the file on stderr (share of the file read, time
+    left): None (default) when stderr is a terminal, True / False to force it.
+    ``intercept`` and ``average_rows`` as in :func:`release`; ``average_rows`` > 1 keeps the
+    clipped rows in memory (the groups are a random partition of all of a holder's rows).
+    ``noise`` as in :func:`release`: "float" (default) or "secure" (discrete Gaussian on a grid
+    from the OS CSPRNG; no seed).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise BayesdpInputError(f"data file {str(path)!r} does not exist")
+    if path.is_dir():
+        raise BayesdpInputError(f"data file {str(path)!r} is a folder, not a file")
+    privacy.check_epsilon_delta(epsilon, delta)
+    if header not in ("infer", None):
+        raise BayesdpInputError(f"header must be 'infer' or None, got {header!r}")
+    check_seed(seed)
+    check_noise(noise, seed, calibration)
+    check_holder_name(holder_name, nodes if node_column is None else None)
+    if header == "infer" and path.suffix.lower() not in (".parquet", ".pq"):
+        check_csv_header(path)
+    if chunksize < 1:
+        raise BayesdpInputError(f"chunksize must be >= 1, got {chunksize}")
+    check_split(split)
+    k = check_design(intercept, average_rows)
+    private = private_bounds_setup(bounds, bounds_share, bounds_range, epsilon, delta)
+    if private is not None and noise == "secure":
+        raise BayesdpInputError(
+            "noise: noise='secure' with bounds='private' is not supported yet (the secure "
+            "calibration is fixed before the bounds are estimated); use public bounds")
+    data_bounds = isinstance(bounds, str) and bounds == "data"
+    bnds = None if data_bounds or private else resolve_bounds(bounds, None, None)[0]
+    J = None
+    if node_column is None:
+        J = holder_count(nodes)
+        if J is None:
+            raise BayesdpInputError(f"nodes must be a whole number >= 1, got {nodes!r} (per-row "
+                                    "labels in a file go in a column: node_column)")
+    passes = 2 if (node_column is None and split == "contiguous") or data_bounds \
+        or private else 1
+    part = None
+    if passes == 2:
+        # first pass: count rows, and read the bounds off the data or count the rows per cell
+        # of the candidate grid for the private estimate
+        n_rows, bx, by = 0, 0.0, 0.0
+        hist = privacy.BoundsHistogram(private[1]) if private else None
+        for chunk, feats, ycol, _ in iter_columns(path, header, chunksize, y_column, node_column,
+                                                   progress, f"{path.name} (pass 1/2)"):
+            n_rows += len(chunk)
+            if data_bounds or private:
+                Xc, yc = check_rows(chunk[feats].to_numpy(), chunk[ycol].to_numpy())
+            if data_bounds:
+                bx = max(bx, float(privacy.row_norms(Xc)[0].max(initial=0.0)))
+                by = max(by, float(np.abs(yc).max(initial=0.0)))
+            if private:
+                hist.add(Xc, yc)
+        if data_bounds:
+            warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=2)
+            tiny = np.finfo(float).tiny
+            bnds = privacy.check_bounds((max(bx, tiny), max(by, tiny)))
+        if private:
+            if n_rows == 0:
+                raise BayesdpInputError(f"{path}: no data rows")
+            bnds, part = estimate_bounds(hist, private[0], seed)
+    if J is not None and split == "contiguous":
+        if n_rows < J:
+            raise BayesdpInputError(f"fewer rows ({n_rows}) than data holders (nodes={J})")
+        size = n_rows // J
+    acc = plan = None
+    start = 0
+    names = None
+    desc = path.name + (" (pass 2/2)" if passes == 2 else "")
+    for chunk, feats, ycol, ncol in iter_columns(path, header, chunksize, y_column, node_column,
+                                                  progress, desc):
+        if names is None:
+            names = [str(c) for c in feats]
+            check_design(intercept, k, names)
+            plan = None if noise == "float" else secure_plan(
+                epsilon, delta, bnds, len(feats), intercept=intercept, average_rows=k,
+                include_yty=include_yty)
+            acc = Accumulator(len(feats), bnds, None if J is None else list(range(J)),
+                               intercept=intercept, average_rows=k,
+                               grid=None if plan is None else plan["grid"])
+        try:
+            Xc = chunk[feats].to_numpy(dtype=np.float64)
+            yc = chunk[ycol].to_numpy(dtype=np.float64)
+        except (TypeError, ValueError):
+            bad = [c for c in [*feats, ycol] if not numeric_column(chunk[c])]
+            what = ", ".join(f"{c!r}" + (" (y_column)" if c == ycol else "") for c in bad)
+            raise BayesdpInputError(
+                f"{path}: non-numeric values in column(s) {what or '?'} in rows "
+                f"{start}..{start + len(chunk) - 1}"
+                + (f"; columns: {list(chunk.columns)} (holder labels go in node_column)"
+                   if bad else "")
+            ) from None
+        if ncol is None and split == "contiguous":
+            labels = np.minimum((start + np.arange(len(chunk))) // size, J - 1)
+        elif ncol is None:
+            labels = hash_split(Xc, yc, J) if np.isfinite(Xc).all() and np.isfinite(yc).all() \
+                else np.zeros(len(chunk), dtype=np.int64)  # NaN rows: refused by acc.add
+        else:
+            labels = chunk[ncol].to_numpy()
+        try:
+            acc.add(Xc, yc, labels, "node_column" if ncol is not None else "nodes")
+        except BayesdpInputError as exc:
+            raise BayesdpInputError(f"{path}, rows {start}..{start + len(chunk) - 1}: {exc}") from None
+        start += len(chunk)
+    if acc is None or start == 0:
+        raise BayesdpInputError(f"{path}: no data rows")
+    if J is not None and start < J:
+        raise BayesdpInputError(f"fewer rows ({start}) than data holders (nodes={J})")
+    return noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
+                          include_yty=include_yty, seed=seed, feature_names=names,
+                          private_bounds=not data_bounds, source=f"file {path.name}",
+                          split="labels" if J is None else split, holder_name=holder_name,
+                          plan=plan, bounds_part=part)
+

@@ -1,0 +1,394 @@
+"""The mechanism on the rows: clipping, exact per-holder sums, and the noise (paper eqs. 2-3).
+
+    S_hat_j = S_j + sigma M_j,   z_hat_j = z_j + sigma v_j   (y^T y_j + sigma w_j, appendix C.1)
+
+with sigma = Delta * sigma(eps, delta) (:mod:`bayesdp.privacy`). Rows are clipped to the
+bounds before the sums are formed, so the sensitivity is the one actually enforced. With
+``noise="secure"`` the sums are exact integers on a grid and the noise is the discrete Gaussian
+of :mod:`bayesdp.secure_noise` (docs/privacy.md section 10).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+import warnings
+
+import numpy as np
+
+from .. import accounting, privacy, secure_noise
+from ..errors import BayesdpInputError, check_seed
+from ._layout_tmp import unvech
+from .holders import unique_in_order
+from .release_object import INTERCEPT_NAME, MAX_ABS, Release
+from .rows import check_rows
+
+NOISES = ("float", "secure")
+"""``release(..., noise=...)``: "float" (numpy's PCG64 Gaussian, seedable) or "secure" (the
+discrete Gaussian on a grid from the OS CSPRNG, :mod:`bayesdp.secure_noise`)."""
+
+
+def _version():
+    from .. import __version__
+
+    return __version__
+
+
+def symmetric_noise(rng, d) -> np.ndarray:
+    """A d x d symmetric matrix M with its upper triangle incl. the diagonal iid N(0, 1) and the
+    lower triangle mirrored: the noise M_j of eq. (2)."""
+    return unvech(rng.standard_normal(d * (d + 1) // 2), d)
+
+
+class Accumulator:
+    """Per-holder sums X^T X, X^T y, y^T y and row counts, fed chunk by chunk.
+
+    ``holders``: the holder labels in their release order when they are known in advance (a
+    holder count: 0..J-1, whatever the data); otherwise holders appear in first-row order.
+    Rows are clipped to the bounds first. ``intercept``: the rows are [1, x] (appendix B.2).
+    ``average_rows`` = k > 1 (appendix B.1): the clipped rows are kept per holder and summed in
+    random groups of k by :meth:`finish`, so this needs memory for the rows.
+    ``grid`` (secure noise): each row's (or group's) contribution is rounded to the grid and
+    summed exactly in integers (``K``, :func:`bayesdp.secure_noise.grid_sums`), instead of S, z.
+    """
+
+    def __init__(self, d, bounds, holders=None, *, intercept=False, average_rows=1, grid=None):
+        self.d = d
+        self.bounds = bounds
+        self.intercept = bool(intercept)
+        self.average_rows = int(average_rows)
+        self.grid = grid
+        self.stats = {}  # holder label -> _HolderSums
+        for lab in holders or ():
+            self._new(lab)
+
+    def _new(self, lab):
+        if lab not in self.stats:
+            D = self.d + int(self.intercept)
+            self.stats[lab] = _HolderSums(np.zeros((D, D)), np.zeros(D), 0.0, 0, 0,
+                                          np.zeros(self.d), np.zeros(self.d), 0.0, 0.0, [])
+        return self.stats[lab]
+
+    def add(self, X, y, labels, what="nodes"):
+        X, y = check_rows(X, y, self.d)
+        X, y, clipped = privacy.clip_rows(X, y, *self.bounds)
+        labels = np.asarray(labels)
+        for lab in unique_in_order(labels, what):
+            m = labels == lab
+            Xm, ym = X[m], y[m]
+            st = self._new(lab)
+            st.n += int(m.sum())
+            st.n_clipped += int(clipped[m].sum())
+            st.sx += Xm.sum(axis=0)
+            st.sxx += np.einsum("ij,ij->j", Xm, Xm)
+            st.sy += float(ym.sum())
+            st.syy += float(ym @ ym)
+            if self.average_rows > 1:
+                st.rows.append((Xm, ym))
+                continue
+            W = self._design(Xm)
+            if self.grid is not None:
+                st.K = st.K + secure_noise.grid_sums(W, ym, self.grid)
+                continue
+            st.S += W.T @ W
+            st.z += W.T @ ym
+            st.yty += float(ym @ ym)
+
+    def _design(self, X):
+        return np.column_stack([np.ones(len(X)), X]) if self.intercept else X
+
+    def finish(self, permutation):
+        """With ``average_rows`` = k > 1: for each holder (in release order), a uniformly random
+        partition of its rows (``permutation(n_j)``) into floor(n_j / k) groups of k, the
+        n_j mod k rows left over dropped; each group contributes a = sum(w_i) / sqrt(k),
+        b = sum(y_i) / sqrt(k) (w_i the design rows) to S, z and y^T y. Sets ``n_used``."""
+        k = self.average_rows
+        for st in self.stats.values():
+            if k == 1:
+                st.n_used = st.n
+                continue
+            X = np.concatenate([r[0] for r in st.rows]) if st.rows else np.zeros((0, self.d))
+            y = np.concatenate([r[1] for r in st.rows]) if st.rows else np.zeros(0)
+            st.rows = []
+            m = st.n // k
+            groups = np.asarray(permutation(st.n))[: m * k].reshape(m, k)
+            A = self._design(X)[groups].sum(axis=1) / math.sqrt(k)
+            b = y[groups].sum(axis=1) / math.sqrt(k)
+            st.n_used = m
+            if self.grid is not None:
+                st.K = secure_noise.grid_sums(A, b, self.grid)
+            else:
+                st.S, st.z, st.yty = A.T @ A, A.T @ b, float(b @ b)
+
+    def uncentred_columns(self, names, y_name="y"):
+        """Columns (features and y, over all holders) whose |mean| exceeds their sd, as text
+        ("x0 (mean 5.02, sd 1.01)"); the data holder's own check, not part of the release."""
+        sts = list(self.stats.values())
+        n = sum(st.n for st in sts)
+        if n < 2:
+            return []
+        sx = sum(st.sx for st in sts) / n
+        sxx = sum(st.sxx for st in sts) / n
+        sy = sum(st.sy for st in sts) / n
+        syy = sum(st.syy for st in sts) / n
+        out = []
+        for name, mean, sq in [*zip(names, sx, sxx), (y_name, sy, syy)]:
+            sd = math.sqrt(max(sq - mean * mean, 0.0))
+            if abs(mean) > sd:
+                out.append(f"{name} (mean {mean:.3g}, sd {sd:.3g})")
+        return out
+
+
+@dataclasses.dataclass
+class _HolderSums:
+    S: np.ndarray
+    z: np.ndarray
+    yty: float
+    n: int  # rows
+    n_clipped: int
+    sx: np.ndarray  # sum of the (clipped) feature columns, for the centring check
+    sxx: np.ndarray
+    sy: float
+    syy: float
+    rows: list  # (X, y) chunks kept for averaging
+    n_used: int = 0  # rows (or groups, when averaging) in S, z
+    K: object = 0  # secure noise: integer sums [vech(S), z, y^T y] / grid (an object array)
+
+
+
+def check_noise(noise, seed, calibration):
+    """``noise`` is "float" or "secure"; secure noise takes no seed and the exact calibration."""
+    if not isinstance(noise, str) or noise not in NOISES:
+        raise BayesdpInputError(f"noise must be one of {NOISES}, got {noise!r}")
+    if noise == "secure" and seed is not None:
+        raise BayesdpInputError(
+            "seed: noise='secure' draws its noise from the operating system's CSPRNG "
+            "(secrets) and cannot be seeded (anyone who knows a seed can regenerate the noise); "
+            "omit seed, or use noise='float' for a reproducible experiment")
+    if noise == "secure" and calibration != "exact":
+        raise BayesdpInputError(
+            f"calibration: noise='secure' has its own exact accounting of the discrete Gaussian "
+            f"and needs calibration='exact' (the default), got {calibration!r}")
+
+
+def secure_plan(epsilon, delta, bounds, d, *, intercept, average_rows, include_yty):
+    """Grid, sensitivity and noise scale of a secure release (:func:`secure_noise.plan`)."""
+    eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
+    sens = privacy.sensitivity_release(*bounds, intercept=intercept, average_rows=average_rows,
+                                       with_yty=include_yty)
+    dim = secure_noise.released_dim(d, intercept=intercept, with_yty=include_yty)
+    return secure_noise.plan(eps, dlt, sens, dim)
+
+
+BOUNDS_STREAM = 0x626F756E6473  # b"bounds": the seed stream of the private bounds estimate
+
+
+def private_bounds_setup(bounds, bounds_share, bounds_range, epsilon, delta):
+    """For ``bounds="private"``: (share of epsilon, the grid of candidates); else None, after
+    refusing private-bounds options given with other bounds."""
+    if isinstance(bounds, str) and bounds == "private":
+        eps, _ = privacy.check_epsilon_delta(epsilon, delta)
+        share = privacy.check_bounds_share(
+            privacy.PRIVATE_BOUNDS_SHARE if bounds_share is None else bounds_share)
+        grid = privacy.bounds_grid(
+            privacy.PRIVATE_BOUNDS_RANGE if bounds_range is None else bounds_range)
+        return share * eps, grid
+    for name, v in (("bounds_share", bounds_share), ("bounds_range", bounds_range)):
+        if v is not None:
+            raise BayesdpInputError(f"{name} applies to bounds='private' only, got "
+                                    f"{name}={v!r} with bounds={bounds!r}")
+    return None
+
+
+def estimate_bounds(hist, eps_bounds, seed):
+    """Private (B_x, B_y) and their cost part; the draw has its own seed stream, so a seeded
+    release's noise does not depend on it."""
+    rng = np.random.default_rng(None if seed is None else [int(seed), BOUNDS_STREAM])
+    return privacy.estimate_bounds(hist, eps_bounds, rng)
+
+
+def noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, feature_names,
+                   private_bounds, source, split="labels", holder_name=None, plan=None,
+                   bounds_part=None):
+    """The release of the accumulated statistics. ``plan`` (secure noise,
+    :func:`secure_plan`): discrete Gaussian noise on the grid sums ``acc`` holds.
+    ``bounds_part``: the cost of a private bounds estimate; the statistics get the rest of
+    epsilon (basic composition)."""
+    eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
+    bx, by = acc.bounds
+    k = acc.average_rows
+    eps_stats = eps
+    if bounds_part is not None:
+        eps_stats = eps - bounds_part["epsilon"]
+        if bounds_part["epsilon"] + eps_stats > eps:  # rounding: the total must not exceed eps
+            eps_stats = math.nextafter(eps_stats, 0.0)
+    if plan is None:
+        sens = privacy.sensitivity_release(bx, by, intercept=acc.intercept, average_rows=k,
+                                           with_yty=include_yty)
+        sigma = privacy.gaussian_sigma(eps_stats, dlt, sens, calibration)
+    else:
+        sens, sigma = plan["sensitivity"], plan["sigma"]
+    if not sigma <= MAX_ABS / 100:  # the noisy statistics must stay below MAX_ABS
+        raise BayesdpInputError(
+            f"epsilon, bounds: the noise scale sigma = sensitivity * sigma(eps, delta) = "
+            f"{sigma:.3g} (epsilon={eps:g}, delta={dlt:g}, B_x={bx:g}, B_y={by:g}) is too large "
+            f"for float64 statistics; use a larger epsilon or smaller bounds")
+    if calibration == "paper-code":
+        warnings.warn(privacy.PAPER_CODE_WARNING, UserWarning, stacklevel=3)
+    labels = list(acc.stats)
+    rows = np.array([acc.stats[lab].n for lab in labels])
+    if np.any(rows < k):
+        few = [str(lab) for lab, nj in zip(labels, rows) if nj < k]
+        how = " (split='hash' assigns rows by their values, so a holder can get none; use fewer " \
+              "holders)" if split == "hash" and k == 1 else ""
+        need = "at least one row" if k == 1 else f"at least average_rows={k} rows (one group)"
+        raise BayesdpInputError(f"nodes: holder(s) {', '.join(few)} got "
+                                f"{'no rows' if k == 1 else 'fewer than ' + str(k) + ' rows'}"
+                                f"{how}; every data holder needs {need}")
+    if not acc.intercept:
+        far = acc.uncentred_columns(feature_names)
+        if far:
+            warnings.warn(
+                "release without an intercept, but column(s) " + ", ".join(far[:5])
+                + (" ..." if len(far) > 5 else "") + " are far from centred (|mean| > sd): a "
+                "regression through the origin then fits badly unless E[y | x = 0] = 0. Consider "
+                "intercept=True (command line: --intercept). This check reads the rows; it is "
+                "shown to the data holder only and is not part of the release.",
+                UserWarning, stacklevel=3)
+    rng = np.random.default_rng(check_seed(seed))  # seed None: fresh OS entropy
+    # the grouping of average_rows has its own stream, so the noise draws do not depend on it
+    acc.finish(secure_noise.secret_permutation if plan is not None else
+               np.random.default_rng(None if seed is None else [int(seed), GROUPING_STREAM]
+                                     ).permutation)
+    D = acc.d + int(acc.intercept)
+    nS = D * (D + 1) // 2
+    S_hat, z_hat, yty_hat = [], [], []
+    for lab in labels:
+        st = acc.stats[lab]
+        if plan is not None:  # exact integer sums on the grid plus discrete Gaussian noise
+            used = nS + D + int(include_yty)
+            vals = secure_noise.noisy_grid_values(st.K[:used], plan["scale"], plan["grid"])
+            S_hat.append(unvech(vals[:nS], D))
+            z_hat.append(vals[nS:nS + D])
+            if include_yty:
+                yty_hat.append(float(vals[-1]))
+            continue
+        S_hat.append(st.S + sigma * symmetric_noise(rng, D))
+        z_hat.append(st.z + sigma * rng.standard_normal(D))
+        if include_yty:
+            yty_hat.append(st.yty + sigma * rng.standard_normal())
+    n = np.array([acc.stats[lab].n_used for lab in labels])
+    dp_valid = private_bounds and calibration != "paper-code"
+    notes = []
+    if not private_bounds:
+        notes.append("bounds were read off the data, so the noise scale is not private")
+    if calibration == "paper-code":
+        notes.append("calibration='paper-code' under-calibrates sigma (authors' MATLAB bug)")
+    if calibration == "classical":
+        note = privacy.classical_shortfall(eps_stats, dlt)
+        if note:
+            dp_valid = False
+            notes.append(note)
+            warnings.warn(note, UserWarning, stacklevel=3)
+    cost_sens, cost_note = sens, ""
+    if split == "contiguous" and len(labels) > 1:
+        factor = privacy.contiguous_split_change(int(rows.sum()), len(labels))
+        note = _contiguous_note(factor, sigma, sens, eps, dlt, eps - eps_stats)
+        dp_valid = False
+        notes.append(note)
+        warnings.warn(note, UserWarning, stacklevel=3)
+        cost_sens, cost_note = factor * sens, accounting.contiguous_cost_note(factor)
+    if private_bounds and plan is not None:
+        cost = secure_noise.statistics_part(eps, dlt, sigma=sigma, sensitivity=sens,
+                                            grid=plan["grid"], dim=plan["dim"])
+    elif private_bounds:
+        cost = accounting.gaussian_part(sigma, cost_sens, dlt, stated_epsilon=eps_stats,
+                                        note=cost_note)
+    else:
+        cost = accounting.non_private_part(notes[0], sigma=sigma, sensitivity=sens)
+    if k > 1:
+        notes.append(_averaging_note(k, bx, by, acc.intercept, include_yty, sens))
+    J = len(labels)
+    design = "[1, x]" if acc.intercept else "x"
+    if k > 1:
+        design = f"sums of {design} over random groups of {k} rows, divided by sqrt({k})"
+    return Release(
+        S_hat=np.stack(S_hat),
+        z_hat=np.stack(z_hat),
+        n=n,
+        sigma_s=np.full(J, sigma),
+        sigma_z=np.full(J, sigma),
+        feature_names=((INTERCEPT_NAME,) if acc.intercept else ()) + tuple(feature_names),
+        holder_names=(holder_name,) if holder_name is not None and J == 1
+        else tuple(str(lab) for lab in labels),
+        epsilon=eps,
+        delta=dlt,
+        calibration=calibration,
+        sensitivity=sens,
+        bounds=(bx, by),
+        private_bounds=private_bounds,
+        seeded=seed is not None,
+        n_clipped=np.array([acc.stats[lab].n_clipped for lab in labels]),
+        yty_hat=np.array(yty_hat) if include_yty else None,
+        sigma_yty=np.full(J, sigma) if include_yty else None,
+        dp_claim_valid=dp_valid,
+        dp_claim_note="; ".join(notes),
+        intercept=acc.intercept,
+        average_rows=k,
+        n_rows=rows if k > 1 else None,
+        privacy_cost=(cost,) if bounds_part is None else (bounds_part, cost),
+        noise_mechanism="gaussian" if plan is None else secure_noise.MECHANISM,
+        noise_grid=None if plan is None else plan["grid"],
+        provenance={
+            "created_by": f"bayesdp {_version()}",
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "mechanism": ("Gaussian" if plan is None else "discrete Gaussian")
+            + " mechanism on [vech(S), z"
+            + (", y^T y]" if include_yty else "]")
+            + f" of the rows {design}"
+            + (f"; sigma = sensitivity * sigma_{calibration}("
+               + ("eps, delta)" if bounds_part is None
+                  else "eps - eps of the bounds estimate, delta)") if plan is None else
+               f", each row's contribution rounded to the grid {plan['grid']!r}; sigma = grid * "
+               f"{plan['scale']} (the discrete Gaussian's scale in grid steps, from its (eps, "
+               "delta) bound; docs/privacy.md section 10)"),
+            "source": source,
+            "split": {"hash": "hash of each row's values (nodes = holder count)",
+                      "contiguous": "contiguous in row order (the authors' split; not add/remove "
+                                    "private)",
+                      "labels": "one holder label per row (given)"}[split],
+            **({"bounds": f"estimated privately from the {int(rows.sum())} rows of this release "
+                          f"(exponential mechanism, eps={bounds_part['epsilon']:g}; "
+                          "docs/privacy.md section 11)"} if bounds_part is not None else {}),
+        },
+    )
+
+
+GROUPING_STREAM = 0x67726F757073  # b"groups": the seed stream of average_rows' random groups
+
+
+def _averaging_note(k, bx, by, intercept, include_yty, sens):
+    """dp_claim_note of a release with average_rows = k > 1 (docs/privacy.md section 3b)."""
+    row = privacy.sensitivity_release(bx, by, intercept=intercept, with_yty=include_yty)
+    return (f"average_rows={k}: each holder's rows were summed in uniformly random groups of {k} "
+            f"(secret grouping; the n mod {k} rows left over dropped) and divided by sqrt({k}). "
+            f"The paper (appendix B.1) says these statistics have the same sensitivity as the "
+            f"original ones; they do not: adding or removing one row can add or remove a whole "
+            f"group (up to {k} x the per-row sensitivity) or swap one row of a group, so the "
+            f"noise is calibrated to sensitivity {sens:.6g} = {sens / row:.4g} x the per-row "
+            f"{row:.6g}, and the stated (eps, delta) holds")
+
+
+def _contiguous_note(k, sigma, sens, eps, dlt, eps_bounds=0.0):
+    """``eps_bounds``: the eps of a private bounds estimate, added to the statistics' true eps."""
+    true_eps = eps_bounds + privacy.true_epsilon(sigma, dlt, sensitivity=k * sens)
+    replace_eps = eps_bounds + privacy.true_epsilon(sigma, dlt, sensitivity=2 * sens)
+    return (f"split='contiguous' (the authors' split of rows in order): adding or removing one "
+            f"row moves other rows between holders, so the whole release can change by up to "
+            f"{k:.4g} x the sensitivity it was calibrated for; under add/remove-one neighbouring "
+            f"it is only ({true_eps:.4g}, {dlt:g})-DP, not ({eps:g}, {dlt:g}). Under replace-one "
+            f"neighbouring with row order and n fixed it is ({replace_eps:.4g}, {dlt:g})-DP. Use "
+            f"split='hash' (the default) for a private split")
+
+
