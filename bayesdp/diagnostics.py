@@ -17,7 +17,7 @@ import pandas as pd
 from .errors import BayesdpInputError, ConvergenceWarning
 from .releases.files import write_atomic
 
-#: Thresholds of the convergence check (Vehtari, Gelman, Simpson, Carpenter & Buerkner 2021):
+#: Thresholds of the convergence check (docs/methods.md, "fit never fails silently"):
 #: warn when any r_hat exceeds RHAT_MAX or any bulk effective sample size (over all chains
 #: together) is below ESS_MIN.
 ESS_MIN = 400
@@ -182,7 +182,7 @@ def plot_pair(idata, path, var_names=None):
     return Path(path)
 
 
-# -- convergence diagnostics (issues 3 and 9) ----------------------------------------------------
+# -- convergence diagnostics ---------------------------------------------------------------------
 
 
 def _entry_labels(da) -> list:
@@ -414,7 +414,7 @@ def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=R
     out_dir : folder for ``trace.png``, ``posterior.png`` and ``pair.png`` (None: no plots).
     var_names : variables to check (default: every variable in the posterior - theta,
         sigma_y2, Sigma_x, S, ...).
-    ess_min, rhat_max : thresholds of the warnings (400 and 1.01, Vehtari et al. 2021).
+    ess_min, rhat_max : thresholds of the warnings (400 and 1.01, docs/methods.md).
 
     Returns
     -------

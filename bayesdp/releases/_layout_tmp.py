@@ -1,5 +1,5 @@
-"""Packing helpers of the release layout used by the mechanism (to join
-:mod:`bayesdp.releases.layout`)."""
+"""Packing of the release layout [vech(S), z, y^T y] used by the mechanism
+(docs/release-format.md)."""
 
 import numpy as np
 

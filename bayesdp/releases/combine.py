@@ -162,4 +162,3 @@ def _largest_bounds(rels):
     sens = None if any(r.sensitivity is None for r in rels) \
         else max(r.sensitivity for r in rels)
     return {"bounds": (bx, by), "sensitivity": sens}
-

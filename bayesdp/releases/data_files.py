@@ -1,5 +1,5 @@
-"""Reading a data file (CSV, compressed CSV or Parquet) in chunks, for :func:`release_file`.
-"""
+"""Reading a data file (CSV, compressed CSV or Parquet) in chunks, for
+:func:`~bayesdp.releases.from_rows.release_file`."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ def check_csv_header(path):
             "names. If the file has no header row pass header=None (command line: --no-header); "
             "otherwise give the columns names that are not numbers"
         )
-
 
 
 def numeric_column(col):
@@ -87,7 +86,7 @@ def _iter_chunks(path, header, chunksize, progress=False, desc=None):
     of the file read so far (CSV, compressed or not)."""
     import pandas as pd
 
-    from .progress import bar
+    from ..progress import bar
 
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):

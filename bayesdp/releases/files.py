@@ -121,6 +121,7 @@ def release_to_dict(rel, include_clip_counts=False) -> dict:
         "provenance": {**rel.provenance, "seeded": bool(rel.seeded)},
     }
 
+
 def _noise_section(rel) -> dict:
     if rel.noise_mechanism == secure_noise.MECHANISM:
         return {
@@ -351,8 +352,8 @@ def release_from_dict(doc) -> Release:
 
 def _noise_from_dict(noise):
     """(mechanism, grid) from the file's "noise" section. Only "discrete_gaussian" is read (it
-    needs ``noise.grid``); anything else, or no section (files before the secure mode, or
-    written by hand, where the section was informational), is float Gaussian noise."""
+    needs ``noise.grid``); anything else, or no section (for float noise the section is
+    informational), is float Gaussian noise."""
     if not isinstance(noise, dict) or noise.get("mechanism") != secure_noise.MECHANISM:
         return "gaussian", None
     return secure_noise.MECHANISM, _number(_need(noise, "grid", "noise."), "noise.grid")
@@ -414,4 +415,3 @@ def _count(v, where, minimum=1):
 
 def _ragged(field):
     raise ReleaseFormatError(f"{field} must have the same shape for every holder")
-

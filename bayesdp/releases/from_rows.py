@@ -91,11 +91,10 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         "float" (default): numpy's PCG64 Gaussian noise, seedable; right for simulations and
         reproducible experiments. "secure": for real releases; each row's contribution is
         rounded to a power-of-two grid gamma and summed exactly, and discrete Gaussian noise
-        N_Z(0, s^2) gamma is drawn exactly from the OS CSPRNG (Canonne, Kamath & Steinke 2020),
-        so no floating-point leak remains (Mironov 2012). It cannot be seeded (a seed is an
-        error) and needs calibration="exact". Its (eps, delta) rests on the discrete
-        Gaussian's zCDP (their Theorem 14 and Corollary 13), so sigma is 1.084 times the
-        float mode's at (1, 1e-5) (docs/privacy.md section 10).
+        N_Z(0, s^2) gamma is drawn exactly from the OS CSPRNG, so no floating-point leak
+        remains. It cannot be seeded (a seed is an error) and needs calibration="exact". Its
+        (eps, delta) rests on the discrete Gaussian's zCDP, so sigma is 1.084 times the float
+        mode's at (1, 1e-5) (docs/privacy.md section 10).
 
     Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
     Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2) (eps * (1 - bounds_share)
@@ -277,4 +276,3 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
                           private_bounds=not data_bounds, source=f"file {path.name}",
                           split="labels" if J is None else split, holder_name=holder_name,
                           plan=plan, bounds_part=part)
-

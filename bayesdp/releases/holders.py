@@ -103,6 +103,7 @@ def contiguous_split(n_rows, J):
     labels = np.minimum(np.arange(n_rows) // size, J - 1)
     return labels
 
+
 def unique_in_order(labels, what="nodes"):
     """Distinct holder labels in order of first appearance; missing labels (None, NaN) and a
     mix of numbers and strings are refused with an error naming ``what``."""
@@ -147,4 +148,3 @@ def check_holder_name(holder_name, nodes):
         raise BayesdpInputError(
             "holder_name names the single holder of a release with nodes=1; with several "
             f"holders (nodes={nodes!r} or a node column) the holders are named by their labels")
-

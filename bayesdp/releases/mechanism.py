@@ -156,7 +156,6 @@ class _HolderSums:
     K: object = 0  # secure noise: integer sums [vech(S), z, y^T y] / grid (an object array)
 
 
-
 def check_noise(noise, seed, calibration):
     """``noise`` is "float" or "secure"; secure noise takes no seed and the exact calibration."""
     if not isinstance(noise, str) or noise not in NOISES:
@@ -390,5 +389,3 @@ def _contiguous_note(k, sigma, sens, eps, dlt, eps_bounds=0.0):
             f"it is only ({true_eps:.4g}, {dlt:g})-DP, not ({eps:g}, {dlt:g}). Under replace-one "
             f"neighbouring with row order and n fixed it is ({replace_eps:.4g}, {dlt:g})-DP. Use "
             f"split='hash' (the default) for a private split")
-
-

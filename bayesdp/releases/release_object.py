@@ -301,7 +301,6 @@ class Release:
             f"sigma_z={_fmt(self.sigma_z)}){extra}"
         )
 
-
     # -- files (the format: :mod:`bayesdp.releases.files`) ---------------------------------------
     def to_dict(self, include_clip_counts=False) -> dict:
         """The JSON-ready dictionary of the release file format (docs/release-format.md).

@@ -51,7 +51,6 @@ def check_rows(X, y, d=None):
     return X, y
 
 
-
 def resolve_bounds(bounds, X, y):
     if isinstance(bounds, str):
         if bounds == "private":
@@ -72,7 +71,6 @@ def resolve_bounds(bounds, X, y):
     return privacy.check_bounds(bounds), True
 
 
-
 def check_design(intercept, average_rows, names=()):
     """Validate ``intercept`` and ``average_rows``; return k. With an intercept no feature may
     be called "intercept" (the name of theta's first coordinate)."""
@@ -88,7 +86,6 @@ def check_design(intercept, average_rows, names=()):
     return int(k)
 
 
-
 def looks_numeric(text) -> bool:
     """True when a name is a number as a CSV reader would parse it ("3", "-0.5", "1e3", "nan")."""
     if isinstance(text, (int, float, np.integer, np.floating)) and not isinstance(text, bool):
@@ -98,7 +95,6 @@ def looks_numeric(text) -> bool:
     except ValueError:
         return False
     return True
-
 
 
 def check_feature_names(names, d, where):
@@ -127,5 +123,3 @@ def dataframe_names(X):
             and [int(c) for c in cols] == list(range(len(cols))):
         return [str(c) for c in cols]
     return check_feature_names(cols, len(cols), "X.columns")
-
-
