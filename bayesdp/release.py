@@ -27,6 +27,7 @@ from typing import Optional
 import numpy as np
 
 from . import accounting, privacy, secure_noise
+from .releases import layout
 from .errors import BayesdpInputError, CombineError, ReleaseFormatError, check_seed
 
 FORMAT_NAME = "bayesdp-release"
@@ -1326,9 +1327,7 @@ def _noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featu
             nS = len(iu[0])
             used = nS + D + int(include_yty)
             vals = secure_noise.noisy_grid_values(st.K[:used], plan["scale"], plan["grid"])
-            M = np.zeros((D, D))
-            M[iu] = vals[:nS]
-            S_hat.append(M + np.triu(M, 1).T)
+            S_hat.append(layout.unvech(vals[:nS], D))
             z_hat.append(vals[nS:nS + D])
             if include_yty:
                 yty_hat.append(float(vals[-1]))

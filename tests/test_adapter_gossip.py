@@ -21,6 +21,7 @@ from bayesdp.adapters import gossip as g
 from bayesdp.errors import BayesdpInputError
 from bayesdp.inference import closed_form as cf
 from bayesdp.models.priors import Priors
+from bayesdp.releases import layout
 from network_helpers import assert_fixeds_matches_fast, binomial_band, posteriors_differ
 
 GRID = Path(__file__).resolve().parents[2] / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
@@ -441,8 +442,8 @@ def test_vech_product_matrix_identity():
         th = rng.normal(size=d)
         E = rng.normal(size=(d, d))
         E = E + E.T
-        np.testing.assert_allclose(cf.vech_product_matrix(th) @ cf.vech(E), E @ th, rtol=1e-12)
-        np.testing.assert_allclose(cf.vech_product_tensor(d) @ th, cf.vech_product_matrix(th))
+        np.testing.assert_allclose(layout.vech_product_matrix(th) @ layout.vech(E), E @ th, rtol=1e-12)
+        np.testing.assert_allclose(layout.vech_product_tensor(d) @ th, layout.vech_product_matrix(th))
 
 
 def test_eiv_covariance_works_in_jax():
@@ -455,11 +456,11 @@ def test_eiv_covariance_works_in_jax():
     L = rng.normal(size=(2, k + d, k + d))
     C = L @ np.swapaxes(L, 1, 2)
     th = rng.normal(size=d)
-    ref = cf.eiv_covariance(C[:, :k, :k], C[:, :k, k:], C[:, k:, k:], th)
-    got = cf.eiv_covariance(jnp.asarray(C[:, :k, :k]), jnp.asarray(C[:, :k, k:]),
-                            jnp.asarray(C[:, k:, k:]), jnp.asarray(th), xp=jnp)
+    ref = layout.eiv_covariance(C[:, :k, :k], C[:, :k, k:], C[:, k:, k:], th)
+    got = layout.eiv_covariance(jnp.asarray(C[:, :k, :k]), jnp.asarray(C[:, :k, k:]),
+                                jnp.asarray(C[:, k:, k:]), jnp.asarray(th), xp=jnp)
     np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-10)
-    M = np.hstack([-cf.vech_product_matrix(th), np.eye(d)])
+    M = np.hstack([-layout.vech_product_matrix(th), np.eye(d)])
     np.testing.assert_allclose(ref[1], M @ C[1] @ M.T, rtol=1e-10)
 
 
@@ -475,7 +476,7 @@ def test_iid_path_unchanged_and_conditional_formula():
     assert new["s_noise"] == "conditional"
     np.testing.assert_array_equal(new["mean"], old_mean)
     np.testing.assert_array_equal(new["cov"], old_cov)
-    shift, Sig = cf.z_given_s_noise(rel, S)
+    shift, Sig = layout.z_given_s_noise(rel, S)
     assert np.all(shift == 0)
     # conditional Gaussian by a direct Schur complement on a random correlated covariance
     rng = np.random.default_rng(2)
@@ -485,12 +486,12 @@ def test_iid_path_unchanged_and_conditional_formula():
     rel2 = bayesdp.Release(S_hat=np.array([[[5.0, 1.0], [1.0, -0.5]]]), z_hat=[[1.0, 2.0]], n=[10],
                            sigma_s=[1.0], sigma_z=[1.0], noise_cov=cov[None])
     S2 = cf.fixed_s_estimate(rel2)
-    shift, Sig = cf.z_given_s_noise(rel2, S2)
+    shift, Sig = layout.z_given_s_noise(rel2, S2)
     G = cov[k:, :k] @ np.linalg.inv(cov[:k, :k])
-    np.testing.assert_allclose(shift[0], G @ cf.vech(rel2.S_hat[0] - S2[0]), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(shift[0], G @ layout.vech(rel2.S_hat[0] - S2[0]), rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(Sig[0], cov[k:, k:] - G @ cov[:k, k:], rtol=1e-8, atol=1e-12)
-    _, V = cf.z_given_s_noise(rel2, S2, s_noise="eiv", theta=np.array([2.0, -1.0]))
-    B = cf.vech_product_matrix([2.0, -1.0])
+    _, V = layout.z_given_s_noise(rel2, S2, s_noise="eiv", theta=np.array([2.0, -1.0]))
+    B = layout.vech_product_matrix([2.0, -1.0])
     M = np.hstack([-B, np.eye(d)])  # e_z - E_S theta
     np.testing.assert_allclose(V[0], M @ cov @ M.T, rtol=1e-10)
     with pytest.raises(BayesdpInputError, match="s_noise"):

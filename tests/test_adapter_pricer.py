@@ -458,6 +458,7 @@ def test_eiv_fixed_point_converges_on_a_non_decaying_two_cycle():
     also on a direction flip finds the fixed point."""
     from bayesdp.inference import closed_form as cf
     from bayesdp.release import Release
+    from bayesdp.releases import layout
 
     rel = Release(S_hat=[[[1074.53, -325.207], [-325.207, 469.571]]], z_hat=[[-893.961, -1567.61]],
                   n=[1200], sigma_s=[368.006], sigma_z=[368.006])
@@ -465,7 +466,7 @@ def test_eiv_fixed_point_converges_on_a_non_decaying_two_cycle():
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         f = cf.fast_posterior(rel, pri, sigma_y2=0.24, s_noise="eiv")
-    _, Sig = cf.z_given_s_noise(rel, f["S"], s_noise="eiv", theta=f["mean"])
+    _, Sig = layout.z_given_s_noise(rel, f["S"], s_noise="eiv", theta=f["mean"])
     again, _, _ = cf.gaussian_theta_posterior(f["S"], rel.z_hat, 0.24, Sig, pri.m, pri.C)
     np.testing.assert_allclose(again, f["mean"], rtol=1e-8)
 

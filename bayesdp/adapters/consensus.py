@@ -34,6 +34,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import BayesdpInputError
+from ..releases import layout
+from .common import claim_verdict, one_holder_release
 
 __all__ = [
     "load_edge_list",
@@ -169,24 +171,13 @@ def laplace_scale_network(A, sensitivity, eps):
 
 
 def pack_rows(X, y):
-    """Per-row statistics [vech(x x^T) (triu, row-major), x y]; X (..., d), y (...) -> (..., D)."""
+    """Per-row statistics [vech(x x^T), x y] in the release layout (:mod:`bayesdp.releases.layout`);
+    X (..., d), y (...) -> (..., D)."""
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if X.shape[:-1] != y.shape:
         raise BayesdpInputError(f"X and y must agree on the leading shape, got {X.shape} and {y.shape}")
-    d = X.shape[-1]
-    iu = np.triu_indices(d)
-    S = X[..., iu[0]] * X[..., iu[1]]
-    return np.concatenate([S, X * y[..., None]], axis=-1)
-
-
-def _unpack(v, d):
-    k = d * (d + 1) // 2
-    iu = np.triu_indices(d)
-    S = np.zeros((d, d))
-    S[iu] = v[:k]
-    S = S + np.triu(S, 1).T
-    return S, np.asarray(v[k:k + d], dtype=float)
+    return layout.row_stats(X, y)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -371,9 +362,7 @@ def _dp_claim(run):
     if notion == "network" and alg == "online_network":
         base += (f"; network DP holds per release (eps each); the {run.T} releases of an agent "
                  "compose to T*eps against an eavesdropper who sees them all")
-    if reasons:
-        return False, "seed-004 privacy claim does NOT hold: " + "; ".join(reasons) + ". " + base
-    return True, base
+    return claim_verdict(reasons, base, "seed-004 privacy claim does NOT hold")
 
 
 COST_NOTE = ("consensus protocol: Laplace noise on each agent's signal (a local guarantee per "
@@ -392,11 +381,7 @@ def consensus_to_release(run: ConsensusRun, d, agents="all", *, feature_names=()
     a Gaussian summary of it). ``n`` is round(n_eff) (the exact value is in the provenance).
     The provenance recommends ``s_noise="eiv"`` (the S noise carried through theta).
     """
-    from ..accounting import unaccounted_part
-    from ..release import Release
-
-    k = d * (d + 1) // 2
-    D = k + d
+    D = layout.stat_dim(d)
     est = np.asarray(run.estimates)
     if est.ndim != 2 or est.shape[1] != D:
         raise BayesdpInputError(f"run.estimates must be (n, {D}) for d={d}, got {est.shape}")
@@ -421,7 +406,7 @@ def consensus_to_release(run: ConsensusRun, d, agents="all", *, feature_names=()
     var = n_eff ** 2 * float(np.sum(w ** 2 * 2 * bw ** 2))
     s4 = float(np.sum(w ** 2 * bw ** 2))
     kurt = float(3 * np.sum(w ** 4 * bw ** 4) / s4 ** 2) if s4 > 0 else 0.0
-    S, z = _unpack(n_eff * nu, d)
+    S, z, _ = layout.unpack_stats(n_eff * nu, d)
     valid, note = _dp_claim(run)
     note = note + (" Noise: a weighted sum of Laplace variables (excess kurtosis "
                    f"{kurt:.3g}); the release describes it by a Gaussian with its exact covariance "
@@ -447,11 +432,9 @@ def consensus_to_release(run: ConsensusRun, d, agents="all", *, feature_names=()
     }
     if extra_provenance:
         prov.update(extra_provenance)
-    sig = math.sqrt(var)
-    return Release(S_hat=S[None], z_hat=z[None], n=np.array([max(1, int(round(n_eff)))]),
-                   sigma_s=np.array([sig]), sigma_z=np.array([sig]), feature_names=feature_names,
-                   bounds=bounds, dp_claim_valid=valid, dp_claim_note=note, provenance=prov,
-                   privacy_cost=(unaccounted_part(COST_NOTE),))
+    return one_holder_release(S, z, max(1, int(round(n_eff))), math.sqrt(var),
+                              cost_note=COST_NOTE, feature_names=feature_names, bounds=bounds,
+                              dp_claim_valid=valid, dp_claim_note=note, provenance=prov)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -510,6 +493,6 @@ def consensus_release(adjacency, X, y, *, eps, bound_x, bound_y, seed, T=100, al
     rel = consensus_to_release(run, d, agents, feature_names=feature_names,
                                bounds=(float(bound_x), float(bound_y)))
     flat = stats.reshape(-1, stats.shape[-1]).sum(0)
-    S_true, z_true = _unpack(flat, d)
+    S_true, z_true, _ = layout.unpack_stats(flat, d)
     return ConsensusSimulation(release=rel, run=run, truth={"S": S_true, "z": z_true,
                                                             "scales": run.scales})

@@ -47,6 +47,8 @@ from scipy.sparse import csgraph
 
 from .. import privacy
 from ..errors import BayesdpInputError
+from ..releases import layout
+from .common import claim_verdict, one_holder_release
 
 PROTOCOL = "gossip-sigo"
 PAPER = "seed 000: Estimating Unbiased Averages of Sensitive Attributes without Handshakes among Agents"
@@ -468,13 +470,9 @@ def _check_rows(X, y, n):
 
 
 def _pack(X, y, keys):
-    cols = []
-    for k in keys:
-        if k[0] == "S":
-            cols.append(X[:, k[1]] * X[:, k[2]])
-        else:
-            cols.append(X[:, k[1]] * y)
-    return np.stack(cols, axis=1)
+    """The per-row statistics of ``keys`` (a subset of :func:`stat_keys`), (n, len(keys))."""
+    order = stat_keys(X.shape[1])
+    return layout.row_stats(X, y)[:, [order.index(k) for k in keys]]
 
 
 def simulate_gossip(graph, X, y, *, epsilon, delta, bounds=None, it_go=1024, tol=None,
@@ -695,16 +693,7 @@ def _dp_assessment(settings, sigmas):
     scope = ("Scope even when valid: attribute-level local DP of each agent's released inputs with "
              "the graph treated as public; edge-level privacy (Definition 4) is not established, "
              "since the gossip weights and the published iterates depend on the unprivatised graph.")
-    if reasons:
-        return False, "paper's DP claim does not hold: " + "; ".join(reasons) + ". " + scope
-    return True, scope
-
-
-def _unvech(v, d):
-    M = np.zeros((d, d))
-    iu = np.triu_indices(d)
-    M[iu] = v
-    return M + np.triu(M, 1).T
+    return claim_verdict(reasons, scope, "paper's DP claim does not hold")
 
 
 COST_NOTE = ("gossip protocol: attribute-level local DP of each agent's released inputs (see "
@@ -726,9 +715,6 @@ def gossip_release(output: GossipOutput, agent=0, *, bias_correct=True, mu_d2=No
     Assumes convergence (it_go >> 1/log(1/|lambda_2|)): the per-agent weights are then pi.
     One network is one holder: never use several agents of the same network as separate holders.
     """
-    from ..accounting import unaccounted_part
-    from ..release import Release
-
     if not isinstance(output, GossipOutput):
         raise BayesdpInputError("output must be a GossipOutput (from simulate_gossip)")
     n = output.n_agents
@@ -762,9 +748,9 @@ def gossip_release(output: GossipOutput, agent=0, *, bias_correct=True, mu_d2=No
     mm = np.where(count, 0.0, m)
     cov_m = (mu2 / n) * (np.diag(sig**2) + s0**2 * np.outer(mm, mm))
     cov = n**2 * cov_m
-    kS = d * (d + 1) // 2
+    kS = layout.vech_dim(d)
     v = n * m
-    S_hat = _unvech(v[:kS], d)
+    S_hat = layout.unvech(v[:kS], d)
     z_hat = v[kS:]
     st = output.settings
     spread = output.spread()
@@ -799,17 +785,14 @@ def gossip_release(output: GossipOutput, agent=0, *, bias_correct=True, mu_d2=No
                         "do not apply",
         "sigma_s_sigma_z": "isotropic summaries (sqrt of the largest variance); use noise_cov",
     }
-    return Release(
-        S_hat=S_hat[None], z_hat=z_hat[None], n=np.array([n]),
-        sigma_s=np.array([math.sqrt(max(varS.max(), 0.0))]),
-        sigma_z=np.array([math.sqrt(max(varz.max(), 0.0))]),
-        feature_names=tuple(feature_names),
+    return one_holder_release(
+        S_hat, z_hat, n, math.sqrt(max(varS.max(), 0.0)), math.sqrt(max(varz.max(), 0.0)),
+        cost_note=COST_NOTE, feature_names=tuple(feature_names),
         holder_names=(holder_name,) if holder_name is not None else (),
         epsilon=st["epsilon"], delta=st["delta"], calibration=st["calibration"],
         sensitivity=None, bounds=None if st["bounds"] is None else tuple(st["bounds"]),
         private_bounds=True, seeded=True, noise_cov=cov[None], dp_claim_valid=valid,
         dp_claim_note=note, provenance=provenance,
-        privacy_cost=(unaccounted_part(COST_NOTE),),
     )
 
 

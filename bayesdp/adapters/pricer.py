@@ -48,6 +48,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import BayesdpInputError
+from ..releases import layout
+from .common import claim_verdict, one_holder_release
 
 __all__ = [
     "PricerNetwork",
@@ -78,16 +80,12 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------
 # packing of regression statistics
 # ----------------------------------------------------------------------------------------------
-def _vech_idx(d):
-    return np.triu_indices(d)
-
-
 def pack_suffstats(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], *, include_count=True):
-    """Per-node vectors ``[vech(X_i^T X_i) (triu, row-major), X_i^T y_i, (N_i)]``, shape (n, D)."""
+    """Per-node vectors ``[vech(X_i^T X_i), X_i^T y_i, (N_i)]`` in the release layout
+    (:mod:`bayesdp.releases.layout`), the row count N_i in the place of y^T y; shape (n, D)."""
     if len(Xs) != len(ys) or len(Xs) < 1:
         raise BayesdpInputError("Xs and ys must be two non-empty lists of the same length (one per node)")
     d = np.asarray(Xs[0]).shape[-1]
-    iu = _vech_idx(d)
     out = []
     for k, (X, y) in enumerate(zip(Xs, ys)):
         X = np.asarray(X, dtype=np.float64)
@@ -95,28 +93,18 @@ def pack_suffstats(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], *, includ
         if X.ndim != 2 or X.shape[1] != d or X.shape[0] != y.shape[0]:
             raise BayesdpInputError(
                 f"Xs[{k}]/ys[{k}] must be (N_i, {d}) and (N_i,), got {X.shape} and {y.shape}")
-        S = X.T @ X
-        v = [S[iu], X.T @ y]
-        if include_count:
-            v.append(np.array([float(X.shape[0])]))
-        out.append(np.concatenate(v))
+        out.append(layout.pack_stats(X.T @ X, X.T @ y, X.shape[0] if include_count else None))
     return np.asarray(out)
 
 
 def unpack_suffstats(vec, d, *, include_count=True):
     """Inverse of :func:`pack_suffstats` for one vector: (S symmetric, z, N or None)."""
     vec = np.asarray(vec, dtype=np.float64)
-    k = d * (d + 1) // 2
-    D = k + d + (1 if include_count else 0)
+    D = layout.stat_dim(d, with_yty=include_count)
     if vec.shape != (D,):
         raise BayesdpInputError(f"packed vector must have shape ({D},) for d={d}, got {vec.shape}")
-    iu = _vech_idx(d)
-    S = np.zeros((d, d))
-    S[iu] = vec[:k]
-    S = S + np.triu(S, 1).T
-    z = vec[k:k + d].copy()
-    N = float(vec[-1]) if include_count else None
-    return S, z, N
+    S, z, rest = layout.unpack_stats(vec, d)
+    return S, z.copy(), float(rest[0]) if include_count else None
 
 
 def packed_radius(max_rows, bound_x, bound_y, *, include_count=True):
@@ -871,7 +859,6 @@ def _dp_claim(net, design, priv):
     inf = used & ~np.isfinite(eps) & (design.sigma == 0)
     if np.any(inf):
         reasons.append(f"{int(inf.sum())} links send data without noise (eps = inf)")
-    valid = not reasons
     level = ("node-level: x_i replaced by any vector of norm <= R, sensitivity 2R = "
              f"{priv.sensitivity:g}" if priv.l2_sensitivity is None else
              f"record-level extension: one row changed, sensitivity {priv.sensitivity:g}")
@@ -880,9 +867,7 @@ def _dp_claim(net, design, priv):
             "Not the record-level central guarantee of Alparslan et al.; the PS-level and relay "
             "guarantees of [J] Thm IV.2-IV.5 are not evaluated (Thm IV.2's proof ignores the "
             "variance change, and the Bernstein radius (J-8) has two errors).")
-    if reasons:
-        note = "PriCER privacy claim does NOT hold for these settings: " + "; ".join(reasons) + ". " + note
-    return valid, note
+    return claim_verdict(reasons, note, "PriCER privacy claim does NOT hold for these settings")
 
 
 COST_NOTE = ("PriCER protocol: per-link local (eps_ij, p_ij delta_ij) guarantees (see "
@@ -908,8 +893,7 @@ def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", incl
     from ..accounting import unaccounted_part
     from ..release import Release
 
-    k = d * (d + 1) // 2
-    D = k + d + (1 if include_count else 0)
+    D = layout.stat_dim(d, with_yty=include_count)
     if rnd.estimate.shape != (D,):
         raise BayesdpInputError(f"round estimate has shape {rnd.estimate.shape}, expected ({D},) for d={d}")
     valid, note = _dp_claim(net, design, priv)
@@ -973,11 +957,9 @@ def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", incl
         prov["n_source"] = "PriCER-noised packed count"
     else:
         raise BayesdpInputError("rows_total is needed when the count is not packed")
-    sig = math.sqrt(v)
-    return Release(S_hat=S[None], z_hat=z[None], n=np.array([nrows]), sigma_s=np.array([sig]),
-                   sigma_z=np.array([sig]), feature_names=feature_names, bounds=bounds,
-                   dp_claim_valid=valid, dp_claim_note=note, provenance=prov,
-                   privacy_cost=(unaccounted_part(COST_NOTE),))
+    return one_holder_release(S, z, nrows, math.sqrt(v), cost_note=COST_NOTE, bounds=bounds,
+                              feature_names=feature_names, provenance=prov,
+                              dp_claim_valid=valid, dp_claim_note=note)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -1,0 +1,1 @@
+"""Release objects and files: the layout, the noise model, writing and reading releases."""
