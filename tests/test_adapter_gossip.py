@@ -91,7 +91,7 @@ def test_repair_on_a_path_and_bad_graphs():
 
 @pytest.mark.skipif(not GRID.exists(), reason="shared power-grid graph not present")
 def test_us_power_grid_loads_and_runs():
-    A = g.load_edge_list(GRID, seed=0)
+    A = g.load_gossip_graph(GRID, seed=0)
     s = g.graph_summary(A)
     assert s["n"] == 4941 and s["connected"] and not s["bipartite"] and s["min_degree"] >= 3
     rng = np.random.default_rng(0)

@@ -382,9 +382,9 @@ def test_runs_on_100k_node_sparse_network():
 
 @pytest.mark.skipif(not POWER_GRID.exists(), reason="../shared/data/networks not present")
 def test_power_grid_graph_loads_and_runs():
-    from bayesdp.adapters.consensus import load_edge_list
+    from bayesdp.adapters.consensus import load_adjacency
 
-    adj = load_edge_list(POWER_GRID)
+    adj = load_adjacency(POWER_GRID)
     assert adj.shape == (4941, 4941) and adj.nnz == 2 * 6594
     rng = np.random.default_rng(14)
     net = PricerNetwork.from_graph(adj, rng.uniform(0.1, 0.9, 4941), 0.8)

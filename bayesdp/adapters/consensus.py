@@ -38,7 +38,7 @@ from ..releases import layout
 from .common import claim_verdict, one_holder_release
 
 __all__ = [
-    "load_edge_list",
+    "load_adjacency",
     "power_grid_path",
     "mh_weights",
     "second_eigenvalue_modulus",
@@ -67,7 +67,7 @@ def power_grid_path(root=None) -> Path:
     return root.parent / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
 
 
-def load_edge_list(path, *, one_based=True) -> sp.csr_matrix:
+def load_adjacency(path, *, one_based=True) -> sp.csr_matrix:
     """Symmetric 0/1 adjacency (csr) from a CSV edge list (``source, target`` header) or a UCINET
     "dl edgelist1" file. Self loops are dropped; duplicate / reversed edges are merged."""
     path = Path(path)

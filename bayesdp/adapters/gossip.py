@@ -184,7 +184,7 @@ def synthetic_graph(n, gamma=2.0, d_max=64, d_min=3, seed=None):
     return repair_graph(chung_lu_graph(w, rng), d_max=d_max, d_min=d_min, seed=rng)
 
 
-def load_edge_list(path, *, d_max=64, d_min=3, repair=True, seed=0):
+def load_gossip_graph(path, *, d_max=64, d_min=3, repair=True, seed=0):
     """A real graph from a CSV/whitespace edge list (two integer columns, optional header; directed
     or listed both ways): symmetrised, self-loops dropped, relabelled 0..n-1, then repaired with
     step 3 of appendix C.3 as the paper does for its real graphs."""
@@ -483,7 +483,7 @@ def simulate_gossip(graph, X, y, *, epsilon, delta, bounds=None, it_go=1024, tol
     Parameters
     ----------
     graph : scipy.sparse matrix (n, n), symmetric, simple, connected, non-bipartite
-        e.g. :func:`synthetic_graph` or :func:`load_edge_list`.
+        e.g. :func:`synthetic_graph` or :func:`load_gossip_graph`.
     X, y : (n, d) and (n,) arrays, agent i's row. Rows are clipped to ``bounds`` first.
     epsilon, delta : total budget, split evenly over the runs by basic composition (paper: 5 runs).
     bounds : (B_x, B_y), public; required for ``sensitivity="domain"``.
