@@ -18,7 +18,6 @@ from bayesdp.adapters.consensus import (
     consensus_release,
     consensus_to_release,
     consensus_weights,
-    cop_sq_exact,
     kish_n_eff,
     laplace_scale_network,
     laplace_scale_signal,
@@ -28,10 +27,10 @@ from bayesdp.adapters.consensus import (
     regression_sensitivity,
     run_mvue,
     run_online,
-    second_eigenvalue_modulus,
 )
 from bayesdp.release import Release
 import network_helpers as nh
+from adapter_analysis import cop_sq_exact, second_eigenvalue_modulus
 
 POWER_GRID = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
 needs_grid = pytest.mark.skipif(not POWER_GRID.exists(), reason="../shared/data/networks not present")

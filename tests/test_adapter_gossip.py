@@ -23,6 +23,7 @@ from bayesdp.inference import closed_form as cf
 from bayesdp.models.priors import Priors
 from bayesdp.releases import layout
 from network_helpers import assert_fixeds_matches_fast, binomial_band, posteriors_differ
+import adapter_analysis as aa
 
 GRID = Path(__file__).resolve().parents[2] / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
 
@@ -37,7 +38,7 @@ def graph512():
 
 def test_graph_invariants(graph512):
     for A in (graph512, g.synthetic_graph(300, gamma=3.0, seed=7)):
-        s = g.graph_summary(A)
+        s = aa.graph_summary(A)
         assert s["symmetric"] and s["self_loops"] == 0 and s["connected"]
         assert s["bipartite"] is False
         assert s["min_degree"] >= 3 and s["max_degree"] <= 64
@@ -81,10 +82,10 @@ def test_repair_on_a_path_and_bad_graphs():
     n = 20
     A = sparse.diags([np.ones(n - 1), np.ones(n - 1)], [1, -1], format="csr")  # a path
     R = g.repair_graph(A, d_max=10, seed=0)
-    s = g.graph_summary(R)
+    s = aa.graph_summary(R)
     assert s["connected"] and not s["bipartite"] and s["min_degree"] >= 3 and s["max_degree"] <= 10
     with pytest.raises(BayesdpInputError, match="undirected"):
-        g.sigo_limit(A, np.ones(n)) if False else g.simulate_gossip(
+        aa.sigo_limit(A, np.ones(n)) if False else g.simulate_gossip(
             sparse.csr_matrix(np.triu(np.ones((5, 5)), 1)), np.ones((5, 1)), np.ones(5),
             epsilon=1, delta=1e-5, bounds=(1, 1))
 
@@ -92,7 +93,7 @@ def test_repair_on_a_path_and_bad_graphs():
 @pytest.mark.skipif(not GRID.exists(), reason="shared power-grid graph not present")
 def test_us_power_grid_loads_and_runs():
     A = g.load_gossip_graph(GRID, seed=0)
-    s = g.graph_summary(A)
+    s = aa.graph_summary(A)
     assert s["n"] == 4941 and s["connected"] and not s["bipartite"] and s["min_degree"] >= 3
     rng = np.random.default_rng(0)
     X = rng.normal(size=(s["n"], 2))
@@ -116,7 +117,7 @@ def test_theorem1_limit_and_bipartite_control(graph512):
     W = rng.normal(size=(512, 3))
     Z, its = g.sigo(graph512, W, 1024)
     assert its == 1024
-    np.testing.assert_allclose(Z, g.sigo_limit(graph512, W), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(Z, aa.sigo_limit(graph512, W), rtol=1e-9, atol=1e-12)
     # an even cycle is bipartite: T has eigenvalue -1 and the iterates oscillate
     n = 10
     C = sparse.csr_matrix((np.ones(2 * n), (np.r_[np.arange(n), (np.arange(n) + 1) % n],
@@ -145,7 +146,7 @@ def test_iterative_path_equals_weights_and_convergence_rate(graph512):
     W = rng.normal(size=512)
     for it in (5, 16):
         Z, _ = g.sigo(graph512, W, it)
-        np.testing.assert_allclose(Z[7], g.gossip_weights(graph512, 7, it) @ W, rtol=1e-10)
+        np.testing.assert_allclose(Z[7], aa.gossip_weights(graph512, 7, it) @ W, rtol=1e-10)
     # Experiment-4 analogue: spread of theta1_hat across agents at it_go = 16 vs 1024
     n = 512
     X = np.column_stack([np.ones(n), rng.normal(0.5, 0.4, n)])
@@ -178,7 +179,7 @@ def test_scales_to_ten_thousand_agents():
 @pytest.mark.slow
 def test_scales_to_hundred_thousand_agents():
     A = g.synthetic_graph(100_000, seed=8)
-    s = g.graph_summary(A)
+    s = aa.graph_summary(A)
     assert s["connected"] and not s["bipartite"] and s["max_degree"] <= 64
     rng = np.random.default_rng(8)
     X = rng.normal(size=(100_000, 2))
@@ -400,7 +401,7 @@ def test_ratio_bias_at_paper_defaults():
 def test_corrected_go_error_against_monte_carlo():
     """Corrected (6.13) with the Dawson heuristics (B.15/B.16) vs Monte Carlo at the paper's
     defaults (report section 6: within ~0.1%; asserted within 3 SE + 2%)."""
-    e1, e2 = g.reciprocal_gaussian_moments(2.0, 1e-3)
+    e1, e2 = aa.reciprocal_gaussian_moments(2.0, 1e-3)
     assert e1 == pytest.approx(0.5, rel=1e-6) and e2 == pytest.approx(0.25, rel=1e-5)
     out, tr = g.simulate_paper_gossip(n=1024, seed=5, tol=1e-12)
     n = 1024
@@ -412,7 +413,7 @@ def test_corrected_go_error_against_monte_carlo():
         mu_a = tr.means[1 + i]
         A = mu_a + sig_c / math.sqrt(n) * rng.standard_normal(R)
         err = (A - Z[:, 1 + i] / Z[:, 0]) ** 2
-        theo = g.theoretical_go_error(mu_a, sig[1 + i], sig[0], sig_c, tr.mu_d, tr.mu_d2, n)
+        theo = aa.theoretical_go_error(mu_a, sig[1 + i], sig[0], sig_c, tr.mu_d, tr.mu_d2, n)
         assert abs(err.mean() - theo) < 3 * err.std() / math.sqrt(R) + 0.02 * theo
 
 

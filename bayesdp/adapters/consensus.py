@@ -2,8 +2,7 @@
 
 Papachristou & Rahimian, "Differentially private distributed estimation and learning". Agents on an
 undirected graph average with a symmetric doubly-stochastic matrix A (Metropolis-Hastings weights
-a_ij = 1/max(deg i, deg j)); privacy is local Laplace noise (report
-``reference/seed-004-dp-distributed-estimation.md`` sections 2-5):
+a_ij = 1/max(deg i, deg j)); privacy is local Laplace noise (docs/adapters/consensus.md):
 
 * Alg. 1 / 3 (MVUE): nu_0 = xi + d (d = 0 for Alg. 1), nu_t = A nu_{t-1}, t = 1..T.
 * Alg. 2 / 4 (online, signal DP): nu_t = ((t-1)/t) A nu_{t-1} + (1/t)(xi_t + d_t).
@@ -41,7 +40,6 @@ __all__ = [
     "load_adjacency",
     "power_grid_path",
     "mh_weights",
-    "second_eigenvalue_modulus",
     "regression_sensitivity",
     "laplace_scale_signal",
     "laplace_scale_network",
@@ -51,7 +49,6 @@ __all__ = [
     "ConsensusRun",
     "consensus_weights",
     "kish_n_eff",
-    "cop_sq_exact",
     "consensus_to_release",
     "consensus_release",
     "ConsensusSimulation",
@@ -120,26 +117,11 @@ def mh_weights(adjacency) -> sp.csr_matrix:
     return (W + sp.diags(diag)).tocsr()
 
 
-def second_eigenvalue_modulus(A):
-    """(beta*, lambda_2, lambda_n) of a symmetric stochastic A; beta* = max(lambda_2, |lambda_n|)
-    (the paper calls it the spectral gap; it is the SLEM). Sparse shift-invert for large n."""
-    A = sp.csr_matrix(A)
-    n = A.shape[0]
-    if n <= 400:
-        lam = np.linalg.eigvalsh(A.toarray())
-        return float(max(lam[-2], abs(lam[0]))), float(lam[-2]), float(lam[0])
-    from scipy.sparse.linalg import eigsh
-    top = np.sort(eigsh(A, k=2, sigma=1.0 + 1e-3, which="LM", return_eigenvectors=False))
-    bot = eigsh(A, k=1, sigma=-1.0 - 1e-3, which="LM", return_eigenvectors=False)
-    l2, ln = float(top[0]), float(bot[0])
-    return max(l2, abs(ln)), l2, ln
-
-
 # ----------------------------------------------------------------------------------------------
 # sensitivity and noise scales
 # ----------------------------------------------------------------------------------------------
 def regression_sensitivity(d, bound_x, bound_y, adjacency="replace"):
-    """l1 sensitivity of one row's stacked statistic [vech(x x^T), x y] (report 5.5, extension).
+    """l1 sensitivity of one row's stacked statistic [vech(x x^T), x y] (an extension).
 
     "replace": any row with ||x||_2 <= B_x, |y| <= B_y replaced by any other:
     2 (sum_{k<=l} |x_k x_l| + sum |x_k y|) <= (d + 1) B_x^2 + 2 sqrt(d) B_x B_y.
@@ -320,20 +302,6 @@ def kish_n_eff(w):
     """(sum w)^2 / sum w^2."""
     w = np.asarray(w, dtype=float)
     return float(w.sum() ** 2 / np.sum(w ** 2))
-
-
-def cop_sq_exact(A, T, scales, algorithm, agents=None):
-    """Exact E||nu - mu||^2 (Cost of Privacy squared) summed over ``agents`` (all by default), per
-    coordinate: sum_i sum_k w_ik^2 2 b_k^2 (report 4.3). Cost O(|agents| T nnz)."""
-    A = sp.csr_matrix(A)
-    n = A.shape[0]
-    b = _scales(scales, n)
-    agents = np.arange(n) if agents is None else np.atleast_1d(agents)
-    tot = 0.0
-    for i in agents:
-        w = consensus_weights(A, T, algorithm, int(i))
-        tot += float(np.sum(w ** 2 * 2 * (b ** 2 if w.ndim == 1 else b[None, :] ** 2)))
-    return tot
 
 
 # ----------------------------------------------------------------------------------------------

@@ -29,8 +29,6 @@ covariance and O(D'^3) = O(d^6) to factor it, which is the cost the paper attrib
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import BayesdpInputError
 from ..releases import layout
 
