@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import BayesdpInputError
 
 S_NOISE = ("conditional", "eiv", "ignore")
+"""The treatments of the S noise that :func:`z_given_s_noise` offers."""
 
 
 # -- the layout --------------------------------------------------------------------------------
