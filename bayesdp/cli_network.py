@@ -138,7 +138,7 @@ def _cmd_gossip(args):
     tol = args.tol if args.tol and args.tol > 0 else None
     graph = None
     if args.graph_file:
-        graph = g.load_edge_list(args.graph_file, d_max=args.d_max, seed=args.seed)
+        graph = g.load_gossip_graph(args.graph_file, d_max=args.d_max, seed=args.seed)
     rels, thetas = [], []
     truth = {"protocol": g.PROTOCOL, "design": args.design, "networks": []}
     if args.design == "paper":
@@ -254,8 +254,8 @@ def _cmd_pricer(args):
         raise BayesdpInputError(f"--theta must have --d = {d} values, got {theta.size}")
     adj = None
     if args.graph_file:
-        from .adapters.consensus import load_edge_list
-        adj = load_edge_list(args.graph_file)
+        from .adapters.consensus import load_adjacency
+        adj = load_adjacency(args.graph_file)
     rels, truth = [], {"protocol": "pricer", "theta": theta, "sigma_y2": args.sigma_y ** 2,
                        "networks": []}
     for j in range(args.networks):
@@ -335,7 +335,7 @@ def _cmd_consensus(args):
             agents = int(args.output_agents)
         except ValueError:
             raise BayesdpInputError("--output-agents must be 'all' or an agent index") from None
-    adj0 = cm.load_edge_list(args.graph_file) if args.graph_file else None
+    adj0 = cm.load_adjacency(args.graph_file) if args.graph_file else None
     rels, truth = [], {"protocol": "consensus", "theta": theta, "sigma_y2": args.sigma_y ** 2,
                        "networks": []}
     for j in range(args.networks):

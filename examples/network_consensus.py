@@ -43,7 +43,7 @@ def main(argv=None):
     rels, wrong, X_all, y_all = [], [], [], []
     for j in range(args.networks):
         if j == 0 and grid_path.exists():
-            adj, name = cm.load_edge_list(grid_path), "US power grid"
+            adj, name = cm.load_adjacency(grid_path), "US power grid"
         else:
             n = args.agents
             i = np.arange(n)

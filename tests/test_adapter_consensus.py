@@ -18,20 +18,19 @@ from bayesdp.adapters.consensus import (
     consensus_release,
     consensus_to_release,
     consensus_weights,
-    cop_sq_exact,
     kish_n_eff,
     laplace_scale_network,
     laplace_scale_signal,
-    load_edge_list,
+    load_adjacency,
     mh_weights,
     pack_rows,
     regression_sensitivity,
     run_mvue,
     run_online,
-    second_eigenvalue_modulus,
 )
 from bayesdp.releases import Release
 import network_helpers as nh
+from adapter_analysis import cop_sq_exact, second_eigenvalue_modulus
 
 POWER_GRID = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
 needs_grid = pytest.mark.skipif(not POWER_GRID.exists(), reason="../shared/data/networks not present")
@@ -314,7 +313,7 @@ def test_bad_input_names_field():
     with pytest.raises(BayesdpInputError, match="variant"):
         run_online(A, np.zeros((2, 34)), variant="x", rng=np.random.default_rng(0))
     with pytest.raises(BayesdpInputError, match="path"):
-        load_edge_list("/nonexistent/edges.csv")
+        load_adjacency("/nonexistent/edges.csv")
     run = run_mvue(A, np.zeros((34, 5)), 3, rng=np.random.default_rng(0))
     with pytest.raises(BayesdpInputError, match="agents"):
         consensus_to_release(run, 2, agents=[99])
@@ -323,7 +322,7 @@ def test_bad_input_names_field():
 # ---------------------------------------------------------------- power grid
 @needs_grid
 def test_power_grid_loads_and_matches_report():
-    adj = load_edge_list(POWER_GRID)
+    adj = load_adjacency(POWER_GRID)
     assert adj.shape == (4941, 4941) and adj.nnz // 2 == 6594
     A = mh_weights(adj)
     beta, l2, ln = second_eigenvalue_modulus(A)
@@ -343,7 +342,7 @@ def test_power_grid_loads_and_matches_report():
 @needs_grid
 def test_power_grid_network_dp_cost_of_privacy():
     """Report 6.5: network DP, eps = 1, scales a_i^max/eps: sqrt(CoP^2) = 3.03 (Alg. 3, T = 100)."""
-    A = mh_weights(load_edge_list(POWER_GRID))
+    A = mh_weights(load_adjacency(POWER_GRID))
     b = laplace_scale_network(A, 1e-12, 1.0)
     reps = 60
     run = run_mvue(A, np.zeros((4941, reps)), 100, b, rng=np.random.default_rng(13))
@@ -355,7 +354,7 @@ def test_power_grid_network_dp_cost_of_privacy():
 @pytest.mark.slow
 def test_power_grid_n_eff_quartiles_all_agents():
     """Report 6.5: Alg. 3 n_eff = 1/(A^{2T})_ii at T = 100: 25.0 / 105.9 / 159.3 / 247.8 / 1137."""
-    A = mh_weights(load_edge_list(POWER_GRID))
+    A = mh_weights(load_adjacency(POWER_GRID))
     n = A.shape[0]
     diag = np.empty(n)
     for lo in range(0, n, 1000):
@@ -373,7 +372,7 @@ def test_power_grid_n_eff_quartiles_all_agents():
 @needs_grid
 @pytest.mark.slow
 def test_power_grid_alg5_and_full_release():
-    A = mh_weights(load_edge_list(POWER_GRID))
+    A = mh_weights(load_adjacency(POWER_GRID))
     b = laplace_scale_network(A, 1e-12, 1.0)
     reps = 60
     r = run_online(A, np.zeros((100, 4941, reps)), b, variant="network", rng=np.random.default_rng(14))

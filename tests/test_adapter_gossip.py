@@ -21,7 +21,9 @@ from bayesdp.adapters import gossip as g
 from bayesdp.errors import BayesdpInputError
 from bayesdp.inference import closed_form as cf
 from bayesdp.models.priors import Priors
+from bayesdp.releases import layout
 from network_helpers import assert_fixeds_matches_fast, binomial_band, posteriors_differ
+import adapter_analysis as aa
 
 GRID = Path(__file__).resolve().parents[2] / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
 
@@ -36,7 +38,7 @@ def graph512():
 
 def test_graph_invariants(graph512):
     for A in (graph512, g.synthetic_graph(300, gamma=3.0, seed=7)):
-        s = g.graph_summary(A)
+        s = aa.graph_summary(A)
         assert s["symmetric"] and s["self_loops"] == 0 and s["connected"]
         assert s["bipartite"] is False
         assert s["min_degree"] >= 3 and s["max_degree"] <= 64
@@ -80,18 +82,18 @@ def test_repair_on_a_path_and_bad_graphs():
     n = 20
     A = sparse.diags([np.ones(n - 1), np.ones(n - 1)], [1, -1], format="csr")  # a path
     R = g.repair_graph(A, d_max=10, seed=0)
-    s = g.graph_summary(R)
+    s = aa.graph_summary(R)
     assert s["connected"] and not s["bipartite"] and s["min_degree"] >= 3 and s["max_degree"] <= 10
     with pytest.raises(BayesdpInputError, match="undirected"):
-        g.sigo_limit(A, np.ones(n)) if False else g.simulate_gossip(
+        aa.sigo_limit(A, np.ones(n)) if False else g.simulate_gossip(
             sparse.csr_matrix(np.triu(np.ones((5, 5)), 1)), np.ones((5, 1)), np.ones(5),
             epsilon=1, delta=1e-5, bounds=(1, 1))
 
 
 @pytest.mark.skipif(not GRID.exists(), reason="shared power-grid graph not present")
 def test_us_power_grid_loads_and_runs():
-    A = g.load_edge_list(GRID, seed=0)
-    s = g.graph_summary(A)
+    A = g.load_gossip_graph(GRID, seed=0)
+    s = aa.graph_summary(A)
     assert s["n"] == 4941 and s["connected"] and not s["bipartite"] and s["min_degree"] >= 3
     rng = np.random.default_rng(0)
     X = rng.normal(size=(s["n"], 2))
@@ -115,7 +117,7 @@ def test_theorem1_limit_and_bipartite_control(graph512):
     W = rng.normal(size=(512, 3))
     Z, its = g.sigo(graph512, W, 1024)
     assert its == 1024
-    np.testing.assert_allclose(Z, g.sigo_limit(graph512, W), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(Z, aa.sigo_limit(graph512, W), rtol=1e-9, atol=1e-12)
     # an even cycle is bipartite: T has eigenvalue -1 and the iterates oscillate
     n = 10
     C = sparse.csr_matrix((np.ones(2 * n), (np.r_[np.arange(n), (np.arange(n) + 1) % n],
@@ -144,7 +146,7 @@ def test_iterative_path_equals_weights_and_convergence_rate(graph512):
     W = rng.normal(size=512)
     for it in (5, 16):
         Z, _ = g.sigo(graph512, W, it)
-        np.testing.assert_allclose(Z[7], g.gossip_weights(graph512, 7, it) @ W, rtol=1e-10)
+        np.testing.assert_allclose(Z[7], aa.gossip_weights(graph512, 7, it) @ W, rtol=1e-10)
     # Experiment-4 analogue: spread of theta1_hat across agents at it_go = 16 vs 1024
     n = 512
     X = np.column_stack([np.ones(n), rng.normal(0.5, 0.4, n)])
@@ -177,7 +179,7 @@ def test_scales_to_ten_thousand_agents():
 @pytest.mark.slow
 def test_scales_to_hundred_thousand_agents():
     A = g.synthetic_graph(100_000, seed=8)
-    s = g.graph_summary(A)
+    s = aa.graph_summary(A)
     assert s["connected"] and not s["bipartite"] and s["max_degree"] <= 64
     rng = np.random.default_rng(8)
     X = rng.normal(size=(100_000, 2))
@@ -399,7 +401,7 @@ def test_ratio_bias_at_paper_defaults():
 def test_corrected_go_error_against_monte_carlo():
     """Corrected (6.13) with the Dawson heuristics (B.15/B.16) vs Monte Carlo at the paper's
     defaults (report section 6: within ~0.1%; asserted within 3 SE + 2%)."""
-    e1, e2 = g.reciprocal_gaussian_moments(2.0, 1e-3)
+    e1, e2 = aa.reciprocal_gaussian_moments(2.0, 1e-3)
     assert e1 == pytest.approx(0.5, rel=1e-6) and e2 == pytest.approx(0.25, rel=1e-5)
     out, tr = g.simulate_paper_gossip(n=1024, seed=5, tol=1e-12)
     n = 1024
@@ -411,7 +413,7 @@ def test_corrected_go_error_against_monte_carlo():
         mu_a = tr.means[1 + i]
         A = mu_a + sig_c / math.sqrt(n) * rng.standard_normal(R)
         err = (A - Z[:, 1 + i] / Z[:, 0]) ** 2
-        theo = g.theoretical_go_error(mu_a, sig[1 + i], sig[0], sig_c, tr.mu_d, tr.mu_d2, n)
+        theo = aa.theoretical_go_error(mu_a, sig[1 + i], sig[0], sig_c, tr.mu_d, tr.mu_d2, n)
         assert abs(err.mean() - theo) < 3 * err.std() / math.sqrt(R) + 0.02 * theo
 
 
@@ -441,8 +443,8 @@ def test_vech_product_matrix_identity():
         th = rng.normal(size=d)
         E = rng.normal(size=(d, d))
         E = E + E.T
-        np.testing.assert_allclose(cf.vech_product_matrix(th) @ cf.vech(E), E @ th, rtol=1e-12)
-        np.testing.assert_allclose(cf.vech_product_tensor(d) @ th, cf.vech_product_matrix(th))
+        np.testing.assert_allclose(layout.vech_product_matrix(th) @ layout.vech(E), E @ th, rtol=1e-12)
+        np.testing.assert_allclose(layout.vech_product_tensor(d) @ th, layout.vech_product_matrix(th))
 
 
 def test_eiv_covariance_works_in_jax():
@@ -455,11 +457,11 @@ def test_eiv_covariance_works_in_jax():
     L = rng.normal(size=(2, k + d, k + d))
     C = L @ np.swapaxes(L, 1, 2)
     th = rng.normal(size=d)
-    ref = cf.eiv_covariance(C[:, :k, :k], C[:, :k, k:], C[:, k:, k:], th)
-    got = cf.eiv_covariance(jnp.asarray(C[:, :k, :k]), jnp.asarray(C[:, :k, k:]),
-                            jnp.asarray(C[:, k:, k:]), jnp.asarray(th), xp=jnp)
+    ref = layout.eiv_covariance(C[:, :k, :k], C[:, :k, k:], C[:, k:, k:], th)
+    got = layout.eiv_covariance(jnp.asarray(C[:, :k, :k]), jnp.asarray(C[:, :k, k:]),
+                                jnp.asarray(C[:, k:, k:]), jnp.asarray(th), xp=jnp)
     np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-10)
-    M = np.hstack([-cf.vech_product_matrix(th), np.eye(d)])
+    M = np.hstack([-layout.vech_product_matrix(th), np.eye(d)])
     np.testing.assert_allclose(ref[1], M @ C[1] @ M.T, rtol=1e-10)
 
 
@@ -475,7 +477,7 @@ def test_iid_path_unchanged_and_conditional_formula():
     assert new["s_noise"] == "conditional"
     np.testing.assert_array_equal(new["mean"], old_mean)
     np.testing.assert_array_equal(new["cov"], old_cov)
-    shift, Sig = cf.z_given_s_noise(rel, S)
+    shift, Sig = layout.z_given_s_noise(rel, S)
     assert np.all(shift == 0)
     # conditional Gaussian by a direct Schur complement on a random correlated covariance
     rng = np.random.default_rng(2)
@@ -485,12 +487,12 @@ def test_iid_path_unchanged_and_conditional_formula():
     rel2 = bayesdp.Release(S_hat=np.array([[[5.0, 1.0], [1.0, -0.5]]]), z_hat=[[1.0, 2.0]], n=[10],
                            sigma_s=[1.0], sigma_z=[1.0], noise_cov=cov[None])
     S2 = cf.fixed_s_estimate(rel2)
-    shift, Sig = cf.z_given_s_noise(rel2, S2)
+    shift, Sig = layout.z_given_s_noise(rel2, S2)
     G = cov[k:, :k] @ np.linalg.inv(cov[:k, :k])
-    np.testing.assert_allclose(shift[0], G @ cf.vech(rel2.S_hat[0] - S2[0]), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(shift[0], G @ layout.vech(rel2.S_hat[0] - S2[0]), rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(Sig[0], cov[k:, k:] - G @ cov[:k, k:], rtol=1e-8, atol=1e-12)
-    _, V = cf.z_given_s_noise(rel2, S2, s_noise="eiv", theta=np.array([2.0, -1.0]))
-    B = cf.vech_product_matrix([2.0, -1.0])
+    _, V = layout.z_given_s_noise(rel2, S2, s_noise="eiv", theta=np.array([2.0, -1.0]))
+    B = layout.vech_product_matrix([2.0, -1.0])
     M = np.hstack([-B, np.eye(d)])  # e_z - E_S theta
     np.testing.assert_allclose(V[0], M @ cov @ M.T, rtol=1e-10)
     with pytest.raises(BayesdpInputError, match="s_noise"):

@@ -11,6 +11,7 @@ import bayesdp
 from bayesdp import diagnostics
 from bayesdp.errors import BayesdpInputError
 from bayesdp.inference import closed_form
+from bayesdp.releases import layout
 
 Z_MAX = 4.0  # |z| bound per comparison (two-sided p ~ 6e-5)
 S2 = 0.5  # sigma_y^2 held fixed, so fixedS's theta | z_hat is the closed-form Gaussian
@@ -37,7 +38,7 @@ def test_eiv_fast_mean_is_a_fixed_point(corr_release):
     returned mean must reproduce itself when the eiv covariance is evaluated at it."""
     pri = PRIORS.resolve(2)
     f = closed_form.fast_posterior(corr_release, pri, sigma_y2=S2, s_noise="eiv")
-    _, Sig = closed_form.z_given_s_noise(corr_release, f["S"], s_noise="eiv", theta=f["mean"])
+    _, Sig = layout.z_given_s_noise(corr_release, f["S"], s_noise="eiv", theta=f["mean"])
     again, _, _ = closed_form.gaussian_theta_posterior(f["S"], corr_release.z_hat, S2, Sig, pri.m,
                                                        pri.C)
     np.testing.assert_allclose(again, f["mean"], rtol=1e-8)
@@ -71,8 +72,8 @@ def test_noise_treatments_differ_enough_to_be_told_apart(corr_release):
     pri = PRIORS.resolve(2)
     post = {m: closed_form.fast_posterior(corr_release, pri, sigma_y2=S2, s_noise=m)
             for m in ("conditional", "eiv", "ignore")}
-    shift, _ = closed_form.z_given_s_noise(corr_release, closed_form.fixed_s_estimate(corr_release),
-                                           s_noise="conditional")
+    shift, _ = layout.z_given_s_noise(corr_release, closed_form.fixed_s_estimate(corr_release),
+                                      s_noise="conditional")
     assert np.max(np.abs(shift)) > 0.1
     N = 3000
     for a, b in (("conditional", "eiv"), ("conditional", "ignore"), ("eiv", "ignore")):

@@ -44,6 +44,7 @@ def test_log_joint_matches_hand_formula(rel):
 
     from bayesdp.inference import closed_form
     from bayesdp.models import regression as R
+    from bayesdp.releases import layout
 
     pri = bayesdp.Priors.paper().resolve(3)
     S = closed_form.fixed_s_estimate(rel, "psd+I")
@@ -52,7 +53,7 @@ def test_log_joint_matches_hand_formula(rel):
     got = float(R.log_joint(R.fixeds_model, data, {"theta": theta, "sigma_y2": s2}))
     want = stats.multivariate_normal(pri.m, pri.C).logpdf(theta)
     want += stats.invgamma(pri.a, scale=pri.b).logpdf(s2)
-    Sz = closed_form.z_noise_covariances(rel)
+    Sz = layout.z_noise_covariances(rel)
     for j in range(rel.J):
         want += stats.multivariate_normal(S[j] @ theta, s2 * S[j] + Sz[j]).logpdf(rel.z_hat[j])
     assert np.isclose(got, want, rtol=1e-10)
@@ -193,8 +194,8 @@ def test_intercept_model_density_matches_hand_formula(rel_icpt, k):
 
     from scipy import stats
 
-    from bayesdp.inference import closed_form
     from bayesdp.models import regression as R
+    from bayesdp.releases import layout
 
     enable_x64()
     rel = rel_icpt if k == 1 else dataclasses.replace(rel_icpt, average_rows=k,
@@ -220,7 +221,7 @@ def test_intercept_model_density_matches_hand_formula(rel_icpt, k):
             S = np.block([[np.array([[n[j] * c**2]]), c * n[j] * b[None, :]],
                           [c * n[j] * b[:, None], W + n[j] * np.outer(b, b)]])
             want += stats.norm(S[iu], rel.sigma_s[j]).logpdf(rel.S_hat[j][iu]).sum()
-            Sz = closed_form.z_noise_covariances(rel)[j]
+            Sz = layout.z_noise_covariances(rel)[j]
             want += stats.multivariate_normal(S @ pt["theta"], pt["sigma_y2"] * S + Sz).logpdf(
                 rel.z_hat[j])
         assert np.isclose(got, want, rtol=1e-10), (got, want)

@@ -11,6 +11,7 @@ import bayesdp
 from bayesdp import diagnostics
 from bayesdp.errors import BayesdpInputError
 from bayesdp.inference import closed_form
+from bayesdp.releases import layout
 
 Z_MAX = 4.0  # |z| bound for a handful of comparisons (two-sided p ~ 6e-5 each)
 
@@ -76,7 +77,7 @@ def test_fixeds_with_sigma_fixed_matches_closed_form(rel):
                         progress_bar=False, fix_sigma_y2=s2)
     mean, cov, _ = closed_form.gaussian_theta_posterior(
         closed_form.fixed_s_estimate(rel, "psd"), rel.z_hat, s2,
-        closed_form.z_noise_covariances(rel), pri.m, pri.C)
+        layout.z_noise_covariances(rel), pri.m, pri.C)
     th = diagnostics.posterior_array(idata, "theta")
     N = th.shape[0]  # Gibbs with sigma fixed gives independent draws
     z = (th.mean(0) - mean) / np.sqrt(np.diag(cov) / N)

@@ -2,8 +2,7 @@
 
 Papachristou & Rahimian, "Differentially private distributed estimation and learning". Agents on an
 undirected graph average with a symmetric doubly-stochastic matrix A (Metropolis-Hastings weights
-a_ij = 1/max(deg i, deg j)); privacy is local Laplace noise (report
-``reference/seed-004-dp-distributed-estimation.md`` sections 2-5):
+a_ij = 1/max(deg i, deg j)); privacy is local Laplace noise (docs/adapters/consensus.md):
 
 * Alg. 1 / 3 (MVUE): nu_0 = xi + d (d = 0 for Alg. 1), nu_t = A nu_{t-1}, t = 1..T.
 * Alg. 2 / 4 (online, signal DP): nu_t = ((t-1)/t) A nu_{t-1} + (1/t)(xi_t + d_t).
@@ -34,12 +33,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import BayesdpInputError
+from ..releases import layout
+from .common import claim_verdict, one_holder_release
 
 __all__ = [
-    "load_edge_list",
+    "load_adjacency",
     "power_grid_path",
     "mh_weights",
-    "second_eigenvalue_modulus",
     "regression_sensitivity",
     "laplace_scale_signal",
     "laplace_scale_network",
@@ -49,7 +49,6 @@ __all__ = [
     "ConsensusRun",
     "consensus_weights",
     "kish_n_eff",
-    "cop_sq_exact",
     "consensus_to_release",
     "consensus_release",
     "ConsensusSimulation",
@@ -65,7 +64,7 @@ def power_grid_path(root=None) -> Path:
     return root.parent / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
 
 
-def load_edge_list(path, *, one_based=True) -> sp.csr_matrix:
+def load_adjacency(path, *, one_based=True) -> sp.csr_matrix:
     """Symmetric 0/1 adjacency (csr) from a CSV edge list (``source, target`` header) or a UCINET
     "dl edgelist1" file. Self loops are dropped; duplicate / reversed edges are merged."""
     path = Path(path)
@@ -118,26 +117,11 @@ def mh_weights(adjacency) -> sp.csr_matrix:
     return (W + sp.diags(diag)).tocsr()
 
 
-def second_eigenvalue_modulus(A):
-    """(beta*, lambda_2, lambda_n) of a symmetric stochastic A; beta* = max(lambda_2, |lambda_n|)
-    (the paper calls it the spectral gap; it is the SLEM). Sparse shift-invert for large n."""
-    A = sp.csr_matrix(A)
-    n = A.shape[0]
-    if n <= 400:
-        lam = np.linalg.eigvalsh(A.toarray())
-        return float(max(lam[-2], abs(lam[0]))), float(lam[-2]), float(lam[0])
-    from scipy.sparse.linalg import eigsh
-    top = np.sort(eigsh(A, k=2, sigma=1.0 + 1e-3, which="LM", return_eigenvectors=False))
-    bot = eigsh(A, k=1, sigma=-1.0 - 1e-3, which="LM", return_eigenvectors=False)
-    l2, ln = float(top[0]), float(bot[0])
-    return max(l2, abs(ln)), l2, ln
-
-
 # ----------------------------------------------------------------------------------------------
 # sensitivity and noise scales
 # ----------------------------------------------------------------------------------------------
 def regression_sensitivity(d, bound_x, bound_y, adjacency="replace"):
-    """l1 sensitivity of one row's stacked statistic [vech(x x^T), x y] (report 5.5, extension).
+    """l1 sensitivity of one row's stacked statistic [vech(x x^T), x y] (an extension).
 
     "replace": any row with ||x||_2 <= B_x, |y| <= B_y replaced by any other:
     2 (sum_{k<=l} |x_k x_l| + sum |x_k y|) <= (d + 1) B_x^2 + 2 sqrt(d) B_x B_y.
@@ -169,24 +153,13 @@ def laplace_scale_network(A, sensitivity, eps):
 
 
 def pack_rows(X, y):
-    """Per-row statistics [vech(x x^T) (triu, row-major), x y]; X (..., d), y (...) -> (..., D)."""
+    """Per-row statistics [vech(x x^T), x y] in the release layout (:mod:`bayesdp.releases.layout`);
+    X (..., d), y (...) -> (..., D)."""
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if X.shape[:-1] != y.shape:
         raise BayesdpInputError(f"X and y must agree on the leading shape, got {X.shape} and {y.shape}")
-    d = X.shape[-1]
-    iu = np.triu_indices(d)
-    S = X[..., iu[0]] * X[..., iu[1]]
-    return np.concatenate([S, X * y[..., None]], axis=-1)
-
-
-def _unpack(v, d):
-    k = d * (d + 1) // 2
-    iu = np.triu_indices(d)
-    S = np.zeros((d, d))
-    S[iu] = v[:k]
-    S = S + np.triu(S, 1).T
-    return S, np.asarray(v[k:k + d], dtype=float)
+    return layout.row_stats(X, y)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -331,20 +304,6 @@ def kish_n_eff(w):
     return float(w.sum() ** 2 / np.sum(w ** 2))
 
 
-def cop_sq_exact(A, T, scales, algorithm, agents=None):
-    """Exact E||nu - mu||^2 (Cost of Privacy squared) summed over ``agents`` (all by default), per
-    coordinate: sum_i sum_k w_ik^2 2 b_k^2 (report 4.3). Cost O(|agents| T nnz)."""
-    A = sp.csr_matrix(A)
-    n = A.shape[0]
-    b = _scales(scales, n)
-    agents = np.arange(n) if agents is None else np.atleast_1d(agents)
-    tot = 0.0
-    for i in agents:
-        w = consensus_weights(A, T, algorithm, int(i))
-        tot += float(np.sum(w ** 2 * 2 * (b ** 2 if w.ndim == 1 else b[None, :] ** 2)))
-    return tot
-
-
 # ----------------------------------------------------------------------------------------------
 # adapter
 # ----------------------------------------------------------------------------------------------
@@ -371,9 +330,7 @@ def _dp_claim(run):
     if notion == "network" and alg == "online_network":
         base += (f"; network DP holds per release (eps each); the {run.T} releases of an agent "
                  "compose to T*eps against an eavesdropper who sees them all")
-    if reasons:
-        return False, "seed-004 privacy claim does NOT hold: " + "; ".join(reasons) + ". " + base
-    return True, base
+    return claim_verdict(reasons, base, "seed-004 privacy claim does NOT hold")
 
 
 COST_NOTE = ("consensus protocol: Laplace noise on each agent's signal (a local guarantee per "
@@ -392,11 +349,7 @@ def consensus_to_release(run: ConsensusRun, d, agents="all", *, feature_names=()
     a Gaussian summary of it). ``n`` is round(n_eff) (the exact value is in the provenance).
     The provenance recommends ``s_noise="eiv"`` (the S noise carried through theta).
     """
-    from ..accounting import unaccounted_part
-    from ..releases import Release
-
-    k = d * (d + 1) // 2
-    D = k + d
+    D = layout.stat_dim(d)
     est = np.asarray(run.estimates)
     if est.ndim != 2 or est.shape[1] != D:
         raise BayesdpInputError(f"run.estimates must be (n, {D}) for d={d}, got {est.shape}")
@@ -421,7 +374,7 @@ def consensus_to_release(run: ConsensusRun, d, agents="all", *, feature_names=()
     var = n_eff ** 2 * float(np.sum(w ** 2 * 2 * bw ** 2))
     s4 = float(np.sum(w ** 2 * bw ** 2))
     kurt = float(3 * np.sum(w ** 4 * bw ** 4) / s4 ** 2) if s4 > 0 else 0.0
-    S, z = _unpack(n_eff * nu, d)
+    S, z, _ = layout.unpack_stats(n_eff * nu, d)
     valid, note = _dp_claim(run)
     note = note + (" Noise: a weighted sum of Laplace variables (excess kurtosis "
                    f"{kurt:.3g}); the release describes it by a Gaussian with its exact covariance "
@@ -447,11 +400,9 @@ def consensus_to_release(run: ConsensusRun, d, agents="all", *, feature_names=()
     }
     if extra_provenance:
         prov.update(extra_provenance)
-    sig = math.sqrt(var)
-    return Release(S_hat=S[None], z_hat=z[None], n=np.array([max(1, int(round(n_eff)))]),
-                   sigma_s=np.array([sig]), sigma_z=np.array([sig]), feature_names=feature_names,
-                   bounds=bounds, dp_claim_valid=valid, dp_claim_note=note, provenance=prov,
-                   privacy_cost=(unaccounted_part(COST_NOTE),))
+    return one_holder_release(S, z, max(1, int(round(n_eff))), math.sqrt(var),
+                              cost_note=COST_NOTE, feature_names=feature_names, bounds=bounds,
+                              dp_claim_valid=valid, dp_claim_note=note, provenance=prov)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -510,6 +461,6 @@ def consensus_release(adjacency, X, y, *, eps, bound_x, bound_y, seed, T=100, al
     rel = consensus_to_release(run, d, agents, feature_names=feature_names,
                                bounds=(float(bound_x), float(bound_y)))
     flat = stats.reshape(-1, stats.shape[-1]).sum(0)
-    S_true, z_true = _unpack(flat, d)
+    S_true, z_true, _ = layout.unpack_stats(flat, d)
     return ConsensusSimulation(release=rel, run=run, truth={"S": S_true, "z": z_true,
                                                             "scales": run.scales})

@@ -1,7 +1,7 @@
 """Gossip averaging without handshakes (seed 000, "SimpleGossip" + bias removal) as a data source.
 
-What the protocol computes (reference report ``seed-000-gossip.md`` sections 2 and 4)
--------------------------------------------------------------------------------------
+What the protocol computes (docs/adapters/gossip.md)
+----------------------------------------------------
 n agents sit on an undirected graph with adjacency A and degrees d_i. SimpleGossip (Algorithm 1)
 repeats ``w <- D^{-1} A w`` (``T = D^{-1} A``) ``it_go`` times; every agent's value converges to the
 degree-weighted mean ``sum_i pi_i w_i``, ``pi_i = d_i / sum_k d_k`` (Theorem 1). The bias-removal
@@ -14,7 +14,7 @@ triangle incl. diagonal, row-major, ``np.triu_indices(d)`` order). The paper's u
 the special case x_i = [1, (d_i - mu_d_hat)^2]; there the (0, 0) entry is the count, read off the
 1/d run itself (S_hat_00 = n exactly).
 
-Output distribution at convergence (exact, no clipping; report section 4.2)
+Output distribution at convergence (exact, no clipping)
     D   = sum_i pi_i nu_{i,0} ~ N(c, kappa sigma_0^2),          c = 1/mu_d
     N_a = sum_i pi_i nu_{i,a} ~ N(c mu_a, kappa sigma_a^2),     kappa = sum_i pi_i^2 = mu_{d^2}/(n mu_d^2)
 all independent; the released moments are m_a = N_a / D, and (delta method)
@@ -43,10 +43,11 @@ from typing import Optional
 
 import numpy as np
 from scipy import sparse
-from scipy.sparse import csgraph
 
 from .. import privacy
 from ..errors import BayesdpInputError
+from ..releases import layout
+from .common import claim_verdict, one_holder_release
 
 PROTOCOL = "gossip-sigo"
 PAPER = "seed 000: Estimating Unbiased Averages of Sensitive Attributes without Handshakes among Agents"
@@ -182,7 +183,7 @@ def synthetic_graph(n, gamma=2.0, d_max=64, d_min=3, seed=None):
     return repair_graph(chung_lu_graph(w, rng), d_max=d_max, d_min=d_min, seed=rng)
 
 
-def load_edge_list(path, *, d_max=64, d_min=3, repair=True, seed=0):
+def load_gossip_graph(path, *, d_max=64, d_min=3, repair=True, seed=0):
     """A real graph from a CSV/whitespace edge list (two integer columns, optional header; directed
     or listed both ways): symmetrised, self-loops dropped, relabelled 0..n-1, then repaired with
     step 3 of appendix C.3 as the paper does for its real graphs."""
@@ -228,34 +229,6 @@ def _check_graph(A, require_simple=True):
     return A
 
 
-def graph_summary(A) -> dict:
-    """Invariants the protocol needs: symmetric, simple, connected, non-bipartite; degree stats."""
-    A = sparse.csr_matrix(A)
-    deg = np.asarray(A.sum(axis=1)).ravel()
-    ncomp, _ = csgraph.connected_components(A, directed=False)
-    return {
-        "n": int(A.shape[0]),
-        "edges": int(A.nnz // 2),
-        "symmetric": bool((A != A.T).nnz == 0),
-        "self_loops": int(np.count_nonzero(A.diagonal())),
-        "connected": bool(ncomp == 1),
-        "bipartite": bool(_is_bipartite(A)) if ncomp == 1 else None,
-        "min_degree": int(deg.min()),
-        "max_degree": int(deg.max()),
-        "mu_d": float(deg.mean()),
-        "mu_d2": float((deg**2).mean()),
-    }
-
-
-def _is_bipartite(A):
-    order, pred = csgraph.breadth_first_order(A, 0, directed=False, return_predecessors=True)
-    depth = np.zeros(A.shape[0], dtype=np.int64)
-    for v in order[1:]:
-        depth[v] = depth[pred[v]] + 1
-    coo = sparse.triu(A, 1).tocoo()
-    return bool(np.all((depth[coo.row] + depth[coo.col]) % 2 == 1))
-
-
 # -- gossip ----------------------------------------------------------------------------------------
 
 
@@ -280,29 +253,6 @@ def sigo(A, W, it_go, *, tol=None, check_every=32):
             if spread <= tol * max(1.0, float(np.max(np.abs(Z)))):
                 return Z, t
     return Z, it_go
-
-
-def sigo_limit(A, W):
-    """Theorem 1: the limit of SimpleGossip, every agent holding sum_i pi_i W_i, pi = d / sum(d)."""
-    A = sparse.csr_matrix(A)
-    deg = np.asarray(A.sum(axis=1)).ravel()
-    pi = deg / deg.sum()
-    W = np.asarray(W, dtype=float)
-    val = pi @ W
-    return np.broadcast_to(val, W.shape).copy()
-
-
-def gossip_weights(A, agent, it_go):
-    """Row ``agent`` of T^it_go (the weights agent j's output puts on every input), by it_go sparse
-    products with T^T; for tests (the output's exact variance at finite it_go is sum_i w_i^2 sigma^2)."""
-    A = sparse.csr_matrix(A)
-    deg = np.asarray(A.sum(axis=1)).ravel()
-    Tt = sparse.csr_matrix((sparse.diags(1.0 / deg) @ A).T)
-    v = np.zeros(A.shape[0])
-    v[agent] = 1.0
-    for _ in range(it_go):
-        v = Tt @ v
-    return v
 
 
 # -- sensitivities and noise -----------------------------------------------------------------------
@@ -357,10 +307,10 @@ def _sigma(eps, delta, sens, calibration):
     return privacy.gaussian_sigma(eps, delta, sens, calibration)
 
 
-#: Largest usable relative noise of the 1/d run, sd(D) / E[D] = sigma_0 sqrt(mu_{d^2} / n) (report
-#: section 4.2). The ratio N / D and its delta-method covariance need a precise denominator (the
-#: report checks them at 13%); at 50% (the command line's old default: 1024 agents, epsilon 4, two
-#: features) D is <= 0 in about one run in 40, and a small positive D blows the moments up.
+#: Largest usable relative noise of the 1/d run, sd(D) / E[D] = sigma_0 sqrt(mu_{d^2} / n)
+#: (docs/adapters/gossip.md). The ratio N / D and its delta-method covariance need a precise
+#: denominator; at 50% (1024 agents, epsilon 4, two features) D is <= 0 in about one run in 40,
+#: and a small positive D blows the moments up.
 MAX_COUNT_REL_SD = 0.2
 
 
@@ -468,13 +418,9 @@ def _check_rows(X, y, n):
 
 
 def _pack(X, y, keys):
-    cols = []
-    for k in keys:
-        if k[0] == "S":
-            cols.append(X[:, k[1]] * X[:, k[2]])
-        else:
-            cols.append(X[:, k[1]] * y)
-    return np.stack(cols, axis=1)
+    """The per-row statistics of ``keys`` (a subset of :func:`stat_keys`), (n, len(keys))."""
+    order = stat_keys(X.shape[1])
+    return layout.row_stats(X, y)[:, [order.index(k) for k in keys]]
 
 
 def simulate_gossip(graph, X, y, *, epsilon, delta, bounds=None, it_go=1024, tol=None,
@@ -485,7 +431,7 @@ def simulate_gossip(graph, X, y, *, epsilon, delta, bounds=None, it_go=1024, tol
     Parameters
     ----------
     graph : scipy.sparse matrix (n, n), symmetric, simple, connected, non-bipartite
-        e.g. :func:`synthetic_graph` or :func:`load_edge_list`.
+        e.g. :func:`synthetic_graph` or :func:`load_gossip_graph`.
     X, y : (n, d) and (n,) arrays, agent i's row. Rows are clipped to ``bounds`` first.
     epsilon, delta : total budget, split evenly over the runs by basic composition (paper: 5 runs).
     bounds : (B_x, B_y), public; required for ``sensitivity="domain"``.
@@ -645,32 +591,6 @@ def simulate_paper_gossip(graph=None, *, n=1024, theta=(4096.0, 1.0), l_reg=8.0,
     return out, truth
 
 
-# -- the paper's error analysis (section 6, corrected) ---------------------------------------------
-
-
-def reciprocal_gaussian_moments(mean, sd):
-    """Heuristics B.15/B.16 for Z ~ N(mean, sd^2) (principal value / finite part; E[1/Z] does not
-    exist strictly): E[1/Z] ~ (sqrt2/sd) F(u), E[1/Z^2] ~ (mean E[1/Z] - 1)/sd^2, u = mean/(sqrt2 sd),
-    F = Dawson's function. Both tend to 1/mean, 1/mean^2 as sd -> 0."""
-    from scipy.special import dawsn
-
-    u = mean / (math.sqrt(2.0) * sd)
-    e1 = math.sqrt(2.0) / sd * dawsn(u)
-    return e1, (mean * e1 - 1.0) / sd**2
-
-
-def theoretical_go_error(mu_a, sigma_a, sigma_0, sigma_central, mu_d, mu_d2, n):
-    """Corrected (6.13): e_go = E[(S_dp - N/D)^2] between the central average S_dp of independent
-    locally privatised values (noise sd ``sigma_central`` per agent) and the gossip ratio N/D, with
-    D ~ N(1/mu_d, kappa sigma_0^2), N ~ N(mu_a/mu_d, kappa sigma_a^2), kappa = mu_d2/(n mu_d^2):
-    sigma_central^2/n + mu_a^2 - 2 mu_a (mu_a/mu_d) E[1/D] + E[N^2] E[1/D^2].
-    (The printed (6.13)/(B.17)/(B.18) have inconsistent exponents; see the report, section 3.)"""
-    kappa = mu_d2 / (n * mu_d**2)
-    e1, e2 = reciprocal_gaussian_moments(1.0 / mu_d, math.sqrt(kappa) * sigma_0)
-    EN2 = kappa * sigma_a**2 + (mu_a / mu_d) ** 2
-    return sigma_central**2 / n + mu_a**2 - 2.0 * mu_a * (mu_a / mu_d) * e1 + EN2 * e2
-
-
 # -- the adapter -----------------------------------------------------------------------------------
 
 
@@ -695,16 +615,7 @@ def _dp_assessment(settings, sigmas):
     scope = ("Scope even when valid: attribute-level local DP of each agent's released inputs with "
              "the graph treated as public; edge-level privacy (Definition 4) is not established, "
              "since the gossip weights and the published iterates depend on the unprivatised graph.")
-    if reasons:
-        return False, "paper's DP claim does not hold: " + "; ".join(reasons) + ". " + scope
-    return True, scope
-
-
-def _unvech(v, d):
-    M = np.zeros((d, d))
-    iu = np.triu_indices(d)
-    M[iu] = v
-    return M + np.triu(M, 1).T
+    return claim_verdict(reasons, scope, "paper's DP claim does not hold")
 
 
 COST_NOTE = ("gossip protocol: attribute-level local DP of each agent's released inputs (see "
@@ -726,9 +637,6 @@ def gossip_release(output: GossipOutput, agent=0, *, bias_correct=True, mu_d2=No
     Assumes convergence (it_go >> 1/log(1/|lambda_2|)): the per-agent weights are then pi.
     One network is one holder: never use several agents of the same network as separate holders.
     """
-    from ..accounting import unaccounted_part
-    from ..releases import Release
-
     if not isinstance(output, GossipOutput):
         raise BayesdpInputError("output must be a GossipOutput (from simulate_gossip)")
     n = output.n_agents
@@ -762,9 +670,9 @@ def gossip_release(output: GossipOutput, agent=0, *, bias_correct=True, mu_d2=No
     mm = np.where(count, 0.0, m)
     cov_m = (mu2 / n) * (np.diag(sig**2) + s0**2 * np.outer(mm, mm))
     cov = n**2 * cov_m
-    kS = d * (d + 1) // 2
+    kS = layout.vech_dim(d)
     v = n * m
-    S_hat = _unvech(v[:kS], d)
+    S_hat = layout.unvech(v[:kS], d)
     z_hat = v[kS:]
     st = output.settings
     spread = output.spread()
@@ -799,17 +707,14 @@ def gossip_release(output: GossipOutput, agent=0, *, bias_correct=True, mu_d2=No
                         "do not apply",
         "sigma_s_sigma_z": "isotropic summaries (sqrt of the largest variance); use noise_cov",
     }
-    return Release(
-        S_hat=S_hat[None], z_hat=z_hat[None], n=np.array([n]),
-        sigma_s=np.array([math.sqrt(max(varS.max(), 0.0))]),
-        sigma_z=np.array([math.sqrt(max(varz.max(), 0.0))]),
-        feature_names=tuple(feature_names),
+    return one_holder_release(
+        S_hat, z_hat, n, math.sqrt(max(varS.max(), 0.0)), math.sqrt(max(varz.max(), 0.0)),
+        cost_note=COST_NOTE, feature_names=tuple(feature_names),
         holder_names=(holder_name,) if holder_name is not None else (),
         epsilon=st["epsilon"], delta=st["delta"], calibration=st["calibration"],
         sensitivity=None, bounds=None if st["bounds"] is None else tuple(st["bounds"]),
         private_bounds=True, seeded=True, noise_cov=cov[None], dp_claim_valid=valid,
         dp_claim_note=note, provenance=provenance,
-        privacy_cost=(unaccounted_part(COST_NOTE),),
     )
 
 

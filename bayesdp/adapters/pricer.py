@@ -4,7 +4,7 @@ Saha, Seif, Yemini, Goldsmith & Poor, "Privacy preserving semi-decentralized mea
 intermittently-connected networks" (journal, [J]) and "Collaborative mean estimation over
 intermittently connected networks with peer-to-peer privacy" (ISIT 2023, [C]).
 
-Protocol (one shot; report ``reference/seed-001-003-pricer.md`` section 2). Node i holds a vector
+Protocol (one shot; docs/adapters/pricer.md). Node i holds a vector
 x_i in R^D. Stage 1: node i sends ``alpha_ij x_i + n_ij`` (n_ij ~ N(0, sigma_ij^2 I_D), fresh per
 link) to every neighbour j over a Bernoulli(p_ij) link (tau_ij), and keeps ``alpha_ii x_i + n_ii``
 itself; relay j sums what it received. Stage 2: relay j forwards its sum to the server (PS) over a
@@ -16,12 +16,12 @@ Bernoulli(p_j) link (tau_j); the PS outputs ``(1/n) sum_j tau_j x~_j``. Closed f
 The estimate is unbiased iff kappa_i = sum_j p_j p_ij alpha_ij = 1 for every i ([C] eq. 3).
 
 For regression each node packs ``[vech(X_i^T X_i), X_i^T y_i, N_i]`` into ONE vector, so S and z
-share the random weights c_i and ``z ~ S theta`` survives the reweighting (report section 6.4);
+share the random weights c_i and ``z ~ S theta`` survives the reweighting;
 given the link states the unpacked noise is exactly the Alparslan et al. design with
 ``sigma_s = sigma_z = sqrt(v)``.
 
 Design (Stage 0). At the optimum sigma_ij = rho_ij alpha_ij (the privacy cone is tight), which
-leaves a convex quadratic programme in A >= 0 (report section 5.4; the papers call it non-convex):
+leaves a convex quadratic programme in A >= 0 (the papers call it non-convex):
 
     min_A  R^2 E[(sum_i c_i - n)^2] + D sum_{ij} p_j p_ij rho_ij^2 alpha_ij^2   s.t. kappa_i = 1.
 
@@ -30,9 +30,6 @@ row-wise KKT / bisection update of [C] (C-15)/(C-20) (each row is a separable QP
 applied to all rows at once (block Jacobi) followed by an exact line search, so every sweep is
 O(number of links) and networks of 10^5 nodes are practical. :func:`optimize_design_isit` is
 [C] Alg. 3 (one common sigma, box constraints, alternating with (C-10)).
-:func:`optimize_design_adam` is [J]'s
-bias-penalised formulation solved the way the authors' code does (Adam + cone projection, dense,
-small n; reproduces [J] Table I).
 
 Graphs are scipy.sparse; per-link quantities live on a directed edge list that includes the self
 links (i, i).
@@ -48,6 +45,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import BayesdpInputError
+from ..releases import layout
+from .common import claim_verdict, one_holder_release
 
 __all__ = [
     "PricerNetwork",
@@ -58,16 +57,9 @@ __all__ = [
     "unpack_suffstats",
     "packed_radius",
     "optimize_design",
-    "optimize_design_adam",
     "optimize_design_isit",
     "design_objective",
     "simulate_round",
-    "exact_moments",
-    "mse_exact",
-    "mse_bound_paper",
-    "mse_bound_valid",
-    "local_epsilon",
-    "bernstein_radius",
     "ps_epsilon",
     "pricer_release",
     "round_to_release",
@@ -78,16 +70,12 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------
 # packing of regression statistics
 # ----------------------------------------------------------------------------------------------
-def _vech_idx(d):
-    return np.triu_indices(d)
-
-
 def pack_suffstats(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], *, include_count=True):
-    """Per-node vectors ``[vech(X_i^T X_i) (triu, row-major), X_i^T y_i, (N_i)]``, shape (n, D)."""
+    """Per-node vectors ``[vech(X_i^T X_i), X_i^T y_i, (N_i)]`` in the release layout
+    (:mod:`bayesdp.releases.layout`), the row count N_i in the place of y^T y; shape (n, D)."""
     if len(Xs) != len(ys) or len(Xs) < 1:
         raise BayesdpInputError("Xs and ys must be two non-empty lists of the same length (one per node)")
     d = np.asarray(Xs[0]).shape[-1]
-    iu = _vech_idx(d)
     out = []
     for k, (X, y) in enumerate(zip(Xs, ys)):
         X = np.asarray(X, dtype=np.float64)
@@ -95,28 +83,18 @@ def pack_suffstats(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], *, includ
         if X.ndim != 2 or X.shape[1] != d or X.shape[0] != y.shape[0]:
             raise BayesdpInputError(
                 f"Xs[{k}]/ys[{k}] must be (N_i, {d}) and (N_i,), got {X.shape} and {y.shape}")
-        S = X.T @ X
-        v = [S[iu], X.T @ y]
-        if include_count:
-            v.append(np.array([float(X.shape[0])]))
-        out.append(np.concatenate(v))
+        out.append(layout.pack_stats(X.T @ X, X.T @ y, X.shape[0] if include_count else None))
     return np.asarray(out)
 
 
 def unpack_suffstats(vec, d, *, include_count=True):
     """Inverse of :func:`pack_suffstats` for one vector: (S symmetric, z, N or None)."""
     vec = np.asarray(vec, dtype=np.float64)
-    k = d * (d + 1) // 2
-    D = k + d + (1 if include_count else 0)
+    D = layout.stat_dim(d, with_yty=include_count)
     if vec.shape != (D,):
         raise BayesdpInputError(f"packed vector must have shape ({D},) for d={d}, got {vec.shape}")
-    iu = _vech_idx(d)
-    S = np.zeros((d, d))
-    S[iu] = vec[:k]
-    S = S + np.triu(S, 1).T
-    z = vec[k:k + d].copy()
-    N = float(vec[-1]) if include_count else None
-    return S, z, N
+    S, z, rest = layout.unpack_stats(vec, d)
+    return S, z.copy(), float(rest[0]) if include_count else None
 
 
 def packed_radius(max_rows, bound_x, bound_y, *, include_count=True):
@@ -537,141 +515,9 @@ def optimize_design_isit(net, priv, dim, *, tol=1e-12, max_sweeps=5000):
         "objective_mean_scale": obj})
 
 
-def optimize_design_adam(net, priv, dim, *, lam=0.0, reg="l1", lr=0.01, iters=2000, seed=0):
-    """[J]'s bias-penalised problem (J-15) as in the authors' code: Adam on (A, Sigma) with the
-    cone projection (J-50)-(J-52) after every step, init alpha ~ U(0, 0.1), sigma = rho alpha.
-
-    Reproduces [J] Table I (report section 7.3). Dense gradients; for small networks.
-    """
-    rng = np.random.default_rng(seed)
-    R = float(priv.radius)
-    rho = priv.rho(net)
-    pj, w, r = _coefs(net)
-    n = net.n
-    hasrev = net.rev >= 0
-    revi = np.maximum(net.rev, 0)
-    a = rng.uniform(0, 0.1, size=net.n_edges) * (net.pl > 0)
-    s = rho * a
-    x = np.concatenate([a, s])
-    m1 = np.zeros_like(x)
-    m2 = np.zeros_like(x)
-    b1, b2, eps = 0.9, 0.999, 1e-8
-
-    def proj(a, s):
-        a2, s2 = a.copy(), s.copy()
-        c1 = (s >= 0) & (a < 0)
-        c2 = ~c1 & ((s < 0) | (s < rho * a))
-        xx = (a + rho * s) / (1 + rho ** 2)
-        a2 = np.where(c1, 0.0, np.where(c2, np.maximum(xx, 0), a))
-        s2 = np.where(c1, s, np.where(c2, rho * np.maximum(xx, 0), s))
-        return a2, s2
-
-    for t in range(1, iters + 1):
-        a, s = x[:net.n_edges], x[net.n_edges:]
-        u = np.bincount(net.dst, weights=net.pl * a, minlength=n)
-        ra = np.where(hasrev, a[revi], 0.0)
-        kappa = np.bincount(net.src, weights=w * a, minlength=n)
-        ga = R ** 2 / n ** 2 * (2 * pj * (1 - pj) * net.pl * u[net.dst] + 2 * w * (1 - net.pl) * a
-                                + 2 * r * ra + 2 * np.sum(kappa - 1) * w)
-        if reg == "l1":
-            ga = ga + lam * np.sign(kappa - 1)[net.src] * w
-        elif reg == "l2":
-            ga = ga + lam * (kappa - 1)[net.src] * w
-        else:
-            raise BayesdpInputError(f"reg must be 'l1' or 'l2', got {reg!r}")
-        gs = 2 * dim / n ** 2 * w * s
-        g = np.concatenate([ga, gs])
-        m1 = b1 * m1 + (1 - b1) * g
-        m2 = b2 * m2 + (1 - b2) * g ** 2
-        x = x - lr * (m1 / (1 - b1 ** t)) / (np.sqrt(m2 / (1 - b2 ** t)) + eps)
-        a, s = proj(x[:net.n_edges], x[net.n_edges:])
-        a = a * (net.pl > 0)
-        x = np.concatenate([a, s])
-    a, s = x[:net.n_edges], x[net.n_edges:]
-    d = PricerDesign(alpha=a, sigma=s, info={"solver": "adam+cone projection ([J], authors' code)"})
-    kap = d.kappa(net)
-    d.info.update(bias_l1=float(np.sum(np.abs(kap - 1))), mse=design_objective(net, a, s, R, dim))
-    return d
-
-
 # ----------------------------------------------------------------------------------------------
-# exact moments and MSE formulas (dense; small n)
+# the server-level guarantee ([J] Thm IV.5)
 # ----------------------------------------------------------------------------------------------
-def _C_matrix(net, design):
-    P, E = net.dense()
-    A, _ = design.dense(net)
-    p = net.p
-    W = P * A  # p_ij alpha_ij
-    C = (W * (p * (1 - p))) @ W.T
-    C += (p[:, None] * p[None, :]) * (E - P * P.T) * A * A.T * (1 - np.eye(net.n))
-    C += np.diag(np.sum(p[None, :] * P * (1 - P) * A ** 2, axis=1))
-    return C
-
-
-def exact_moments(stats, net, design):
-    """Exact E and Cov of the SUM-scale output n xhat given the node vectors (report 3.2).
-
-    Returns (mean (D,), cov (D, D), C (n, n) = Cov(c), kappa (n,))."""
-    X = np.asarray(stats, dtype=float)
-    kappa = design.kappa(net)
-    C = _C_matrix(net, design)
-    mean = kappa @ X
-    cov = X.T @ C @ X + design.v_expected(net) * np.eye(X.shape[1])
-    return mean, cov, C, kappa
-
-
-def mse_exact(stats, net, design):
-    """Exact E||xhat - xbar||^2 (mean scale)."""
-    X = np.asarray(stats, dtype=float)
-    n = net.n
-    mean, cov, C, kappa = exact_moments(X, net, design)
-    bias = (kappa - 1) @ X
-    return float((np.trace(cov) + bias @ bias) / n ** 2)
-
-
-def mse_bound_paper(net, design, R, dim):
-    """[J] Thm III.1 (sigma_tiv^2 + sigma_pr^2), NOT an upper bound for biased designs."""
-    return design_objective(net, design.alpha, design.sigma, R, dim)
-
-
-def mse_bound_valid(net, design, R, dim):
-    """Corrected worst-case bound: (sum_i |kappa_i - 1|)^2 replaces (sum_i (kappa_i - 1))^2."""
-    csum, kappa = _tiv_sum(net, design.alpha)
-    n = net.n
-    return float(R ** 2 / n ** 2 * (csum + np.sum(np.abs(kappa - 1)) ** 2)
-                 + dim / n ** 2 * np.sum(net.p[net.dst] * net.pl * design.sigma ** 2))
-
-
-def local_epsilon(net, design, priv):
-    """Realised peer-to-peer (eps_ij, p_ij delta_ij) per edge ((J-6), classic mechanism), with the
-    sensitivity of ``priv`` (2R by default). Edges with alpha = 0 carry no data: eps = 0."""
-    _, delta = priv.per_edge(net)
-    sens = priv.sensitivity
-    with np.errstate(divide="ignore", invalid="ignore"):
-        eps = np.sqrt(2 * np.log(1.25 / delta)) * sens * design.alpha / design.sigma
-    eps = np.where(design.alpha > 0, eps, 0.0)
-    return eps, net.pl * delta
-
-
-def bernstein_radius(sigma2, p, delta_prime, variant="standard"):
-    """r with Pr(|zeta - zetabar| >= r) <= delta' for zeta = sum_k tau_k sigma2_k, tau_k ~ Ber(p_k)
-    independent (Cor. IV.4). "standard": Bernstein's inequality, r = LM/3 + sqrt(L^2 M^2/9 + 2LV),
-    L = log(2/delta'), M = max sigma2, V = sum p(1-p) sigma2^2. "paper": (J-8)/(J-69) as printed,
-    (M/3 + sqrt(M/9 + 4V/L))/(2/L): dimensionally wrong (report 10(e)); for comparison only."""
-    s2 = np.asarray(sigma2, dtype=float)
-    p = np.asarray(p, dtype=float)
-    if s2.size == 0:
-        return 0.0
-    L = math.log(2.0 / delta_prime)
-    M = float(np.max(s2))
-    V = float(np.sum(p * (1 - p) * s2 ** 2))
-    if variant == "standard":
-        return L * M / 3 + math.sqrt(L ** 2 * M ** 2 / 9 + 2 * L * V)
-    if variant == "paper":
-        return (M / 3 + math.sqrt(M / 9 + 4 * V / L)) / (2 / L)
-    raise BayesdpInputError(f"variant must be 'standard' or 'paper', got {variant!r}")
-
-
 def ps_epsilon(net, design, priv, delta, delta_prime, kind="data"):
     """[J] Thm IV.5: central (eps~_i, delta~) of every node i against the PS seeing every relay
     output, with the corrected Bernstein radius r_j:
@@ -682,7 +528,7 @@ def ps_epsilon(net, design, priv, delta, delta_prime, kind="data"):
     c = 2 for "data", 1 for "identity"; zetabar_j = sum_{k != j} p_kj sigma_kj^2. Returns
     (eps (n,), delta~); eps_i = inf where the theorem gives nothing (some zetabar_j + sigma_jj^2
     <= r_j, or delta <= p_ij delta'). As stated by the paper (with r corrected); the identity
-    version inherits Thm IV.2's proof gap (report 4.2). O(number of links)."""
+    version inherits Thm IV.2's proof gap (docs/adapters/pricer.md). O(number of links)."""
     c = {"data": 2.0, "identity": 1.0}.get(kind)
     if c is None:
         raise BayesdpInputError(f"kind must be 'data' or 'identity', got {kind!r}")
@@ -807,7 +653,7 @@ def sigma_y2_inflation(net, design, rows=None, tau_ps=None, c=None):
     """Factor k with Cov(z_hat - S_c theta | data noise) ~ k sigma_y^2 S_c.
 
     The reweighting makes the data noise of z equal sigma_y^2 sum c_i^2 S_i rather than
-    sigma_y^2 sum c_i S_i (report 6.4); with rows of equal law, k = sum c_i^2 N_i / sum c_i N_i.
+    sigma_y^2 sum c_i S_i (docs/adapters/pricer.md); with rows of equal law, k = sum c_i^2 N_i / sum c_i N_i.
     ``c`` given: that realised value (oracle, simulation only). ``tau_ps`` given (the PS knows
     which relays reported): E[sum c^2 N | tau_PS] / E[sum c N | tau_PS], with
     E[c_i | tau] = sum_j tau_j p_ij alpha_ij and Var(c_i | tau) = sum_j tau_j p_ij (1 - p_ij)
@@ -871,7 +717,6 @@ def _dp_claim(net, design, priv):
     inf = used & ~np.isfinite(eps) & (design.sigma == 0)
     if np.any(inf):
         reasons.append(f"{int(inf.sum())} links send data without noise (eps = inf)")
-    valid = not reasons
     level = ("node-level: x_i replaced by any vector of norm <= R, sensitivity 2R = "
              f"{priv.sensitivity:g}" if priv.l2_sensitivity is None else
              f"record-level extension: one row changed, sensitivity {priv.sensitivity:g}")
@@ -880,9 +725,7 @@ def _dp_claim(net, design, priv):
             "Not the record-level central guarantee of Alparslan et al.; the PS-level and relay "
             "guarantees of [J] Thm IV.2-IV.5 are not evaluated (Thm IV.2's proof ignores the "
             "variance change, and the Bernstein radius (J-8) has two errors).")
-    if reasons:
-        note = "PriCER privacy claim does NOT hold for these settings: " + "; ".join(reasons) + ". " + note
-    return valid, note
+    return claim_verdict(reasons, note, "PriCER privacy claim does NOT hold for these settings")
 
 
 COST_NOTE = ("PriCER protocol: per-link local (eps_ij, p_ij delta_ij) guarantees (see "
@@ -908,8 +751,7 @@ def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", incl
     from ..accounting import unaccounted_part
     from ..releases import Release
 
-    k = d * (d + 1) // 2
-    D = k + d + (1 if include_count else 0)
+    D = layout.stat_dim(d, with_yty=include_count)
     if rnd.estimate.shape != (D,):
         raise BayesdpInputError(f"round estimate has shape {rnd.estimate.shape}, expected ({D},) for d={d}")
     valid, note = _dp_claim(net, design, priv)
@@ -973,11 +815,9 @@ def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", incl
         prov["n_source"] = "PriCER-noised packed count"
     else:
         raise BayesdpInputError("rows_total is needed when the count is not packed")
-    sig = math.sqrt(v)
-    return Release(S_hat=S[None], z_hat=z[None], n=np.array([nrows]), sigma_s=np.array([sig]),
-                   sigma_z=np.array([sig]), feature_names=feature_names, bounds=bounds,
-                   dp_claim_valid=valid, dp_claim_note=note, provenance=prov,
-                   privacy_cost=(unaccounted_part(COST_NOTE),))
+    return one_holder_release(S, z, nrows, math.sqrt(v), cost_note=COST_NOTE, bounds=bounds,
+                              feature_names=feature_names, provenance=prov,
+                              dp_claim_valid=valid, dp_claim_note=note)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -18,6 +18,8 @@ import numpy as np
 from scipy import linalg
 
 from ..errors import BayesdpInputError
+from ..releases.layout import S_NOISE, z_given_s_noise
+from ..releases.layout import z_noise_covariances  # noqa: F401 (read from here by mcmc.py)
 
 SIGMA_Y_RULES = ("paper", "paper-code")
 
@@ -45,133 +47,6 @@ def plugin_sigma_y2(release, rule="paper"):
     if rule == "paper-code":
         return by / 3.0
     raise BayesdpInputError(f"sigma_y_rule must be one of {SIGMA_Y_RULES}, got {rule!r}")
-
-
-def z_noise_covariances(release):
-    """Per-holder MARGINAL covariance of the noise on z_hat, (J, d, d): sigma_z^2 I unless a general
-    ``noise_cov`` is given, in which case its z block. When the S and z noise are correlated (a
-    ``noise_cov`` with a nonzero S-z block) models should use :func:`z_given_s_noise` instead."""
-    d = release.d
-    if release.noise_cov is not None:
-        k = d * (d + 1) // 2
-        return release.noise_cov[:, k:, k:]
-    return release.sigma_z[:, None, None] ** 2 * np.eye(d)
-
-
-S_NOISE = ("conditional", "eiv", "ignore")
-
-
-def noise_blocks(release):
-    """The noise covariance over [vech(S), z] split into blocks (Sigma_SS (J,k,k), Sigma_Sz (J,k,d),
-    Sigma_zz (J,d,d)), k = d(d+1)/2, vech in ``np.triu_indices(d)`` order. For the iid design of
-    eqs. (2)-(3): sigma_s^2 I, 0, sigma_z^2 I."""
-    d, J = release.d, release.J
-    k = d * (d + 1) // 2
-    if release.noise_cov is not None:
-        c = release.noise_cov
-        return c[:, :k, :k], c[:, :k, k:], c[:, k:, k:]
-    return (release.sigma_s[:, None, None] ** 2 * np.eye(k), np.zeros((J, k, d)),
-            release.sigma_z[:, None, None] ** 2 * np.eye(d))
-
-
-def vech(S):
-    """Upper triangle incl. diagonal, row-major (``np.triu_indices(d)``), of (..., d, d)."""
-    S = np.asarray(S)
-    iu = np.triu_indices(S.shape[-1])
-    return S[..., iu[0], iu[1]]
-
-
-def vech_product_matrix(theta):
-    """B (d, k) with B vech(E) = E theta for every symmetric E (the S noise pushed through theta)."""
-    theta = np.asarray(theta, dtype=float)
-    d = theta.shape[0]
-    iu = np.triu_indices(d)
-    B = np.zeros((d, len(iu[0])))
-    for idx, (a, b) in enumerate(zip(*iu)):
-        B[a, idx] += theta[b]
-        if a != b:
-            B[b, idx] += theta[a]
-    return B
-
-
-def vech_product_tensor(d):
-    """Constant (d, k, d) array P with ``P @ theta == vech_product_matrix(theta)``; lets a JAX model
-    build B(theta) = P @ theta and the eiv covariance
-    ``Sigma_zz - B Sigma_Sz - Sigma_zS B^T + B Sigma_SS B^T`` with array operations only."""
-    iu = np.triu_indices(d)
-    P = np.zeros((d, len(iu[0]), d))
-    for idx, (a, b) in enumerate(zip(*iu)):
-        P[a, idx, b] += 1.0
-        if a != b:
-            P[b, idx, a] += 1.0
-    return P
-
-
-def eiv_covariance(Sigma_SS, Sigma_Sz, Sigma_zz, theta, P=None, xp=np):
-    """Covariance of e_z - E_S theta (the S noise pushed through theta), for one holder or a
-    stack (..., k, k), (..., k, d), (..., d, d). ``xp`` may be ``jax.numpy``; pass
-    ``P = vech_product_tensor(d)`` to avoid rebuilding it."""
-    d = Sigma_zz.shape[-1]
-    P = vech_product_tensor(d) if P is None else P
-    B = xp.einsum("aki,i->ak", xp.asarray(P), theta)
-    BSz = xp.einsum("ak,...kd->...ad", B, Sigma_Sz)
-    V = (Sigma_zz - BSz - xp.swapaxes(BSz, -1, -2)
-         + xp.einsum("ak,...kl,bl->...ab", B, Sigma_SS, B))
-    return 0.5 * (V + xp.swapaxes(V, -1, -2))
-
-
-def _pinv_psd(M, rtol=1e-12):
-    w, E = np.linalg.eigh(0.5 * (M + M.T))
-    keep = w > rtol * max(float(w.max()), 0.0)
-    inv = np.where(keep, 1.0 / np.where(keep, w, 1.0), 0.0)
-    return (E * inv) @ E.T
-
-
-def z_given_s_noise(release, S=None, *, s_noise="conditional", theta=None):
-    """Noise model of z_hat given the fixed S, for Bayes-fixedS-fast and MCMC-fixedS.
-
-    Returns ``(shift, Sigma)``, (J, d) and (J, d, d), such that the model is
-
-        z_hat_j | S_j, theta, sigma_y^2 ~ N(S_j theta + shift_j, sigma_y^2 S_j + Sigma_j).
-
-    With noise e = [e_S, e_z] ~ N(0, [[Sigma_SS, Sigma_Sz], [Sigma_zS, Sigma_zz]]) on
-    [vech(S_hat), z_hat]:
-
-    - ``"conditional"`` (default): the exact Gaussian conditional of e_z given
-      e_S = vech(S_hat - S): shift = Sigma_zS Sigma_SS^+ vech(S_hat - S),
-      Sigma = Sigma_zz - Sigma_zS Sigma_SS^+ Sigma_Sz. With S latent this is the exact likelihood
-      factor; with S fixed at the nearest PSD of S_hat (the paper's fixed-S plug-in) the shift is
-      zero unless eigenvalues were clipped. For the iid design (Sigma_Sz = 0) it is exactly the
-      paper's (0, sigma_z^2 I), so nothing changes there.
-    - ``"eiv"`` (errors in variables): the covariance of the pivot z_hat - S_hat theta given
-      theta, S, sigma_y^2 with the S noise pushed through a plug-in ``theta`` (required):
-      Sigma = Sigma_zz - B Sigma_Sz - Sigma_zS B^T + B Sigma_SS B^T, B vech(E) = E theta; shift 0.
-      Use it when |theta| is large relative to sigma_z/sigma_s (e.g. the gossip paper's
-      theta0 = 4096), where ignoring the S noise under-covers.
-    - ``"ignore"``: the marginal Sigma_zz, no shift (drops the S-z correlation; a control).
-    """
-    if s_noise not in S_NOISE:
-        raise BayesdpInputError(f"s_noise must be one of {S_NOISE}, got {s_noise!r}")
-    SS, Sz, zz = noise_blocks(release)
-    J, d = release.J, release.d
-    shift = np.zeros((J, d))
-    if s_noise == "ignore":
-        return shift, zz.copy()
-    if s_noise == "eiv":
-        if theta is None:
-            raise BayesdpInputError("theta: s_noise='eiv' needs a plug-in theta")
-        return shift, eiv_covariance(SS, Sz, zz, np.asarray(theta, dtype=float))
-    if release.noise_cov is None:  # iid design: Sigma_Sz = 0, identical to the paper
-        return shift, zz.copy()
-    S = release.S_hat if S is None else np.asarray(S, dtype=float)
-    resid = vech(release.S_hat - S)
-    out = np.empty_like(zz)
-    for j in range(J):
-        G = Sz[j].T @ _pinv_psd(SS[j])  # (d, k) regression of e_z on e_S
-        shift[j] = G @ resid[j]
-        V = zz[j] - G @ Sz[j]
-        out[j] = 0.5 * (V + V.T)
-    return shift, out
 
 
 def require_wishart_valid(release, method):

@@ -605,7 +605,8 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
         _check_release_for_normalx(release)
         S0 = closed_form.fixed_s_estimate(release, "psd+I")
         if release.intercept:  # appendix B.2's model (models/regression.py)
-            model, data, pos = R.intercept_setup(release, priors, S0, s2_0)
+            theta0 = initial_position(release, priors, S0, s2_0)["theta"]
+            model, data, pos = R.intercept_setup(release, priors, S0, s2_0, theta0)
             if kind == "normalx-noncentred":
                 model = R.normalx_intercept_noncentred_model
                 pos = R.intercept_noncentred_position(data, pos)

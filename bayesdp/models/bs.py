@@ -19,9 +19,9 @@ Gaussian vector then gives
     E[u_p u_q] = Sigma_u[p, q],
     Cov(u_p u_q, u_r u_s) = Sigma_u[p, r] Sigma_u[q, s] + Sigma_u[p, s] Sigma_u[q, r],
 
-for any d (the block formulas of the authors' ``moments_S_norm`` are these entries written out).
-The order of the entries is the order of a bayesdp release: vech(S) as the upper triangle of
-S row by row (diagonal included), then z = X^T y, then y^T y.
+for any d. The order of the entries is the order of a bayesdp release
+(:mod:`bayesdp.releases.layout`): vech(S) as the upper triangle of S row by row (diagonal
+included), then z = X^T y, then y^T y.
 
 Everything here is plain JAX (float64 when x64 is enabled); cost O(D'^2) = O(d^4) to build the
 covariance and O(D'^3) = O(d^6) to factor it, which is the cost the paper attributes to B&S.
@@ -29,24 +29,13 @@ covariance and O(D'^3) = O(d^6) to factor it, which is the cost the paper attrib
 
 from __future__ import annotations
 
-import numpy as np
-
-
-def stat_pairs(d: int):
-    """Index pairs (p, q) into u = [x; y] of the D' statistics, in release order.
-
-    Returns two int arrays of length D' = d(d+1)/2 + d + 1: vech(x x^T) (upper triangle,
-    row-major), then x_i y (pairs (i, d)), then y^2 (pair (d, d)).
-    """
-    iu = np.triu_indices(d)
-    p = np.concatenate([iu[0], np.arange(d), [d]])
-    q = np.concatenate([iu[1], np.full(d, d), [d]])
-    return p.astype(np.int32), q.astype(np.int32)
+from ..errors import BayesdpInputError
+from ..releases import layout
 
 
 def stat_dim(d: int) -> int:
     """D' = d(d+1)/2 + d + 1, the number of unique entries of [S, z, y^T y]."""
-    return d * (d + 1) // 2 + d + 1
+    return layout.stat_dim(d, with_yty=True)
 
 
 def joint_covariance(Sigma_x, theta, sigma_y2):
@@ -65,7 +54,7 @@ def row_moments(Sigma_x, theta, sigma_y2):
     JAX arrays in and out; works under ``jit``/``vmap``. See the module docstring.
     """
     d = Sigma_x.shape[-1]
-    p, q = stat_pairs(d)
+    p, q = layout.stat_pairs(d, with_yty=True)
     U = joint_covariance(Sigma_x, theta, sigma_y2)
     mean = U[p, q]
     cov = U[p[:, None], p[None, :]] * U[q[:, None], q[None, :]] \
@@ -73,61 +62,26 @@ def row_moments(Sigma_x, theta, sigma_y2):
     return mean, 0.5 * (cov + cov.T)
 
 
-def row_stats(X, y):
-    """The per-row statistics [vech(x x^T), x y, y^2] of data rows, shape (n, D') (NumPy)."""
-    X = np.asarray(X, dtype=float)
-    y = np.asarray(y, dtype=float)
-    U = np.concatenate([X, y[:, None]], axis=1)
-    p, q = stat_pairs(X.shape[1])
-    return U[:, p] * U[:, q]
-
-
 def release_stats(release):
     """The released [vech(S_hat_j), z_hat_j, yty_hat_j] per holder, shape (J, D') (NumPy)."""
-    from ..errors import BayesdpInputError
-
     if release.yty_hat is None:
         raise BayesdpInputError(
             "release.yty_hat: MCMC-B&S needs a noisy y^T y; make the release with "
             "bayesdp.release(..., include_yty=True)"
         )
-    d = release.d
-    iu = np.triu_indices(d)
-    return np.concatenate(
-        [release.S_hat[:, iu[0], iu[1]], release.z_hat, release.yty_hat[:, None]], axis=1
-    )
+    return layout.pack_stats(release.S_hat, release.z_hat, release.yty_hat)
 
 
 def release_noise_covariances(release):
-    """Noise covariance of the released [vech(S), z, y^T y] per holder, (J, D', D') (NumPy).
-
-    Diagonal (sigma_s^2, sigma_z^2, sigma_yty^2) for the paper's mechanism; the release's general
-    ``noise_cov`` over [vech(S), z] is used when present, with y^T y's noise independent.
-    """
-    d, J = release.d, release.J
-    k = d * (d + 1) // 2
-    D = stat_dim(d)
-    V = np.zeros((J, D, D))
-    if release.noise_cov is not None:
-        V[:, : k + d, : k + d] = release.noise_cov
-    else:
-        idx = np.arange(D)
-        V[:, idx[:k], idx[:k]] = release.sigma_s[:, None] ** 2
-        V[:, idx[k:k + d], idx[k:k + d]] = release.sigma_z[:, None] ** 2
-    V[:, D - 1, D - 1] = release.sigma_yty**2
-    return V
+    """Noise covariance of the released [vech(S), z, y^T y] per holder, (J, D', D') (NumPy):
+    :func:`bayesdp.releases.layout.noise_covariance` with y^T y."""
+    return layout.noise_covariance(release, with_yty=True)
 
 
 def stats_to_parts(ss, d):
     """Split stacked statistics (..., D') into (S (..., d, d) symmetric, z (..., d), yty (...))."""
-    import jax.numpy as jnp
-
-    iu = np.triu_indices(d)
-    k = len(iu[0])
-    S = jnp.zeros(ss.shape[:-1] + (d, d), dtype=ss.dtype)
-    S = S.at[..., iu[0], iu[1]].set(ss[..., :k])
-    S = S.at[..., iu[1], iu[0]].set(ss[..., :k])
-    return S, ss[..., k:k + d], ss[..., k + d]
+    S, z, rest = layout.unpack_stats(ss, d)
+    return S, z, rest[..., 0]
 
 
 def bs_model(ss_hat, noise_cov, n, priors, Lambda0):

@@ -34,7 +34,7 @@ with p = d - 1 features, and the scatter of holder j is split into its mean and 
 ``Sigma_z_j`` is the (d, d) covariance of the noise on z_hat_j: sigma_z_j^2 I for the paper's
 release (eq. 3). For a release with a general noise covariance over [vech(S), z] (network
 adapters), the fixedS model uses the noise of z_hat given S fixed
-(:func:`bayesdp.inference.closed_form.z_given_s_noise`): a mean shift, subtracted from z_hat in
+(:func:`bayesdp.releases.layout.z_given_s_noise`): a mean shift, subtracted from z_hat in
 ``ModelData``, and a covariance; normalX refuses such releases.
 """
 
@@ -47,32 +47,44 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import BayesdpInputError
+from ..releases import layout
 
 
-class ModelData(NamedTuple):
-    """Everything the models condition on, as arrays (float64 under x64).
+PRIOR_FIELDS = ("a", "b", "m", "C", "Lambda", "kappa")
+"""The prior hyperparameters every model's data carries: theta ~ N(m, C),
+sigma_y^2 ~ InvGamma(a, b), Sigma_x ~ InvWishart(kappa, Lambda)."""
 
-    ``S_hat`` / ``z_hat`` set to None make the models sample them (prior predictive), which the
-    joint-distribution (Geweke) tests use.
 
-    S_hat (J, d, d), z_hat (J, d), n (J,), sigma_s (J,), Sigma_z (J, d, d); S_fixed (J, d, d)
-    (fixedS only; zeros for normalX); prior hyperparameters a, b, m (d,), C (d, d),
-    Lambda (d, d), kappa. ``z_hat`` is the released z_hat minus the noise's conditional mean
-    given S (zero for the Gaussian mechanism of eqs. (2)-(3)).
-    """
+def _data_class(name, fields, doc):
+    """A NamedTuple of arrays (a JAX pytree) with these fields."""
+    cls = NamedTuple(name, [(field, object) for field in fields])
+    cls.__doc__ = doc
+    return cls
 
-    S_hat: object
-    z_hat: object
-    n: object
-    sigma_s: object
-    Sigma_z: object
-    S_fixed: object
-    a: object
-    b: object
-    m: object
-    C: object
-    Lambda: object
-    kappa: object
+
+def _arrays(**values):
+    """The values as float64 JAX arrays (call ``bayesdp._jax.enable_x64()`` first)."""
+    import jax.numpy as jnp
+
+    return {k: jnp.asarray(np.asarray(v, dtype=np.float64)) for k, v in values.items()}
+
+
+def _prior_arrays(priors):
+    return _arrays(**{k: getattr(priors, k) for k in PRIOR_FIELDS})
+
+
+ModelData = _data_class("ModelData", ("S_hat", "z_hat", "n", "sigma_s", "Sigma_z", "S_fixed",
+                                      *PRIOR_FIELDS), """\
+Everything the models condition on, as arrays (float64 under x64).
+
+``S_hat`` / ``z_hat`` set to None make the models sample them (prior predictive), which the
+joint-distribution (Geweke) tests use.
+
+S_hat (J, d, d), z_hat (J, d), n (J,), sigma_s (J,), Sigma_z (J, d, d); S_fixed (J, d, d)
+(fixedS only; zeros for normalX); prior hyperparameters a, b, m (d,), C (d, d),
+Lambda (d, d), kappa. ``z_hat`` is the released z_hat minus the noise's conditional mean
+given S (zero for the Gaussian mechanism of eqs. (2)-(3)).
+""")
 
 
 def model_data(release, priors, *, S_fixed=None, z_noise=None) -> ModelData:
@@ -82,27 +94,19 @@ def model_data(release, priors, *, S_fixed=None, z_noise=None) -> ModelData:
     (default: no shift and the release's marginal z noise covariance).
     Call ``bayesdp._jax.enable_x64()`` first; the arrays are made float64 JAX arrays.
     """
-    import jax.numpy as jnp
-
-    from ..inference.closed_form import z_noise_covariances
-
     d = release.d
     if np.asarray(priors.m).shape != (d,):
         raise BayesdpInputError(
             f"priors: m has shape {np.asarray(priors.m).shape} but the release has d={d} features"
         )
     if z_noise is None:
-        shift, Sz = np.zeros((release.J, d)), z_noise_covariances(release)
+        shift, Sz = np.zeros((release.J, d)), layout.z_noise_covariances(release)
     else:
         shift, Sz = z_noise
     S_fix = np.zeros_like(release.S_hat) if S_fixed is None else np.asarray(S_fixed, float)
-    f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64))  # noqa: E731
-    return ModelData(
-        S_hat=f(release.S_hat), z_hat=f(release.z_hat - shift), n=f(release.n),
-        sigma_s=f(release.sigma_s), Sigma_z=f(Sz), S_fixed=f(S_fix),
-        a=f(priors.a), b=f(priors.b), m=f(priors.m), C=f(priors.C),
-        Lambda=f(priors.Lambda), kappa=f(priors.kappa),
-    )
+    return ModelData(**_arrays(S_hat=release.S_hat, z_hat=release.z_hat - shift, n=release.n,
+                               sigma_s=release.sigma_s, Sigma_z=Sz, S_fixed=S_fix),
+                     **_prior_arrays(priors))
 
 
 def _z_likelihood(data, S, theta, sigma_y2):
@@ -124,11 +128,10 @@ def _s_hat_likelihood(data, S):
     import numpyro
     import numpyro.distributions as dist
 
-    iu = np.triu_indices(S.shape[-1])
     numpyro.sample(
         "S_hat",
-        dist.Normal(S[:, iu[0], iu[1]], data.sigma_s[:, None]).to_event(1),
-        obs=None if data.S_hat is None else data.S_hat[:, iu[0], iu[1]],
+        dist.Normal(layout.vech(S), data.sigma_s[:, None]).to_event(1),
+        obs=None if data.S_hat is None else layout.vech(data.S_hat),
     )
 
 
@@ -363,37 +366,20 @@ def fixeds_model(data: ModelData):
     _z_likelihood(data, data.S_fixed, theta, sigma_y2)
 
 
-class InterceptModelData(NamedTuple):
-    """What the normalX intercept model conditions on (d = p + 1 with the intercept column).
+InterceptModelData = _data_class(
+    "InterceptModelData", ("S_hat", "z_hat", "n", "column", "sigma_s", "Sigma_z", *PRIOR_FIELDS,
+                           "mu_mean", "mu_cov"), """\
+What the normalX intercept model conditions on (d = p + 1 with the intercept column).
 
-    S_hat (J, d, d), z_hat (J, d), n (J,), column (the value c of the ones column), sigma_s
-    (J,), Sigma_z (J, d, d); theta's prior m (d,), C (d, d) and a, b; Sigma_x's Lambda (p, p)
-    and kappa; mu's prior mu_mean (p,), mu_cov (p, p). ``S_hat`` / ``z_hat`` None: sampled.
-    """
-
-    S_hat: object
-    z_hat: object
-    n: object
-    column: object
-    sigma_s: object
-    Sigma_z: object
-    a: object
-    b: object
-    m: object
-    C: object
-    Lambda: object
-    kappa: object
-    mu_mean: object
-    mu_cov: object
+S_hat (J, d, d), z_hat (J, d), n (J,), column (the value c of the ones column), sigma_s
+(J,), Sigma_z (J, d, d); theta's prior m (d,), C (d, d) and a, b; Sigma_x's Lambda (p, p)
+and kappa; mu's prior mu_mean (p,), mu_cov (p, p). ``S_hat`` / ``z_hat`` None: sampled.
+""")
 
 
 def intercept_model_data(release, priors) -> InterceptModelData:
     """InterceptModelData from a release made with ``intercept=True`` and priors resolved for
     it (``Priors().resolve(release)``). Call ``bayesdp._jax.enable_x64()`` first."""
-    import jax.numpy as jnp
-
-    from ..inference.closed_form import z_noise_covariances
-
     if not release.intercept:
         raise BayesdpInputError("the intercept model needs a release made with intercept=True")
     if not priors.intercept:
@@ -404,13 +390,12 @@ def intercept_model_data(release, priors) -> InterceptModelData:
         raise BayesdpInputError(
             f"priors: m has shape {np.asarray(priors.m).shape} but the release has d={d} "
             "coefficients (the intercept and the features)")
-    f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64))  # noqa: E731
     return InterceptModelData(
-        S_hat=f(release.S_hat), z_hat=f(release.z_hat), n=f(release.n),
-        column=f(np.sqrt(release.average_rows)), sigma_s=f(release.sigma_s),
-        Sigma_z=f(z_noise_covariances(release)), a=f(priors.a), b=f(priors.b), m=f(priors.m),
-        C=f(priors.C), Lambda=f(priors.Lambda), kappa=f(priors.kappa),
-        mu_mean=f(priors.mu_mean), mu_cov=f(priors.mu_cov))
+        **_arrays(S_hat=release.S_hat, z_hat=release.z_hat, n=release.n,
+                  column=np.sqrt(release.average_rows), sigma_s=release.sigma_s,
+                  Sigma_z=layout.z_noise_covariances(release), mu_mean=priors.mu_mean,
+                  mu_cov=priors.mu_cov),
+        **_prior_arrays(priors))
 
 
 def intercept_scatter(n, column, xbar, W):
@@ -498,16 +483,14 @@ def intercept_noncentred_position(data: InterceptModelData, position):
             "theta_std": np.asarray(theta_std)}
 
 
-def intercept_setup(release, priors, S_init, sigma_y2):
+def intercept_setup(release, priors, S_init, sigma_y2, theta):
     """The intercept model, its data and starting values for a release with an intercept:
     ``(normalx_intercept_model, InterceptModelData, position)``.
 
-    From a d x d scatter start ``S_init`` (J, d, d) and ``sigma_y2``: xbar_j = S_j[0, 1:] /
-    (c n_j); W_j = S_j[1:, 1:] - n_j xbar_j xbar_j^T with its eigenvalues raised to a small
-    floor (it must be positive definite); Sigma_x at the mode of its conditional; mu the pooled
-    mean; theta at its conditional mean given S_init and sigma_y2 (as for normalX)."""
-    from ..inference import closed_form
-
+    From a d x d scatter start ``S_init`` (J, d, d), ``sigma_y2`` and ``theta``: xbar_j =
+    S_j[0, 1:] / (c n_j); W_j = S_j[1:, 1:] - n_j xbar_j xbar_j^T with its eigenvalues raised to
+    a small floor (it must be positive definite); Sigma_x at the mode of its conditional; mu the
+    pooled mean."""
     data = intercept_model_data(release, priors)
     S = np.asarray(S_init, dtype=float)
     n = np.asarray(release.n, dtype=float)
@@ -519,8 +502,6 @@ def intercept_setup(release, priors, S_init, sigma_y2):
     floor = 1e-3 * np.maximum(np.abs(w).mean(axis=1, keepdims=True), 1e-12)
     W = np.einsum("jik,jk,jlk->jil", E, np.maximum(w, floor), E)
     Sx = (np.asarray(priors.Lambda) + W.sum(0)) / (priors.kappa + (n - 1).sum() + p + 1.0)
-    theta, _, _ = closed_form.gaussian_theta_posterior(
-        S, release.z_hat, sigma_y2, closed_form.z_noise_covariances(release), priors.m, priors.C)
     position = {"theta": theta, "sigma_y2": np.float64(sigma_y2), "Sigma_x": Sx,
                 "mu": (n[:, None] * xbar).sum(0) / n.sum(), "xbar": xbar, "W": W}
     return normalx_intercept_model, data, position

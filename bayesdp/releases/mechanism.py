@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import accounting, privacy, secure_noise
 from ..errors import BayesdpInputError, check_seed
-from ._layout_tmp import unvech
+from .layout import unvech
 from .holders import unique_in_order
 from .release_object import INTERCEPT_NAME, MAX_ABS, Release
 from .rows import check_rows
