@@ -1,4 +1,4 @@
-"""``bayesdp compare``: the command-line face of :func:`bayesdp.compare.compare`.
+"""``bayesdp compare``: the command-line face of :func:`bayesdp.compare`.
 
     bayesdp compare simulated --d 2 --epsilons 0.1 1 10 --nodes 1 5 10 --reps 5 --out-dir runs/sim
     bayesdp compare powerplant --data-dir ../shared/data/uci --calibration paper-code \
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 
 def _cmd_compare(args):
-    from .compare import compare, summary_markdown
+    from .comparison import compare, summary_markdown
 
     method_options = {}
     df = compare(
@@ -30,7 +30,7 @@ def _cmd_compare(args):
 
 def register(subparsers):
     """Add ``compare`` to the ``bayesdp`` sub-commands."""
-    from .compare import BASELINES, default_methods
+    from .comparison import BASELINES, default_methods
     from .inference import METHODS
 
     defaults = default_methods()
