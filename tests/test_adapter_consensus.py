@@ -479,7 +479,7 @@ def test_online_signal_network_average_release():
 def test_cli_simulate_network_consensus(tmp_path):
     import argparse
 
-    from bayesdp import cli_network
+    from bayesdp.cli import network as cli_network
     from bayesdp.release import load_release
 
     ap = argparse.ArgumentParser()

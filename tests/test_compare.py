@@ -90,7 +90,7 @@ def test_in_memory_and_bad_input():
 
 
 def test_cli_register(tmp_path):
-    from bayesdp.cli_compare import register
+    from bayesdp.cli.compare import register
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))

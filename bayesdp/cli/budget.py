@@ -10,8 +10,8 @@ import json
 
 
 def _cmd_budget(args):
-    from .accounting import budget
-    from .release import write_text_atomic
+    from ..accounting import budget
+    from ..release import write_text_atomic
 
     res = budget(*args.releases, delta=args.delta, accountant=args.accountant)
     text = json.dumps(res.to_dict(), indent=1, allow_nan=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 def _cmd_diagnose(args):
-    from .diagnostics import diagnose
+    from ..diagnostics import diagnose
 
     res = diagnose(args.posterior, out_dir=args.out_dir, var_names=args.var_names,
                    ess_min=args.ess_min, rhat_max=args.rhat_max)

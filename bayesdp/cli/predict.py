@@ -9,64 +9,11 @@ from __future__ import annotations
 
 import sys
 
-from .errors import BayesdpInputError
-
-
-def read_new_rows(path, names, *, header=True):
-    """The feature columns of a CSV of new rows as a DataFrame in the posterior's order, and the
-    names of the columns that were ignored (with a header: columns that are not features)."""
-    import pandas as pd
-
-    from .release import _looks_numeric
-
-    try:
-        if header:
-            frame = pd.read_csv(path)
-            if any(_looks_numeric(c) for c in frame.columns):
-                raise BayesdpInputError(
-                    f"{path}: the first row holds numbers ({', '.join(map(str, frame.columns))}),"
-                    " so it looks like data, not a header with the feature names; for a file "
-                    "without header pass --no-header")
-        else:
-            frame = pd.read_csv(path, header=None)
-    except pd.errors.EmptyDataError:
-        raise BayesdpInputError(f"{path}: the file is empty") from None
-    except pd.errors.ParserError as exc:
-        raise BayesdpInputError(f"{path}: malformed CSV ({exc})") from None
-    except UnicodeDecodeError:
-        raise BayesdpInputError(f"{path}: not a UTF-8 text (CSV) file") from None
-    if not header:
-        if frame.shape[1] != len(names):
-            raise BayesdpInputError(
-                f"{path}: {frame.shape[1]} columns, but the posterior has {len(names)} features "
-                f"({', '.join(names)}); without a header the columns must be exactly these "
-                "features, in this order")
-        return _checked(frame, names, path), []
-    cols = [str(c) for c in frame.columns]
-    frame.columns = cols
-    missing = [n for n in names if n not in cols]
-    if missing:
-        raise BayesdpInputError(
-            f"{path}: feature column(s) {missing} missing (header: {cols}; the posterior's "
-            f"features are {names}); a file without header needs --no-header")
-    for n in names:
-        if not pd.api.types.is_numeric_dtype(frame[n]):
-            raise BayesdpInputError(f"{path}: column {n!r} is not numeric")
-    frame = frame.reset_index(drop=True)
-    return _checked(frame[names], names, path), [c for c in cols if c not in names]
-
-
-def _checked(frame, names, path):
-    """The rows as a float array, NaN and infinite values refused naming the file."""
-    from .predict import check_new_rows
-
-    return check_new_rows(frame.to_numpy(), names, what=f"{path} (data rows from 0)")[0]
-
 
 def _cmd_predict(args):
-    from . import diagnostics
-    from .predict import feature_names, predict, prediction_summary
-    from .release import write_text_atomic
+    from .. import diagnostics
+    from ..predict import feature_names, predict, prediction_summary, read_new_rows
+    from ..release import write_text_atomic
 
     idata = diagnostics.load(args.posterior)
     names = feature_names(idata)

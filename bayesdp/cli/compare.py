@@ -7,9 +7,11 @@
 
 from __future__ import annotations
 
+from .common import add_progress_option
+
 
 def _cmd_compare(args):
-    from .comparison import compare, summary_markdown
+    from ..comparison import compare, summary_markdown
 
     method_options = {}
     df = compare(
@@ -30,8 +32,8 @@ def _cmd_compare(args):
 
 def register(subparsers):
     """Add ``compare`` to the ``bayesdp`` sub-commands."""
-    from .comparison import BASELINES, default_methods
-    from .inference import METHODS
+    from ..comparison import BASELINES, default_methods
+    from ..inference import METHODS
 
     defaults = default_methods()
     others = sorted((set(METHODS) | set(BASELINES)) - set(defaults))
@@ -87,8 +89,6 @@ def register(subparsers):
     p.add_argument("--no-figures", action="store_true", help="do not draw the figures")
     p.add_argument("--verbose", action="store_true",
                    help="print a line per finished cell: [k/total] eps J rep, methods, time")
-    from .cli import add_progress_option
-
     add_progress_option(p)
     p.set_defaults(func=_cmd_compare)
     return p
