@@ -43,6 +43,14 @@ def use_help_formatter(parser):
                 use_help_formatter(sub)
 
 
+def add_command(subparsers, name, func, help, description=None):
+    """Add the sub-command ``name`` that runs ``func(args)``; its ``--help`` text is
+    ``description``, or else ``func``'s docstring."""
+    p = subparsers.add_parser(name, help=help, description=description or func.__doc__)
+    p.set_defaults(func=func)
+    return p
+
+
 def add_progress_option(p):
     """``--progress/--no-progress``: a progress bar on stderr; default: only on a terminal."""
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

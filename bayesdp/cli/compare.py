@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from .common import add_progress_option
+from .common import add_command, add_progress_option
 
 
 def _cmd_compare(args):
@@ -37,8 +37,9 @@ def register(subparsers):
 
     defaults = default_methods()
     others = sorted((set(METHODS) | set(BASELINES)) - set(defaults))
-    p = subparsers.add_parser(
-        "compare", help="run the paper's comparison over epsilon x J x replications",
+    p = add_command(
+        subparsers, "compare", _cmd_compare,
+        "run the paper's comparison over epsilon x J x replications",
         description="Runs the paper's methods (" + ", ".join(defaults) + "; or those of "
                     "--methods) on simulated data, a named UCI data set or a data file, over a "
                     "grid of epsilon, J and replications. Writes a tidy CSV, a Markdown summary "
@@ -90,5 +91,4 @@ def register(subparsers):
     p.add_argument("--verbose", action="store_true",
                    help="print a line per finished cell: [k/total] eps J rep, methods, time")
     add_progress_option(p)
-    p.set_defaults(func=_cmd_compare)
     return p

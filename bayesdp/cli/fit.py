@@ -9,10 +9,12 @@ from __future__ import annotations
 import warnings
 
 from ..errors import BayesdpError
-from .common import add_progress_option, print_warnings
+from .common import add_command, add_progress_option, print_warnings
 
 
 def _cmd_fit(args):
+    """Fits theta from release files (combined into one analysis set); prints the posterior
+    table and can save the posterior as ArviZ netCDF."""
     from .. import diagnostics, report
     from ..inference import METHODS, fit
     from ..release import combine_releases
@@ -101,10 +103,7 @@ def register(subparsers):
     """Add ``fit`` to the ``bayesdp`` sub-commands."""
     from ..inference import METHODS  # importing bayesdp has registered every method already
 
-    p = subparsers.add_parser(
-        "fit", help="fit a posterior from one or more release files",
-        description="Fits theta from release files (combined into one analysis set); prints the "
-                    "posterior table and can save the posterior as ArviZ netCDF.")
+    p = add_command(subparsers, "fit", _cmd_fit, "fit a posterior from one or more release files")
     p.add_argument("releases", nargs="+", help="release file(s)")
     p.add_argument("--method", default="fast", metavar="METHOD",
                    help="inference method, one of: " + ", ".join(sorted(METHODS))
@@ -137,4 +136,3 @@ def register(subparsers):
                         "and one convergence line per other variable")
     p.add_argument("--out", default=None, help="write the posterior here (netCDF)")
     add_progress_option(p)
-    p.set_defaults(func=_cmd_fit)

@@ -18,7 +18,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import BayesdpInputError
-from .common import write_json
+from .common import add_command, write_json
 
 
 def _add_common(p, *, epsilon, eps_help, sigma_y, sigma_help="regression noise sd",
@@ -74,12 +74,7 @@ def _holder(sim, j):
 
 
 def _add_gossip(sub):
-    p = sub.add_parser(
-        "gossip", help="SimpleGossip with bias removal (seed 000)",
-        description="Simulates the gossip-averaging protocol of seed 000 on J independent power-law "
-                    "(Chung-Lu + repair) networks, or on a real edge list, and writes the adapted "
-                    "release: S_hat, z_hat on the sum scale, n = agents per network, and the "
-                    "delta-method noise covariance over [vech(S), z] (S and z errors correlated).")
+    p = add_command(sub, "gossip", _cmd_gossip, "SimpleGossip with bias removal (seed 000)")
     p.add_argument("--design", choices=["linear", "paper"], default="linear",
                    help="'linear': rows x ~ N(mean, sd^2 I), y = x theta + N(0, sigma_y^2), sound "
                         "domain sensitivities; 'paper': the paper's x = (d - mu_d)^2 use case with "
@@ -115,7 +110,6 @@ def _add_gossip(sub):
                 sigma_help="regression noise sd (linear)",
                 d_help="features (linear design, incl. intercept)",
                 theta_help="true coefficients (default: drawn from N(0, 0.1^2 I); paper: 4096 1)")
-    p.set_defaults(func=_cmd_gossip)
     return p
 
 
@@ -139,6 +133,10 @@ def _check_count_run(g, A, out, args):
 
 
 def _cmd_gossip(args):
+    """Simulates the gossip-averaging protocol of seed 000 on J independent power-law (Chung-Lu
+    + repair) networks, or on a real edge list, and writes the adapted release: S_hat, z_hat on
+    the sum scale, n = agents per network, and the delta-method noise covariance over
+    [vech(S), z] (S and z errors correlated)."""
     from ..adapters import gossip as g
     from ..simulate import linear_rows
 
@@ -203,14 +201,8 @@ PROTOCOLS = [_add_gossip]
 
 
 def _add_pricer(sub):
-    p = sub.add_parser(
-        "pricer", help="PriCER private collaborative relaying (seeds 001/003)",
-        description="Simulates PriCER on J independent Bernoulli-link networks (complete link "
-                    "graph with probability --link-prob, or the edges of --graph-file), optimises "
-                    "the unbiased weight/noise design, runs one round per network and writes the "
-                    "adapted release: one holder per network, isotropic noise sigma_s = sigma_z = "
-                    "sqrt(v). Fix sigma_y2 = truth * provenance['sigma_y2_inflation'] when fitting "
-                    "with a known sigma_y2.")
+    p = add_command(sub, "pricer", _cmd_pricer,
+                    "PriCER private collaborative relaying (seeds 001/003)")
     p.add_argument("--nodes", type=int, default=20, help="nodes per network")
     p.add_argument("--rows", type=int, default=100, help="rows per node")
     p.add_argument("--graph-file", default=None, help="edge list (links on its edges)")
@@ -233,11 +225,15 @@ def _add_pricer(sub):
                         "the server), 'expected' (its public expectation) or 'oracle' (the "
                         "realised one; simulation only)")
     _add_common(p, epsilon=0.5, eps_help="per-link eps", sigma_y=0.5)
-    p.set_defaults(func=_cmd_pricer)
     return p
 
 
 def _cmd_pricer(args):
+    """Simulates PriCER on J independent Bernoulli-link networks (complete link graph with
+    probability --link-prob, or the edges of --graph-file), optimises the unbiased weight/noise
+    design, runs one round per network and writes the adapted release: one holder per network,
+    isotropic noise sigma_s = sigma_z = sqrt(v). Fix sigma_y2 = truth *
+    provenance['sigma_y2_inflation'] when fitting with a known sigma_y2."""
     from ..adapters import pricer as pm
     from ..simulate import linear_rows
 
@@ -275,13 +271,8 @@ def _cmd_pricer(args):
 
 
 def _add_consensus(sub):
-    p = sub.add_parser(
-        "consensus", help="DP distributed estimation by linear consensus (seed 004)",
-        description="Simulates seed 004's Metropolis-Hastings consensus (Alg. 3 'mvue' or the "
-                    "online Algs. 4/5) with local Laplace noise on J independent graphs (ring plus "
-                    "random chords, or --graph-file), one row per agent (and round), and writes the "
-                    "adapted release: one holder per network, Kish n_eff, and a Gaussian with the "
-                    "exact covariance of the Laplace mixture (flagged as an approximation).")
+    p = add_command(sub, "consensus", _cmd_consensus,
+                    "DP distributed estimation by linear consensus (seed 004)")
     p.add_argument("--agents", type=int, default=200, help="agents per network (synthetic graph)")
     p.add_argument("--graph-file", default=None, help="edge list, e.g. the US power grid")
     p.add_argument("--algorithm", choices=["mvue", "online"], default="mvue",
@@ -295,11 +286,15 @@ def _add_consensus(sub):
                    help="'all' (network average) or an agent index whose output is released")
     _add_bounds(p, (4.0, 10.0))
     _add_common(p, epsilon=1.0, eps_help="per-agent Laplace eps", sigma_y=0.5)
-    p.set_defaults(func=_cmd_consensus)
     return p
 
 
 def _cmd_consensus(args):
+    """Simulates seed 004's Metropolis-Hastings consensus (Alg. 3 'mvue' or the online Algs.
+    4/5) with local Laplace noise on J independent graphs (ring plus random chords, or
+    --graph-file), one row per agent (and round), and writes the adapted release: one holder per
+    network, Kish n_eff, and a Gaussian with the exact covariance of the Laplace mixture (flagged
+    as an approximation)."""
     from ..adapters import consensus as cm
     from ..simulate import linear_rows
 

@@ -9,8 +9,14 @@ from __future__ import annotations
 
 import sys
 
+from .common import add_command
+
 
 def _cmd_predict(args):
+    """Reads a posterior written by 'bayesdp fit --out posterior.nc' and a CSV of new rows;
+    writes a CSV with the posterior predictive mean, sd and HDI (lower, upper) of y for each
+    row. y_new = x^T theta + N(0, sigma_y^2) per posterior draw; method 'fast' fixes sigma_y^2
+    at its plug-in (B_y/3)^2 (docs/prediction.md)."""
     from .. import diagnostics
     from ..predict import feature_names, predict, prediction_summary, read_new_rows
     from ..release import write_text_atomic
@@ -36,13 +42,8 @@ def _cmd_predict(args):
 
 def register(subparsers):
     """Add ``predict`` to the ``bayesdp`` sub-commands."""
-    p = subparsers.add_parser(
-        "predict", help="posterior predictive of y at new rows (CSV) from a posterior file",
-        description="Reads a posterior written by 'bayesdp fit --out posterior.nc' and a CSV of "
-                    "new rows; writes a CSV with the posterior predictive mean, sd and HDI "
-                    "(lower, upper) of y for each row. y_new = x^T theta + N(0, sigma_y^2) per "
-                    "posterior draw; method 'fast' fixes sigma_y^2 at its plug-in (B_y/3)^2 "
-                    "(docs/prediction.md).")
+    p = add_command(subparsers, "predict", _cmd_predict,
+                    "posterior predictive of y at new rows (CSV) from a posterior file")
     p.add_argument("posterior", help="netCDF file written by 'bayesdp fit --out'")
     p.add_argument("rows", help="CSV of new rows: a header with the feature names (other "
                                 "columns, e.g. y, are ignored), or --no-header")
@@ -55,5 +56,4 @@ def register(subparsers):
     p.add_argument("--out", default=None,
                    help="CSV file to write (columns mean, sd, lower, upper; default: print the "
                         "CSV on stdout)")
-    p.set_defaults(func=_cmd_predict)
     return p

@@ -11,10 +11,12 @@ from __future__ import annotations
 import warnings
 
 from ..errors import BayesdpError, BayesdpInputError
-from .common import add_progress_option, print_warnings
+from .common import add_command, add_progress_option, print_warnings
 
 
 def _cmd_release(args):
+    """Each data holder's rows are clipped to the public bounds, X^T X and X^T y are
+    accumulated in chunks (constant memory), and Gaussian noise is added once per holder."""
     from ..release import release_file
 
     if args.bounds_from_data:
@@ -58,6 +60,7 @@ def _cmd_release(args):
 
 
 def _cmd_combine(args):
+    """Refuses releases with different d, feature names, bounds or privacy parameters."""
     from ..release import combine_releases
 
     rel = combine_releases(*args.releases)
@@ -96,11 +99,8 @@ def _add_privacy_args(p):
 
 def register(subparsers):
     """Add ``release`` and ``combine`` to the ``bayesdp`` sub-commands."""
-    p = subparsers.add_parser(
-        "release", help="make a DP release file from a CSV or Parquet data file",
-        description="Each data holder's rows are clipped to the public bounds, X^T X and X^T y "
-                    "are accumulated in chunks (constant memory), and Gaussian noise is added "
-                    "once per holder.")
+    p = add_command(subparsers, "release", _cmd_release,
+                    "make a DP release file from a CSV or Parquet data file")
     p.add_argument("data", help="CSV or Parquet file, one row per record")
     _add_privacy_args(p)
     p.add_argument("--bounds", nargs="+", metavar="B",
@@ -154,12 +154,7 @@ def register(subparsers):
                    help="rows read at a time (memory grows with it; the result does not change)")
     p.add_argument("--out", required=True, help="release file to write (JSON)")
     add_progress_option(p)
-    p.set_defaults(func=_cmd_release)
 
-    p = subparsers.add_parser(
-        "combine", help="put per-holder release files together",
-        description="Refuses releases with different d, feature names, bounds or privacy "
-                    "parameters.")
+    p = add_command(subparsers, "combine", _cmd_combine, "put per-holder release files together")
     p.add_argument("releases", nargs="+", help="release files, one or more holders each")
     p.add_argument("--out", required=True, help="combined release file to write (JSON)")
-    p.set_defaults(func=_cmd_combine)

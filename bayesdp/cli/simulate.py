@@ -10,8 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .common import add_command
+
 
 def _cmd_demo(args):
+    """The main job on the paper's simulation: n rows split over J holders, each releases noisy
+    X^T X and X^T y; fit with Bayes-fixedS-fast and adaSSP; table and plot."""
     from ..demo import run_demo
 
     run_demo(n=args.n, d=args.d, nodes=args.nodes, epsilon=args.epsilon, delta=args.delta,
@@ -19,6 +23,8 @@ def _cmd_demo(args):
 
 
 def _cmd_simulate(args):
+    """Sigma_x ~ InvWishart(V^T V, d+1), theta ~ N(0, I), x ~ N(0, Sigma_x), y = x^T theta +
+    N(0, sigma_y^2). Writes a CSV (columns x0.., y) and a truth JSON beside it."""
     import numpy as np
     import pandas as pd
 
@@ -47,11 +53,8 @@ def _add_size(p):
 
 def register(subparsers):
     """Add ``demo`` and ``simulate`` to the ``bayesdp`` sub-commands."""
-    p = subparsers.add_parser(
-        "demo", help="simulate, release with DP, fit, print a table, plot",
-        description="The main job on the paper's simulation: n rows split over J holders, each "
-                    "releases noisy X^T X and X^T y; fit with Bayes-fixedS-fast and adaSSP; "
-                    "table and plot.")
+    p = add_command(subparsers, "demo", _cmd_demo,
+                    "simulate, release with DP, fit, print a table, plot")
     _add_size(p)
     p.add_argument("--nodes", type=int, default=5, help="data holders J (default 5)")
     p.add_argument("--epsilon", type=float, default=1.0, help="privacy epsilon (default 1)")
@@ -59,16 +62,11 @@ def register(subparsers):
     p.add_argument("--seed", type=int, default=0, help="seed of the whole demo (default 0)")
     p.add_argument("--out-dir", default="bayesdp-demo",
                    help="folder for release.json and theta.png (created if missing)")
-    p.set_defaults(func=_cmd_demo)
 
-    p = subparsers.add_parser(
-        "simulate", help="write the paper's simulated data set as CSV",
-        description="Sigma_x ~ InvWishart(V^T V, d+1), theta ~ N(0, I), x ~ N(0, Sigma_x), "
-                    "y = x^T theta + N(0, sigma_y^2). Writes a CSV (columns x0.., y) and a truth "
-                    "JSON beside it.")
+    p = add_command(subparsers, "simulate", _cmd_simulate,
+                    "write the paper's simulated data set as CSV")
     _add_size(p)
     p.add_argument("--sigma-y", type=float, default=1.0, help="sd of the regression noise on y")
     p.add_argument("--seed", type=int, default=None, help="seed (default: fresh entropy)")
     p.add_argument("--out", required=True, help="CSV file to write")
     p.add_argument("--truth", default=None, help="truth JSON (default: OUT with .truth.json)")
-    p.set_defaults(func=_cmd_simulate)
