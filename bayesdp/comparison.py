@@ -10,7 +10,7 @@ noise to the raw statistics; "nonprivate" is the normal-inverse-gamma posterior 
 Every DP method is called through ``bayesdp.fit(release, method=name)``, so any method registered
 in ``bayesdp.METHODS`` can be compared.
 
-Metrics (``bayesdp.metrics``; anchor report section 6):
+Metrics (``bayesdp.metrics``; docs/compare.md, "Metrics"):
 ``estimation_mse`` (posterior mean vs the true theta, or the training least-squares fit on real
 data), ``prediction_mse`` (test rows on real data; on simulated data the trace formula averaged
 over posterior draws for the MCMC methods and at the point estimate for fast/adaSSP/non-private,

@@ -1,4 +1,4 @@
-"""Accuracy metrics of the paper's experiments (section 5; anchor report section 6).
+"""Accuracy metrics of the paper's experiments (section 5; docs/compare.md, "Metrics").
 
 - ``estimation_mse(theta_hat, theta_ref)``: mean over coordinates of (theta_hat - theta_ref)^2;
   theta_ref is the true theta (simulated data) or the training least-squares fit (real data).

@@ -1,4 +1,4 @@
-"""The paper's simulated data (section 5.1; authors' driver, anchor report section 2.1).
+"""The paper's simulated data (section 5.1), and the linear rows of the network simulations.
 
     V_ij iid N(0, 1),  Lambda = V^T V,  Sigma_x ~ InvWishart(Lambda, d + 1),
     theta ~ N(0, I_d),  x_i ~ N(0, Sigma_x),  y_i = x_i^T theta + e_i,  e_i ~ N(0, sigma_y^2).
