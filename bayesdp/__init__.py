@@ -32,7 +32,7 @@ from .diagnostics import diagnose
 from .predict import predict, prediction_summary
 from .estimator import BayesDPRegressor
 from .datasets import Dataset, load_dataset
-from .compare import compare  # the function; the module stays importable as bayesdp.compare
+from .comparison import compare
 from . import accounting, metrics
 
 __all__ = [

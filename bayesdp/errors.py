@@ -41,3 +41,29 @@ def check_seed(seed, name="seed"):
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or int(seed) < 0:
         raise BayesdpInputError(f"{name} must be None or a whole number >= 0, got {seed!r}")
     return int(seed)
+
+
+def check_output_file(path, name):
+    """Refuse an output file ``path`` (option or argument ``name``) whose folder does not exist
+    or that is a folder, before any work is done."""
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        raise BayesdpInputError(f"{name}: {str(p)!r} is a folder, not a file")
+    if not p.parent.is_dir():
+        raise BayesdpInputError(f"{name}: folder {str(p.parent)!r} does not exist")
+
+
+def check_output_folder(path, name):
+    """Refuse an output folder ``path`` (option or argument ``name``) that is a file or whose
+    parent does not exist: only the last folder of an output folder is ever created."""
+    from pathlib import Path
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise BayesdpInputError(f"{name}: {str(p)!r} exists and is not a folder")
+    if not p.parent.is_dir():
+        raise BayesdpInputError(
+            f"{name}: parent folder {str(p.parent)!r} does not exist (only the last folder of "
+            f"{name} is created)")

@@ -60,18 +60,9 @@ class BayesDPRegressor:
     def __init__(self, epsilon=1.0, delta=1e-5, bounds=None, method="fixeds", nodes=1, seed=None,
                  calibration="exact", priors=None, num_samples=1000, num_chains=4,
                  num_warmup=1000, method_options=None):
-        self.epsilon = epsilon
-        self.delta = delta
-        self.bounds = bounds
-        self.method = method
-        self.nodes = nodes
-        self.seed = seed
-        self.calibration = calibration
-        self.priors = priors
-        self.num_samples = num_samples
-        self.num_chains = num_chains
-        self.num_warmup = num_warmup
-        self.method_options = method_options
+        given = locals()
+        for name in self._param_names():  # stored unchanged, as scikit-learn's clone expects
+            setattr(self, name, given[name])
 
     # -- scikit-learn's parameter protocol ------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Accuracy metrics of the paper's experiments (section 5; anchor report section 6).
+"""Accuracy metrics of the paper's experiments (section 5; docs/compare.md, "Metrics").
 
 - ``estimation_mse(theta_hat, theta_ref)``: mean over coordinates of (theta_hat - theta_ref)^2;
   theta_ref is the true theta (simulated data) or the training least-squares fit (real data).
@@ -103,6 +103,13 @@ def mmd2_paper(x, y, bandwidth=0.1) -> float:
     return mmd2(x, y, bandwidth) * (2 * np.pi * float(bandwidth)) ** (-x.shape[1] / 2)
 
 
+def _finite_mean(values):
+    """The finite values of the replications as a float array, and their mean (nan if none)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return v, (float(v.mean()) if v.size else np.nan)
+
+
 def bootstrap_mean_interval(values, level=0.90, n_boot=4000, seed=0):
     """(mean, lower, upper): the mean over replications and the percentile bootstrap
     ``level`` interval of the mean (``n_boot`` resamples of the replications with replacement;
@@ -112,12 +119,8 @@ def bootstrap_mean_interval(values, level=0.90, n_boot=4000, seed=0):
     positive values (an MSE, a time) is positive, so the lower end is > 0, and a skewed sample
     gets a skewed interval. A fixed ``seed`` makes it reproducible. With one value the interval
     is (nan, nan)."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return (np.nan, np.nan, np.nan)
-    mean = float(v.mean())
-    if v.size == 1:
+    v, mean = _finite_mean(values)
+    if v.size < 2:
         return (mean, np.nan, np.nan)
     rng = np.random.default_rng(seed)
     means = v[rng.integers(0, v.size, size=(int(n_boot), v.size))].mean(axis=1)
@@ -129,12 +132,8 @@ def mean_interval(values, level=0.90):
     """(mean, lower, upper): mean +- t_{(1+level)/2, r-1} sd / sqrt(r) over replications."""
     from scipy import stats
 
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return (np.nan, np.nan, np.nan)
-    mean = float(v.mean())
-    if v.size == 1:
+    v, mean = _finite_mean(values)
+    if v.size < 2:
         return (mean, np.nan, np.nan)
     half = stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size)
     return (mean, mean - half, mean + half)

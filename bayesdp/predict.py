@@ -202,6 +202,52 @@ def check_new_rows(X_new, names, what="X_new"):
     return X, (list(range(X.shape[0])) if rows is None else rows)
 
 
+def read_new_rows(path, names, *, header=True):
+    """The feature columns of a CSV file of new rows as a float (m, d) array in the order of
+    ``names``, and the names of the columns that were ignored (with a header: the columns that
+    are not features). Without a header the columns must be exactly the features, in order."""
+    from .releases.rows import looks_numeric
+
+    try:
+        if header:
+            frame = pd.read_csv(path)
+            if any(looks_numeric(c) for c in frame.columns):
+                raise BayesdpInputError(
+                    f"{path}: the first row holds numbers ({', '.join(map(str, frame.columns))}),"
+                    " so it looks like data, not a header with the feature names; for a file "
+                    "without header pass --no-header")
+        else:
+            frame = pd.read_csv(path, header=None)
+    except pd.errors.EmptyDataError:
+        raise BayesdpInputError(f"{path}: the file is empty") from None
+    except pd.errors.ParserError as exc:
+        raise BayesdpInputError(f"{path}: malformed CSV ({exc})") from None
+    except UnicodeDecodeError:
+        raise BayesdpInputError(f"{path}: not a UTF-8 text (CSV) file") from None
+    ignored = []
+    if not header:
+        if frame.shape[1] != len(names):
+            raise BayesdpInputError(
+                f"{path}: {frame.shape[1]} columns, but the posterior has {len(names)} features "
+                f"({', '.join(names)}); without a header the columns must be exactly these "
+                "features, in this order")
+    else:
+        cols = [str(c) for c in frame.columns]
+        frame.columns = cols
+        missing = [n for n in names if n not in cols]
+        if missing:
+            raise BayesdpInputError(
+                f"{path}: feature column(s) {missing} missing (header: {cols}; the posterior's "
+                f"features are {names}); a file without header needs --no-header")
+        for n in names:
+            if not pd.api.types.is_numeric_dtype(frame[n]):
+                raise BayesdpInputError(f"{path}: column {n!r} is not numeric")
+        frame = frame.reset_index(drop=True)[names]
+        ignored = [c for c in cols if c not in names]
+    X = check_new_rows(frame.to_numpy(), names, what=f"{path} (data rows from 0)")[0]
+    return X, ignored
+
+
 def _check_prob(p):
     if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)) or not 0 < p < 1:
         raise BayesdpInputError(f"hdi_prob must be a number in (0, 1), got {p!r}")

@@ -1,4 +1,4 @@
-"""The paper's simulated data (section 5.1; authors' driver, anchor report section 2.1).
+"""The paper's simulated data (section 5.1), and the linear rows of the network simulations.
 
     V_ij iid N(0, 1),  Lambda = V^T V,  Sigma_x ~ InvWishart(Lambda, d + 1),
     theta ~ N(0, I_d),  x_i ~ N(0, Sigma_x),  y_i = x_i^T theta + e_i,  e_i ~ N(0, sigma_y^2).
@@ -75,3 +75,23 @@ def simulate(n=100_000, d=5, *, seed=None, sigma_y=1.0, x_mean=0.0, intercept=0.
     return SimulatedData(X=X, y=y, theta=theta, Sigma_x=Sigma_x, Lambda=Lambda,
                          sigma_y=float(sigma_y), bounds=(bx, by), x_mean=mean,
                          intercept=float(intercept))
+
+
+def linear_rows(theta, shape, *, sigma_y, x_mean=0.0, x_sd=1.0, intercept=False, seed=None):
+    """Rows (X, y) of a linear design with independent features, as the network simulations
+    (``bayesdp simulate-network``, docs/adapters/) draw them:
+
+        x_ik iid N(x_mean, x_sd^2)  (x_i0 = 1 when ``intercept``),  y_i = x_i^T theta + e_i,
+        e_i iid N(0, sigma_y^2).
+
+    ``shape`` is the shape of the rows, e.g. ``(n,)``, ``(nodes, rows)`` or ``(rounds, n)``: X has
+    shape ``(*shape, d)`` and y ``shape``, d = len(theta). Every x is drawn before any e.
+    ``seed``: an int, None or a ``numpy.random.Generator`` (used as it is)."""
+    rng = np.random.default_rng(seed)
+    theta = np.asarray(theta, dtype=float)
+    shape = tuple(shape)
+    X = rng.normal(x_mean, x_sd, size=(*shape, theta.size))
+    if intercept:
+        X[..., 0] = 1.0
+    y = X @ theta + rng.normal(0.0, sigma_y, size=shape)
+    return X, y

@@ -36,7 +36,7 @@ def main():
     except ImportError:
         pass
     import bayesdp
-    from bayesdp.compare import compare
+    from bayesdp.comparison import compare
 
     methods = args.methods or [m for m in ("normalx-paper", "fixeds", "fast", "bs", "adassp",
                                            "nonprivate")

@@ -46,7 +46,7 @@ def main():
     except ImportError:
         pass
     import bayesdp
-    from bayesdp.compare import compare, summarize
+    from bayesdp.comparison import compare, summarize
 
     methods = args.methods or [m for m in ("fixeds", "fast", "bs", "adassp", "nonprivate")
                                if m in bayesdp.METHODS or m in ("adassp", "nonprivate")]

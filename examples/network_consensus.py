@@ -13,24 +13,19 @@ agents of each network as independent holders (their noise is nearly the same dr
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
 import numpy as np
 
+from network_common import arguments, fit_and_plot
+
 
 def main(argv=None):
-    import scipy.sparse as sp
-
     import bayesdp
     from bayesdp.adapters import consensus as cm
-    from bayesdp.inference import closed_form as cf
-    from bayesdp.report import plot_gaussian_marginals
+    from bayesdp.simulate import linear_rows
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="network_consensus.png")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--networks", type=int, default=3)
+    ap = arguments(__doc__, "network_consensus.png", networks=3)
     ap.add_argument("--agents", type=int, default=3000, help="agents per synthetic network")
     ap.add_argument("--rounds", type=int, default=100)
     ap.add_argument("--epsilon", type=float, default=20.0)
@@ -45,16 +40,9 @@ def main(argv=None):
         if j == 0 and grid_path.exists():
             adj, name = cm.load_adjacency(grid_path), "US power grid"
         else:
-            n = args.agents
-            i = np.arange(n)
-            a, b = rng.integers(0, n, n // 2), rng.integers(0, n, n // 2)
-            adj = sp.csr_matrix((np.ones(n + n // 2), (np.concatenate([i, a]),
-                                                        np.concatenate([(i + 1) % n, b]))),
-                                shape=(n, n))
-            name = "ring + chords"
+            adj, name = cm.ring_chords_graph(args.agents, seed=rng), "ring + chords"
         n = adj.shape[0]
-        X = rng.standard_normal((n, 2))
-        y = X @ theta + sigma_y * rng.standard_normal(n)
+        X, y = linear_rows(theta, (n,), sigma_y=sigma_y, seed=rng)
         agent = int(rng.integers(n))
         sim = cm.consensus_release(adj, X, y, eps=args.epsilon, bound_x=bounds[0],
                                    bound_y=bounds[1], seed=int(rng.integers(2**63)),
@@ -69,25 +57,13 @@ def main(argv=None):
                   for k in rng.choice(n, 20, replace=False)]
         X_all.append(X)
         y_all.append(y)
-    release = bayesdp.combine_releases(rels)
-    print(release)
-    print("DP claim valid:", release.dp_claim_valid, "-", release.dp_claim_note[:140], "...")
-    priors = bayesdp.Priors(C=np.eye(2))
-    idata = bayesdp.fit(release, method="fast", priors=priors, sigma_y2=sigma_y**2, seed=args.seed)
-    mean, cov = bayesdp.closed_form_moments(idata)
-    pw = cf.fast_posterior(bayesdp.combine_releases(wrong), priors.resolve(2, bounds=bounds),
-                           sigma_y2=sigma_y**2)
-    ref = bayesdp.fit_nonprivate(np.vstack(X_all), np.concatenate(y_all), seed=args.seed,
-                                 bounds=bounds)
-    m_np, _ = bayesdp.closed_form_moments(ref)
-
-    plot_gaussian_marginals(
-        args.out, {"one agent / network (fast, eiv)": (mean, cov),
-                   "wrong: 20 agents/network as holders": (pw["mean"], pw["cov"])},
-        truth=theta, reference=m_np, reference_label="non-private posterior mean (all rows)",
-        title=f"Consensus (Alg. 3, signal DP eps = {args.epsilon:g}, T = {args.rounds}): "
-              f"{args.networks} networks")
-    print(f"posterior mean {mean}, sd {np.sqrt(np.diag(cov))}; truth {theta}; wrote {args.out}")
+    fit_and_plot(args, bayesdp.combine_releases(rels), bayesdp.combine_releases(wrong),
+                 priors=bayesdp.Priors(C=np.eye(2)), sigma_y2=sigma_y**2, rows=(X_all, y_all),
+                 bounds=bounds, theta=theta,
+                 labels=("one agent / network (fast, eiv)", "wrong: 20 agents/network as holders"),
+                 reference_label="non-private posterior mean (all rows)",
+                 title=f"Consensus (Alg. 3, signal DP eps = {args.epsilon:g}, T = {args.rounds}): "
+                       f"{args.networks} networks")
 
 
 if __name__ == "__main__":

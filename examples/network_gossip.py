@@ -11,21 +11,16 @@ as 10 independent holders (it counts the same noise 10 times and is overconfiden
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
+
+from network_common import arguments, fit_and_plot
 
 
 def main(argv=None):
     import bayesdp
     from bayesdp.adapters import gossip as g
-    from bayesdp.inference import closed_form as cf
-    from bayesdp.report import plot_gaussian_marginals
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="network_gossip.png")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--networks", type=int, default=4)
+    ap = arguments(__doc__, "network_gossip.png", networks=4)
     ap.add_argument("--agents", type=int, default=20_000)
     ap.add_argument("--epsilon", type=float, default=200.0)
     args = ap.parse_args(argv)
@@ -33,6 +28,7 @@ def main(argv=None):
     rng = np.random.default_rng(args.seed)
     theta = np.array([1.0, 0.5])  # intercept, slope
     sigma_y, bounds = 0.3, (2.0, 2.5)
+    names = ("intercept", "x")
     outputs, X_all, y_all = [], [], []
     for j in range(args.networks):
         A = g.synthetic_graph(args.agents, gamma=2.0, d_max=64, seed=rng)  # power law + repair
@@ -47,27 +43,16 @@ def main(argv=None):
         X_all.append(truth.X)
         y_all.append(truth.y)
 
-    release = g.gossip_releases(outputs, feature_names=("intercept", "x"))  # one holder / network
-    print(release)
-    print("DP claim valid:", release.dp_claim_valid, "-", release.dp_claim_note[:120], "...")
-    priors = bayesdp.Priors(m=np.zeros(2), C=np.eye(2))
-    idata = bayesdp.fit(release, method="fast", priors=priors, sigma_y2=sigma_y**2, seed=args.seed)
-    mean, cov = bayesdp.closed_form_moments(idata)
+    release = g.gossip_releases(outputs, feature_names=names)  # one holder / network
     wrong = bayesdp.combine_releases(
-        [g.gossip_release(o, agent=a, holder_name=f"{j}:{a}", feature_names=("intercept", "x"))
+        [g.gossip_release(o, agent=a, holder_name=f"{j}:{a}", feature_names=names)
          for j, o in enumerate(outputs) for a in range(10)])
-    pw = cf.fast_posterior(wrong, priors.resolve(2, bounds=bounds), sigma_y2=sigma_y**2)
-    ref = bayesdp.fit_nonprivate(np.vstack(X_all), np.concatenate(y_all), seed=args.seed,
-                                 feature_names=["intercept", "x"], bounds=bounds)
-    m_np, c_np = bayesdp.closed_form_moments(ref)
-
-    plot_gaussian_marginals(
-        args.out, {"gossip release (fast, eiv)": (mean, cov),
-                   "wrong: 10 agents/network as holders": (pw["mean"], pw["cov"])},
-        truth=theta, reference=m_np, names=("intercept", "slope"),
-        title=f"{args.networks} networks x {args.agents} agents, epsilon = {args.epsilon:g} "
-              f"(local DP)")
-    print(f"posterior mean {mean}, sd {np.sqrt(np.diag(cov))}; truth {theta}; wrote {args.out}")
+    fit_and_plot(args, release, wrong, priors=bayesdp.Priors(m=np.zeros(2), C=np.eye(2)),
+                 sigma_y2=sigma_y**2, rows=(X_all, y_all), bounds=bounds, theta=theta,
+                 labels=("gossip release (fast, eiv)", "wrong: 10 agents/network as holders"),
+                 names=("intercept", "slope"), feature_names=names,
+                 title=f"{args.networks} networks x {args.agents} agents, epsilon = "
+                       f"{args.epsilon:g} (local DP)")
 
 
 if __name__ == "__main__":

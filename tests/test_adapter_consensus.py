@@ -478,7 +478,7 @@ def test_online_signal_network_average_release():
 def test_cli_simulate_network_consensus(tmp_path):
     import argparse
 
-    from bayesdp import cli_network
+    from bayesdp.cli import network as cli_network
     from bayesdp.releases import load_release
 
     ap = argparse.ArgumentParser()

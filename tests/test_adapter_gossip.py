@@ -500,7 +500,7 @@ def test_iid_path_unchanged_and_conditional_formula():
 
 
 def test_cli_simulate_network_gossip(tmp_path):
-    from bayesdp import cli_network
+    from bayesdp.cli import network as cli_network
 
     p = argparse.ArgumentParser()
     cli_network.register(p.add_subparsers())

@@ -499,7 +499,7 @@ def test_fixeds_matches_fast_and_normalx_refused():
 def test_cli_simulate_network_pricer(tmp_path, capsys):
     import argparse
 
-    from bayesdp import cli_network
+    from bayesdp.cli import network as cli_network
     from bayesdp.releases import load_release
 
     ap = argparse.ArgumentParser()

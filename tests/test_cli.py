@@ -187,7 +187,7 @@ def test_every_option_of_every_command_has_help_and_shows_its_default(capsys):
 
 
 def test_fit_help_lists_the_methods_and_compare_its_default_methods(capsys):
-    from bayesdp.compare import default_methods
+    from bayesdp.comparison import default_methods
 
     with pytest.raises(SystemExit):
         main(["fit", "--help"])
@@ -283,7 +283,7 @@ def test_output_paths_checked_before_any_work(tmp_path, capsys, monkeypatch, cmd
     import bayesdp.inference
 
     release_mod = importlib.import_module("bayesdp.releases")
-    compare_mod = importlib.import_module("bayesdp.compare")
+    compare_mod = importlib.import_module("bayesdp.comparison")
 
     def boom(*a, **k):
         raise AssertionError("work started before the output path was checked")

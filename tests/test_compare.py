@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import bayesdp
-from bayesdp.compare import METRICS, cell_path, compare, default_methods, summarize
+from bayesdp.comparison import METRICS, cell_path, compare, default_methods, summarize
 from bayesdp.errors import BayesdpInputError
 
 SHARED = Path(__file__).parents[1].parent / "shared" / "data" / "uci"
@@ -90,7 +90,7 @@ def test_in_memory_and_bad_input():
 
 
 def test_cli_register(tmp_path):
-    from bayesdp.cli_compare import register
+    from bayesdp.cli.compare import register
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
@@ -138,7 +138,7 @@ def test_powerplant_paper_code_near_table1(tmp_path):
 def test_summary_intervals_of_positive_metrics_stay_positive():
     """summary.md: every interval of a positive metric has a lower end > 0 and holds the mean,
     for skewed MSE-like replications where mean +- t sd/sqrt(reps) would go below zero."""
-    from bayesdp.compare import summary_markdown
+    from bayesdp.comparison import summary_markdown
 
     rng = np.random.default_rng(3)
     rows = []
@@ -171,7 +171,7 @@ def test_plain_script_without_main_guard(tmp_path):
     import subprocess
     import sys
 
-    script = ("from bayesdp.compare import compare\n"
+    script = ("from bayesdp.comparison import compare\n"
               "df = compare('simulated', methods=['fast', 'adassp'], epsilons=[1.0], "
               "nodes=[1, 2], reps=1, n=2000, d=2, mmd=False)\n"
               "print('ROWS', len(df))\n")

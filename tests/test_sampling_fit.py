@@ -264,11 +264,11 @@ def test_diagnose_summary_warnings_and_plots(normalx_fit, tmp_path, capsys):
 
 
 def test_cli_diagnose(normalx_fit, tmp_path, capsys):
-    from bayesdp import cli_sampling
+    from bayesdp.cli import diagnose as cli_diagnose
 
     path = diagnostics.save(normalx_fit, tmp_path / "posterior.nc")
     parser = argparse.ArgumentParser()
-    cli_sampling.register(parser.add_subparsers(dest="command"))
+    cli_diagnose.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["diagnose", str(path), "--out-dir", str(tmp_path / "plots")])
     args.func(args)
     out = capsys.readouterr().out

@@ -464,3 +464,18 @@ def consensus_release(adjacency, X, y, *, eps, bound_x, bound_y, seed, T=100, al
     S_true, z_true, _ = layout.unpack_stats(flat, d)
     return ConsensusSimulation(release=rel, run=run, truth={"S": S_true, "z": z_true,
                                                             "scales": run.scales})
+
+
+def ring_chords_graph(n, seed=None) -> sp.csr_matrix:
+    """The synthetic graph of ``bayesdp simulate-network consensus``: a ring of ``n`` agents
+    (i ~ i + 1 mod n) plus ``n // 2`` chords between agents drawn uniformly at random
+    (docs/adapters/consensus.md). The edges are listed once each; :func:`mh_weights` symmetrises
+    them and drops the self loops and repeats a random chord can make. ``seed``: an int, None or
+    a ``numpy.random.Generator`` (used as it is)."""
+    rng = np.random.default_rng(seed)
+    n = int(n)
+    i = np.arange(n)
+    a, b = rng.integers(0, n, n // 2), rng.integers(0, n, n // 2)
+    return sp.csr_matrix((np.ones(n + len(a)), (np.concatenate([i, a]),
+                                                np.concatenate([(i + 1) % n, b]))),
+                         shape=(n, n))

@@ -6,9 +6,14 @@
 
 from __future__ import annotations
 
+from .common import add_command
+
 
 def _cmd_diagnose(args):
-    from .diagnostics import diagnose
+    """Prints mean, sd, HDI, r_hat, ess_bulk and ess_tail of a posterior written by 'bayesdp
+    fit --out posterior.nc', warns in plain words when r_hat > 1.01 or an ESS is below 400, and
+    writes trace.png, posterior.png and pair.png."""
+    from ..diagnostics import diagnose
 
     res = diagnose(args.posterior, out_dir=args.out_dir, var_names=args.var_names,
                    ess_min=args.ess_min, rhat_max=args.rhat_max)
@@ -17,11 +22,8 @@ def _cmd_diagnose(args):
 
 def register(subparsers):
     """Add ``diagnose`` to the ``bayesdp`` sub-commands."""
-    p = subparsers.add_parser(
-        "diagnose", help="ArviZ summary, convergence warnings and plots of a posterior file",
-        description="Prints mean, sd, HDI, r_hat, ess_bulk and ess_tail of a posterior written "
-                    "by 'bayesdp fit --out posterior.nc', warns in plain words when r_hat > 1.01 "
-                    "or an ESS is below 400, and writes trace.png, posterior.png and pair.png.")
+    p = add_command(subparsers, "diagnose", _cmd_diagnose,
+                    "ArviZ summary, convergence warnings and plots of a posterior file")
     p.add_argument("posterior", help="netCDF file written by 'bayesdp fit --out'")
     p.add_argument("--out-dir", default=None, help="folder for the PNG plots (default: none)")
     p.add_argument("--var-names", nargs="+", default=None,
@@ -31,5 +33,4 @@ def register(subparsers):
     p.add_argument("--rhat-max", type=float, default=1.01, help="r_hat warning threshold (1.01)")
     p.add_argument("--strict", action="store_true",
                    help="exit with status 3 when any warning is raised")
-    p.set_defaults(func=_cmd_diagnose)
     return p

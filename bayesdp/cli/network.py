@@ -5,68 +5,80 @@ synthetic data and write its adapted release (one holder per independent network
         --intercept --out release.json --truth-out truth.json
     bayesdp fit release.json
 
-Each protocol is one ``_add_<protocol>(sub)`` function that adds its sub-command and points it at
-a ``_cmd_<protocol>(args)`` function; add new ones to ``PROTOCOLS``.
+The graphs come from the adapters (:mod:`bayesdp.adapters`), the rows from
+:func:`bayesdp.simulate.linear_rows`; docs/adapters/ describes each protocol. Each protocol is
+one ``_add_<protocol>(sub)`` function that adds its sub-command and points it at a
+``_cmd_<protocol>(args)`` function; add new ones to ``PROTOCOLS``.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 
 import numpy as np
 
+from ..errors import BayesdpInputError
+from .common import add_command, write_json
 
-def _common(p, *, out_help="release file to write (JSON)"):
-    p.add_argument("--out", required=True, help=out_help)
+
+def _add_common(p, *, epsilon, eps_help, sigma_y, sigma_help="regression noise sd",
+                d_help="features", theta_help="true coefficients (default: drawn from "
+                                              "N(0, 0.1^2 I) with --seed)"):
+    """The options every protocol has: its size, the linear design, the budget, the output."""
+    p.add_argument("--networks", type=int, default=1, help="independent networks = holders J")
+    p.add_argument("--d", type=int, default=2, help=d_help)
+    p.add_argument("--theta", type=float, nargs="+", default=None, help=theta_help)
+    p.add_argument("--sigma-y", type=float, default=sigma_y, help=sigma_help)
+    p.add_argument("--epsilon", type=float, default=epsilon, help=eps_help)
+    p.add_argument("--out", required=True, help="release file to write (JSON)")
     p.add_argument("--truth-out", default=None,
                    help="also write the simulated truth (theta, sigma_y2, exact S and z) as JSON; "
                         "for checking only, never share it with an analyst")
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
 
 
-def _write_truth(path, truth: dict):
-    from .releases import write_text_atomic
-
-    def conv(v):
-        if isinstance(v, np.ndarray):
-            return v.tolist()
-        if isinstance(v, (np.floating, np.integer)):
-            return v.item()
-        raise TypeError(f"cannot write {type(v).__name__} to JSON")
-
-    text = json.dumps(truth, indent=1, default=conv)
-    write_text_atomic(path, text + "\n")
+def _add_bounds(p, default, help="public bounds on ||x|| and |y|"):
+    p.add_argument("--bounds", type=float, nargs=2, default=default, metavar=("B_X", "B_Y"),
+                   help=help)
 
 
-# -- gossip (seed 000) ------------------------------------------------------------------------------
+def _theta(args, rng):
+    """``--theta``, or d coefficients drawn from N(0, 0.1^2 I)."""
+    d = args.d
+    theta = np.array(args.theta, dtype=float) if args.theta else rng.normal(0.0, 0.1, size=d)
+    if theta.shape != (d,):
+        raise BayesdpInputError(f"--theta must have --d = {d} values, got {theta.size}")
+    return theta
 
 
 def _write_outputs(rels, truth, args):
     """One holder per network: combine, save the release (and the private truth if asked)."""
-    from .releases import combine_releases
+    from ..releases import combine_releases
 
     rel = combine_releases(rels) if len(rels) > 1 else rels[0]
     rel.save(args.out)
     if args.truth_out:
-        _write_truth(args.truth_out, truth)
+        write_json(args.truth_out, truth)
     print(f"wrote {args.out}: {rel!r}")
     if not rel.dp_claim_valid:
         print("WARNING: " + rel.dp_claim_note)
     return 0
 
 
+def _holder(sim, j):
+    """The release of network ``j`` of a simulation, as holder ``network<j>``."""
+    return dataclasses.replace(sim.release, holder_names=(f"network{j}",))
+
+
+# -- gossip (seed 000) ------------------------------------------------------------------------------
+
+
 def _add_gossip(sub):
-    p = sub.add_parser(
-        "gossip", help="SimpleGossip with bias removal (seed 000)",
-        description="Simulates the gossip-averaging protocol of seed 000 on J independent power-law "
-                    "(Chung-Lu + repair) networks, or on a real edge list, and writes the adapted "
-                    "release: S_hat, z_hat on the sum scale, n = agents per network, and the "
-                    "delta-method noise covariance over [vech(S), z] (S and z errors correlated).")
+    p = add_command(sub, "gossip", _cmd_gossip, "SimpleGossip with bias removal (seed 000)")
     p.add_argument("--design", choices=["linear", "paper"], default="linear",
                    help="'linear': rows x ~ N(mean, sd^2 I), y = x theta + N(0, sigma_y^2), sound "
                         "domain sensitivities; 'paper': the paper's x = (d - mu_d)^2 use case with "
                         "its (unsound) sensitivities and classical sigma")
-    p.add_argument("--networks", type=int, default=1, help="independent networks = holders J")
     p.add_argument("--agents", type=int, default=None,
                    help="agents (rows) per network (default: 16384 for the linear design, enough "
                         "for a usable 1/d run at the default epsilon; paper design 1024)")
@@ -75,20 +87,14 @@ def _add_gossip(sub):
     p.add_argument("--gamma", type=float, default=2.0, help="power-law exponent")
     p.add_argument("--d-max", type=int, default=64,
                    help="largest degree of the power-law graph (paper: 64)")
-    p.add_argument("--d", type=int, default=2, help="features (linear design, incl. intercept)")
     p.add_argument("--intercept", action="store_true", help="first feature is the constant 1")
-    p.add_argument("--theta", type=float, nargs="+", default=None,
-                   help="true coefficients (default: drawn from N(0, 0.1^2 I); paper: 4096 1)")
-    p.add_argument("--sigma-y", type=float, default=0.3, help="regression noise sd (linear)")
     p.add_argument("--x-mean", type=float, default=0.0,
                    help="mean of each feature x (linear design)")
     p.add_argument("--x-sd", type=float, default=0.5,
                    help="sd of each feature x (linear design)")
-    p.add_argument("--epsilon", type=float, default=4.0, help="total budget, split over the runs")
     p.add_argument("--delta", type=float, default=None,
                    help="total delta (default: 1e-5; paper design 2^-7)")
-    p.add_argument("--bounds", type=float, nargs=2, default=(2.0, 2.0), metavar=("B_X", "B_Y"),
-                   help="public bounds (linear design)")
+    _add_bounds(p, (2.0, 2.0), help="public bounds (linear design)")
     p.add_argument("--it-go", type=int, default=1024, help="gossip iterations (paper: 1024)")
     p.add_argument("--tol", type=float, default=1e-12,
                    help="stop early when agents agree to this tolerance (0: run all it_go)")
@@ -100,8 +106,10 @@ def _add_gossip(sub):
                    help="linear design: do not gossip the degree (then --mu-d2 is needed); the "
                         "paper design never does (it uses mu_d2 ~ m_x + mu_d_hat^2)")
     p.add_argument("--mu-d2", type=float, default=None, help="public mean squared degree")
-    _common(p)
-    p.set_defaults(func=_cmd_gossip)
+    _add_common(p, epsilon=4.0, eps_help="total budget, split over the runs", sigma_y=0.3,
+                sigma_help="regression noise sd (linear)",
+                d_help="features (linear design, incl. intercept)",
+                theta_help="true coefficients (default: drawn from N(0, 0.1^2 I); paper: 4096 1)")
     return p
 
 
@@ -114,8 +122,6 @@ def _ceil2(x):
 
 def _check_count_run(g, A, out, args):
     """Refuse, in one line naming what to change, a run whose 1/d denominator is too noisy."""
-    from .errors import BayesdpInputError
-
     adv = g.count_run_advice(A, out)
     if adv is None:
         return
@@ -127,8 +133,12 @@ def _check_count_run(g, A, out, args):
 
 
 def _cmd_gossip(args):
-    from .adapters import gossip as g
-    from .errors import BayesdpInputError
+    """Simulates the gossip-averaging protocol of seed 000 on J independent power-law (Chung-Lu
+    + repair) networks, or on a real edge list, and writes the adapted release: S_hat, z_hat on
+    the sum scale, n = agents per network, and the delta-method noise covariance over
+    [vech(S), z] (S and z errors correlated)."""
+    from ..adapters import gossip as g
+    from ..simulate import linear_rows
 
     rng = np.random.default_rng(args.seed)
     if args.networks < 1:
@@ -139,55 +149,48 @@ def _cmd_gossip(args):
     graph = None
     if args.graph_file:
         graph = g.load_gossip_graph(args.graph_file, d_max=args.d_max, seed=args.seed)
-    rels, thetas = [], []
+
+    def network():
+        if graph is not None:
+            return graph
+        return g.synthetic_graph(args.agents, args.gamma, args.d_max, seed=rng)
+
+    rels = []
     truth = {"protocol": g.PROTOCOL, "design": args.design, "networks": []}
     if args.design == "paper":
         theta = np.array(args.theta if args.theta else [4096.0, 1.0], dtype=float)
         if theta.shape != (2,):
             raise BayesdpInputError("--theta: the paper design has two coefficients")
-        for j in range(args.networks):
-            # the same draws simulate_paper_gossip makes for its graph; kept here for the check
-            A = graph if graph is not None else g.synthetic_graph(
-                args.agents, args.gamma, args.d_max, seed=rng)
+        names = ("intercept", "x")
+        truth.update(theta=theta, sigma_y2=8.0**2 / 12.0)
+    else:
+        if args.clip != "none":
+            raise BayesdpInputError("--clip paper applies to --design paper only")
+        theta = _theta(args, rng)
+        first = ("intercept",) if args.intercept else ("x0",)
+        names = first + tuple(f"x{i}" for i in range(1, args.d))
+        truth.update(theta=theta, sigma_y2=args.sigma_y**2)
+    for j in range(args.networks):
+        A = network()  # the paper design: the draws simulate_paper_gossip makes for its graph
+        if args.design == "paper":
             out, tr = g.simulate_paper_gossip(
                 A, n=args.agents, theta=theta, epsilon=args.epsilon,
                 delta=2.0**-7 if args.delta is None else args.delta,
                 it_go=args.it_go, tol=tol, gamma=args.gamma, d_max=args.d_max,
                 calibration=args.calibration or "classical", clip=args.clip, seed=rng)
-            _check_count_run(g, A, out, args)
-            rels.append(g.gossip_release(out, holder_name=f"network{j}", mu_d2=args.mu_d2,
-                                         feature_names=("intercept", "x")))
-            truth["networks"].append({"S": tr.S, "z": tr.z, "n": int(tr.X.shape[0])})
-        truth.update(theta=theta, sigma_y2=8.0**2 / 12.0)
-    else:
-        if args.clip != "none":
-            raise BayesdpInputError("--clip paper applies to --design paper only")
-        d = args.d
-        theta = (np.array(args.theta, dtype=float) if args.theta
-                 else rng.normal(0.0, 0.1, size=d))
-        if theta.shape != (d,):
-            raise BayesdpInputError(f"--theta must have --d = {d} values, got {theta.size}")
-        names = (("intercept",) + tuple(f"x{i}" for i in range(1, d)) if args.intercept
-                 else tuple(f"x{i}" for i in range(d)))
-        for j in range(args.networks):
-            A = graph if graph is not None else g.synthetic_graph(
-                args.agents, args.gamma, args.d_max, seed=rng)
-            n = A.shape[0]
-            X = rng.normal(args.x_mean, args.x_sd, size=(n, d))
-            if args.intercept:
-                X[:, 0] = 1.0
-            y = X @ theta + rng.normal(0.0, args.sigma_y, size=n)
+        else:
+            X, y = linear_rows(theta, (A.shape[0],), sigma_y=args.sigma_y, x_mean=args.x_mean,
+                               x_sd=args.x_sd, intercept=args.intercept, seed=rng)
             out, tr = g.simulate_gossip(
                 A, X, y, epsilon=args.epsilon, delta=1e-5 if args.delta is None else args.delta,
                 bounds=tuple(args.bounds),
                 it_go=args.it_go, tol=tol, calibration=args.calibration or "exact",
                 intercept=args.intercept, kappa_run=not args.no_kappa_run, clip="none",
                 d_max=args.d_max, seed=rng)
-            _check_count_run(g, A, out, args)
-            rels.append(g.gossip_release(out, holder_name=f"network{j}", mu_d2=args.mu_d2,
-                                         feature_names=names))
-            truth["networks"].append({"S": tr.S, "z": tr.z, "n": int(n)})
-        truth.update(theta=theta, sigma_y2=args.sigma_y**2)
+        _check_count_run(g, A, out, args)
+        rels.append(g.gossip_release(out, holder_name=f"network{j}", mu_d2=args.mu_d2,
+                                     feature_names=names))
+        truth["networks"].append({"S": tr.S, "z": tr.z, "n": int(tr.X.shape[0])})
     return _write_outputs(rels, truth, args)
 
 
@@ -198,15 +201,8 @@ PROTOCOLS = [_add_gossip]
 
 
 def _add_pricer(sub):
-    p = sub.add_parser(
-        "pricer", help="PriCER private collaborative relaying (seeds 001/003)",
-        description="Simulates PriCER on J independent Bernoulli-link networks (complete link "
-                    "graph with probability --link-prob, or the edges of --graph-file), optimises "
-                    "the unbiased weight/noise design, runs one round per network and writes the "
-                    "adapted release: one holder per network, isotropic noise sigma_s = sigma_z = "
-                    "sqrt(v). Fix sigma_y2 = truth * provenance['sigma_y2_inflation'] when fitting "
-                    "with a known sigma_y2.")
-    p.add_argument("--networks", type=int, default=1, help="independent networks = holders J")
+    p = add_command(sub, "pricer", _cmd_pricer,
+                    "PriCER private collaborative relaying (seeds 001/003)")
     p.add_argument("--nodes", type=int, default=20, help="nodes per network")
     p.add_argument("--rows", type=int, default=100, help="rows per node")
     p.add_argument("--graph-file", default=None, help="edge list (links on its edges)")
@@ -216,14 +212,8 @@ def _add_pricer(sub):
     p.add_argument("--reciprocity", type=float, default=1.0,
                    help="link reciprocity r in [0, 1]: 1 = both directions of a link up "
                         "together (the authors' code), 0 = independent directions")
-    p.add_argument("--d", type=int, default=2, help="features")
-    p.add_argument("--theta", type=float, nargs="+", default=None,
-                   help="true coefficients (default: drawn from N(0, 0.1^2 I) with --seed)")
-    p.add_argument("--sigma-y", type=float, default=0.5, help="regression noise sd")
-    p.add_argument("--epsilon", type=float, default=0.5, help="per-link eps")
     p.add_argument("--delta", type=float, default=1e-5, help="per-link delta")
-    p.add_argument("--bounds", type=float, nargs=2, default=(4.0, 20.0), metavar=("B_X", "B_Y"),
-                   help="public bounds on ||x|| and |y|")
+    _add_bounds(p, (4.0, 20.0))
     p.add_argument("--mechanism", choices=["classic", "analytic"], default="classic",
                    help="Gaussian calibration: 'classic' (the paper; proved for eps < 1 only) or "
                         "'analytic' (exact analytic Gaussian)")
@@ -234,27 +224,26 @@ def _add_pricer(sub):
                    help="noise variance v released: 'ps_conditional' (given which nodes reached "
                         "the server), 'expected' (its public expectation) or 'oracle' (the "
                         "realised one; simulation only)")
-    _common(p)
-    p.set_defaults(func=_cmd_pricer)
+    _add_common(p, epsilon=0.5, eps_help="per-link eps", sigma_y=0.5)
     return p
 
 
 def _cmd_pricer(args):
-    import dataclasses
-
-    from .adapters import pricer as pm
-    from .errors import BayesdpInputError
+    """Simulates PriCER on J independent Bernoulli-link networks (complete link graph with
+    probability --link-prob, or the edges of --graph-file), optimises the unbiased weight/noise
+    design, runs one round per network and writes the adapted release: one holder per network,
+    isotropic noise sigma_s = sigma_z = sqrt(v). Fix sigma_y2 = truth *
+    provenance['sigma_y2_inflation'] when fitting with a known sigma_y2."""
+    from ..adapters import pricer as pm
+    from ..simulate import linear_rows
 
     rng = np.random.default_rng(args.seed)
     if args.networks < 1 or args.nodes < 2 or args.rows < 1:
         raise BayesdpInputError("--networks >= 1, --nodes >= 2 and --rows >= 1 are required")
-    d = args.d
-    theta = np.array(args.theta, dtype=float) if args.theta else rng.normal(0.0, 0.1, size=d)
-    if theta.shape != (d,):
-        raise BayesdpInputError(f"--theta must have --d = {d} values, got {theta.size}")
+    theta = _theta(args, rng)
     adj = None
     if args.graph_file:
-        from .adapters.consensus import load_adjacency
+        from ..adapters.consensus import load_adjacency
         adj = load_adjacency(args.graph_file)
     rels, truth = [], {"protocol": "pricer", "theta": theta, "sigma_y2": args.sigma_y ** 2,
                        "networks": []}
@@ -267,16 +256,14 @@ def _cmd_pricer(args):
             n = args.nodes
             net = pm.PricerNetwork.erdos_renyi(n, args.link_prob, rng.uniform(*args.ps_prob, n),
                                                reciprocity=args.reciprocity)
-        Xs = [rng.standard_normal((args.rows, d)) for _ in range(n)]
-        ys = [X @ theta + args.sigma_y * rng.standard_normal(args.rows) for X in Xs]
-        sim = pm.pricer_release(Xs, ys, net, eps=args.epsilon, delta=args.delta,
+        X, y = linear_rows(theta, (n, args.rows), sigma_y=args.sigma_y, seed=rng)
+        sim = pm.pricer_release(list(X), list(y), net, eps=args.epsilon, delta=args.delta,
                                 bound_x=args.bounds[0], bound_y=args.bounds[1],
                                 seed=int(rng.integers(2**63)), v_mode=args.v_mode,
                                 mechanism=args.mechanism, record_level=args.record_level)
-        rels.append(dataclasses.replace(sim.release, holder_names=(f"network{j}",)))
-        truth["networks"].append({"S": sim.truth["S"], "z": sim.truth["z"],
-                                  "S_reweighted": sim.truth["S_reweighted"],
-                                  "z_reweighted": sim.truth["z_reweighted"]})
+        rels.append(_holder(sim, j))
+        truth["networks"].append({k: sim.truth[k]
+                                  for k in ("S", "z", "S_reweighted", "z_reweighted")})
     return _write_outputs(rels, truth, args)
 
 
@@ -284,14 +271,8 @@ def _cmd_pricer(args):
 
 
 def _add_consensus(sub):
-    p = sub.add_parser(
-        "consensus", help="DP distributed estimation by linear consensus (seed 004)",
-        description="Simulates seed 004's Metropolis-Hastings consensus (Alg. 3 'mvue' or the "
-                    "online Algs. 4/5) with local Laplace noise on J independent graphs (ring plus "
-                    "random chords, or --graph-file), one row per agent (and round), and writes the "
-                    "adapted release: one holder per network, Kish n_eff, and a Gaussian with the "
-                    "exact covariance of the Laplace mixture (flagged as an approximation).")
-    p.add_argument("--networks", type=int, default=1, help="independent networks = holders J")
+    p = add_command(sub, "consensus", _cmd_consensus,
+                    "DP distributed estimation by linear consensus (seed 004)")
     p.add_argument("--agents", type=int, default=200, help="agents per network (synthetic graph)")
     p.add_argument("--graph-file", default=None, help="edge list, e.g. the US power grid")
     p.add_argument("--algorithm", choices=["mvue", "online"], default="mvue",
@@ -303,31 +284,22 @@ def _add_consensus(sub):
     p.add_argument("--rounds", type=int, default=50, help="consensus rounds T")
     p.add_argument("--output-agents", default="all",
                    help="'all' (network average) or an agent index whose output is released")
-    p.add_argument("--d", type=int, default=2, help="features")
-    p.add_argument("--theta", type=float, nargs="+", default=None,
-                   help="true coefficients (default: drawn from N(0, 0.1^2 I) with --seed)")
-    p.add_argument("--sigma-y", type=float, default=0.5, help="regression noise sd")
-    p.add_argument("--epsilon", type=float, default=1.0, help="per-agent Laplace eps")
-    p.add_argument("--bounds", type=float, nargs=2, default=(4.0, 10.0), metavar=("B_X", "B_Y"),
-                   help="public bounds on ||x|| and |y|")
-    _common(p)
-    p.set_defaults(func=_cmd_consensus)
+    _add_bounds(p, (4.0, 10.0))
+    _add_common(p, epsilon=1.0, eps_help="per-agent Laplace eps", sigma_y=0.5)
     return p
 
 
 def _cmd_consensus(args):
-    import dataclasses
-
-    import scipy.sparse as sp
-
-    from .adapters import consensus as cm
-    from .errors import BayesdpInputError
+    """Simulates seed 004's Metropolis-Hastings consensus (Alg. 3 'mvue' or the online Algs.
+    4/5) with local Laplace noise on J independent graphs (ring plus random chords, or
+    --graph-file), one row per agent (and round), and writes the adapted release: one holder per
+    network, Kish n_eff, and a Gaussian with the exact covariance of the Laplace mixture (flagged
+    as an approximation)."""
+    from ..adapters import consensus as cm
+    from ..simulate import linear_rows
 
     rng = np.random.default_rng(args.seed)
-    d = args.d
-    theta = np.array(args.theta, dtype=float) if args.theta else rng.normal(0.0, 0.1, size=d)
-    if theta.shape != (d,):
-        raise BayesdpInputError(f"--theta must have --d = {d} values, got {theta.size}")
+    theta = _theta(args, rng)
     if args.output_agents == "all":
         agents = "all"
     else:
@@ -339,24 +311,15 @@ def _cmd_consensus(args):
     rels, truth = [], {"protocol": "consensus", "theta": theta, "sigma_y2": args.sigma_y ** 2,
                        "networks": []}
     for j in range(args.networks):
-        if adj0 is not None:
-            adj = adj0
-        else:
-            n = args.agents
-            i = np.arange(n)
-            a, b = rng.integers(0, n, n // 2), rng.integers(0, n, n // 2)
-            adj = sp.csr_matrix((np.ones(n + len(a)), (np.concatenate([i, a]),
-                                                       np.concatenate([(i + 1) % n, b]))),
-                                shape=(n, n))
+        adj = adj0 if adj0 is not None else cm.ring_chords_graph(args.agents, seed=rng)
         n = adj.shape[0]
-        shape = (n, d) if args.algorithm == "mvue" else (args.rounds, n, d)
-        X = rng.standard_normal(shape)
-        y = X @ theta + args.sigma_y * rng.standard_normal(shape[:-1])
+        shape = (n,) if args.algorithm == "mvue" else (args.rounds, n)
+        X, y = linear_rows(theta, shape, sigma_y=args.sigma_y, seed=rng)
         sim = cm.consensus_release(adj, X, y, eps=args.epsilon, bound_x=args.bounds[0],
                                    bound_y=args.bounds[1], seed=int(rng.integers(2**63)),
                                    T=args.rounds, algorithm=args.algorithm, notion=args.notion,
                                    agents=agents)
-        rels.append(dataclasses.replace(sim.release, holder_names=(f"network{j}",)))
+        rels.append(_holder(sim, j))
         truth["networks"].append({"S": sim.truth["S"], "z": sim.truth["z"]})
     return _write_outputs(rels, truth, args)
 

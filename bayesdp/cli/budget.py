@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import json
 
+from .common import add_command
+
 
 def _cmd_budget(args):
-    from .accounting import budget
-    from .releases import write_text_atomic
+    """Adds up the privacy cost recorded in release files of ONE data holder (sequential
+    composition: e.g. with and without intercept, or private bounds plus statistics) and prints
+    one line per part and the total. Within a release, holders hold disjoint rows and count
+    once (parallel composition). docs/privacy.md, 'Privacy cost and budget'."""
+    from ..accounting import budget
+    from ..releases import write_text_atomic
 
     res = budget(*args.releases, delta=args.delta, accountant=args.accountant)
     text = json.dumps(res.to_dict(), indent=1, allow_nan=False)
@@ -24,13 +30,8 @@ def _cmd_budget(args):
 
 def register(subparsers):
     """Add ``budget`` to the ``bayesdp`` sub-commands."""
-    p = subparsers.add_parser(
-        "budget", help="total privacy cost of several releases of one data holder",
-        description="Adds up the privacy cost recorded in release files of ONE data holder "
-                    "(sequential composition: e.g. with and without intercept, or private "
-                    "bounds plus statistics) and prints one line per part and the total. "
-                    "Within a release, holders hold disjoint rows and count once (parallel "
-                    "composition). docs/privacy.md, 'Privacy cost and budget'.")
+    p = add_command(subparsers, "budget", _cmd_budget,
+                    "total privacy cost of several releases of one data holder")
     p.add_argument("releases", nargs="+", help="release files of the same holder")
     p.add_argument("--delta", type=float, default=None,
                    help="delta of the total, in (0, 1) (default: the sum of the parts' deltas)")
@@ -39,5 +40,4 @@ def register(subparsers):
                         "pld: privacy loss distributions (needs the optional dp-accounting)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--out", default=None, help="also write the JSON result to this file")
-    p.set_defaults(func=_cmd_budget)
     return p

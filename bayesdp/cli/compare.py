@@ -1,4 +1,4 @@
-"""``bayesdp compare``: the command-line face of :func:`bayesdp.compare.compare`.
+"""``bayesdp compare``: the command-line face of :func:`bayesdp.compare`.
 
     bayesdp compare simulated --d 2 --epsilons 0.1 1 10 --nodes 1 5 10 --reps 5 --out-dir runs/sim
     bayesdp compare powerplant --data-dir ../shared/data/uci --calibration paper-code \
@@ -7,9 +7,11 @@
 
 from __future__ import annotations
 
+from .common import add_command, add_progress_option
+
 
 def _cmd_compare(args):
-    from .compare import compare, summary_markdown
+    from ..comparison import compare, summary_markdown
 
     method_options = {}
     df = compare(
@@ -30,13 +32,14 @@ def _cmd_compare(args):
 
 def register(subparsers):
     """Add ``compare`` to the ``bayesdp`` sub-commands."""
-    from .compare import BASELINES, default_methods
-    from .inference import METHODS
+    from ..comparison import BASELINES, default_methods
+    from ..inference import METHODS
 
     defaults = default_methods()
     others = sorted((set(METHODS) | set(BASELINES)) - set(defaults))
-    p = subparsers.add_parser(
-        "compare", help="run the paper's comparison over epsilon x J x replications",
+    p = add_command(
+        subparsers, "compare", _cmd_compare,
+        "run the paper's comparison over epsilon x J x replications",
         description="Runs the paper's methods (" + ", ".join(defaults) + "; or those of "
                     "--methods) on simulated data, a named UCI data set or a data file, over a "
                     "grid of epsilon, J and replications. Writes a tidy CSV, a Markdown summary "
@@ -87,8 +90,5 @@ def register(subparsers):
     p.add_argument("--no-figures", action="store_true", help="do not draw the figures")
     p.add_argument("--verbose", action="store_true",
                    help="print a line per finished cell: [k/total] eps J rep, methods, time")
-    from .cli import add_progress_option
-
     add_progress_option(p)
-    p.set_defaults(func=_cmd_compare)
     return p

@@ -10,7 +10,7 @@ noise to the raw statistics; "nonprivate" is the normal-inverse-gamma posterior 
 Every DP method is called through ``bayesdp.fit(release, method=name)``, so any method registered
 in ``bayesdp.METHODS`` can be compared.
 
-Metrics (``bayesdp.metrics``; anchor report section 6):
+Metrics (``bayesdp.metrics``; docs/compare.md, "Metrics"):
 ``estimation_mse`` (posterior mean vs the true theta, or the training least-squares fit on real
 data), ``prediction_mse`` (test rows on real data; on simulated data the trace formula averaged
 over posterior draws for the MCMC methods and at the point estimate for fast/adaSSP/non-private,
@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import BayesdpError, BayesdpInputError
+from .errors import BayesdpError, BayesdpInputError, check_output_folder
 
 CALIBRATIONS = ("exact", "paper-code")
 #: methods computed by compare itself rather than through ``fit``
@@ -389,13 +389,8 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     if (x_mean != 0 or true_intercept != 0) and str(data).lower() != "simulated":
         raise BayesdpInputError("x_mean and true_intercept are options of simulated data only")
     if out_dir is not None:  # checked before any work; only the leaf folder is ever created
+        check_output_folder(out_dir, "out_dir")
         out_dir = Path(out_dir)
-        if out_dir.exists() and not out_dir.is_dir():
-            raise BayesdpInputError(f"out_dir: {str(out_dir)!r} exists and is not a folder")
-        if not out_dir.parent.is_dir():
-            raise BayesdpInputError(
-                f"out_dir: parent folder {str(out_dir.parent)!r} does not exist (only the last "
-                "folder of out_dir is created)")
     if str(data).lower() == "simulated":
         spec = {"kind": "simulated", "n": int(n), "d": int(d), "seed": int(seed), "bounds": bounds}
         dim = int(d)

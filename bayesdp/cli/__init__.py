@@ -1,0 +1,82 @@
+"""The ``bayesdp`` command line: a thin layer over the public Python functions.
+
+    bayesdp demo                         simulate -> release -> fit -> table and plot
+    bayesdp simulate --out data.csv      the paper's simulated data set
+    bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds 10 5 --nodes 5 --out release.json
+    bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds private --out release.json
+    bayesdp combine a.json b.json --out all.json
+    bayesdp budget plain.json intercept.json     total privacy cost of one holder's releases
+    bayesdp fit release.json --method fast --out posterior.nc
+    bayesdp predict posterior.nc new_rows.csv --out predictions.csv
+
+Each command group is one module with a ``register(subparsers)`` function that adds its
+sub-commands; :func:`build_parser` calls them in the order of ``GROUPS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import BayesdpError
+from . import budget, compare, diagnose, fit, network, predict, release, simulate
+from .common import check_output_paths, use_help_formatter
+
+EPILOG = "Each command has its own --help. Docs: docs/ in the source tree."
+
+#: the command groups, in the order ``bayesdp --help`` lists them
+GROUPS = (simulate, release, fit, diagnose, predict, compare, network, budget)
+
+DEBUG_ENV = "BAYESDP_DEBUG"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bayesdp",
+        description="Differentially private Bayesian linear regression from noisy summary "
+                    "statistics (Alparslan, Yildirim & Birbil, ICML 2023).",
+        epilog=EPILOG,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for group in GROUPS:
+        group.register(sub)
+    use_help_formatter(parser)
+    return parser
+
+
+def _one_line(text) -> str:
+    return " ".join(str(text).split())
+
+
+def main(argv=None):
+    """Run one command; return its exit status.
+
+    Every failure prints ONE line naming the problem to stderr, without a traceback: bad input
+    and other errors bayesdp raises on purpose, and file-system errors (the path and the
+    reason), exit with status 2; anything else (a bug) exits with status 1 and says how to get
+    the traceback: set the environment variable BAYESDP_DEBUG=1 to let it propagate."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    prefix = f"bayesdp {args.command}: error:"
+    try:
+        check_output_paths(args)
+        status = args.func(args)
+    except BayesdpError as exc:
+        print(f"{prefix} {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        where = exc.filename if exc.filename is not None else ""
+        reason = exc.strerror or exc
+        print(_one_line(f"{prefix} {where}{': ' if where else ''}{reason}"), file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(_one_line(f"{prefix} unexpected {type(exc).__name__}: {exc}") +
+              f" (set {DEBUG_ENV}=1 to see the traceback)", file=sys.stderr)
+        return 1
+    return int(status or 0)

@@ -1,0 +1,104 @@
+"""What several ``bayesdp`` commands share: the help format, the output-path check, the
+``--progress`` option, warnings on stderr and a JSON file writer."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+
+from ..errors import check_output_folder, check_output_file
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every option's default, "(default: ...)", unless its help already says it (the word
+    "default") or it has none to show (None, a flag's False). Lists print as typed: "1 5 10"."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if ("default" in text.lower() or default is None or default is False
+                or default is argparse.SUPPRESS
+                or (not action.option_strings and action.nargs not in ("?", "*"))):
+            return text
+        if isinstance(default, (list, tuple)):
+            default = " ".join(str(v) for v in default)
+        return f"{text} (default: {str(default).replace('%', '%%')})"
+
+    def _split_lines(self, text, width):
+        # no breaks inside hyphenated names (normalx-paper, --include-yty)
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+def use_help_formatter(parser):
+    """Set :class:`HelpFormatter` on ``parser`` and on every sub-command below it."""
+    parser.formatter_class = HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                use_help_formatter(sub)
+
+
+def add_command(subparsers, name, func, help, description=None):
+    """Add the sub-command ``name`` that runs ``func(args)``; its ``--help`` text is
+    ``description``, or else ``func``'s docstring."""
+    p = subparsers.add_parser(name, help=help, description=description or func.__doc__)
+    p.set_defaults(func=func)
+    return p
+
+
+def add_progress_option(p):
+    """``--progress/--no-progress``: a progress bar on stderr; default: only on a terminal."""
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar on stderr with a count and the time left (default: "
+                        "only when stderr is a terminal)")
+
+
+# output options of every command, checked before any work is done (a fit or a comparison must
+# not run for minutes and then fail on a missing folder)
+OUT_FILES = ("out", "truth", "truth_out")
+OUT_DIRS = ("out_dir",)
+
+
+def check_output_paths(args):
+    """Refuse output paths whose folder does not exist, before the command does any work.
+
+    Files (``--out``, ``--truth``, ``--truth-out``): the folder must exist and the path must not
+    be a folder. Folders (``--out-dir``): only the last folder is created, so its parent must
+    exist, and the path must not be a file.
+    """
+    for names, check in ((OUT_FILES, check_output_file), (OUT_DIRS, check_output_folder)):
+        for name in names:
+            value = getattr(args, name, None)
+            if value is not None:
+                check(value, "--" + name.replace("_", "-"))
+
+
+def print_warnings(caught):
+    """One line per warning on stderr, ``WARNING: ...``; other warning categories (deprecations
+    of dependencies) go back to the warnings machinery."""
+    for w in caught:
+        if issubclass(w.category, UserWarning):
+            msg = " ".join(str(w.message).split())
+            print(f"WARNING: {msg}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def write_json(path, doc):
+    """``doc`` as indented JSON (numpy arrays and scalars as lists and numbers), written
+    atomically."""
+    from ..releases import write_text_atomic
+
+    def conv(v):
+        if isinstance(v, np.ndarray):
+            return v.tolist()
+        if isinstance(v, (np.floating, np.integer)):
+            return v.item()
+        raise TypeError(f"cannot write {type(v).__name__} to JSON")
+
+    write_text_atomic(path, json.dumps(doc, indent=1, default=conv) + "\n")

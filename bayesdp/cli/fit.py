@@ -1,0 +1,138 @@
+"""``bayesdp fit``: the posterior from one or more release files (the face of
+:func:`bayesdp.fit`).
+
+    bayesdp fit release.json --method fast --out posterior.nc
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from ..errors import BayesdpError
+from .common import add_command, add_progress_option, print_warnings
+
+
+def _cmd_fit(args):
+    """Fits theta from release files (combined into one analysis set); prints the posterior
+    table and can save the posterior as ArviZ netCDF."""
+    from .. import diagnostics, report
+    from ..inference import METHODS, fit
+    from ..releases import combine_releases
+
+    if args.method not in METHODS:
+        raise BayesdpError(f"unknown method {args.method!r}; choose one of {sorted(METHODS)}")
+    rel = combine_releases(*args.releases)
+    if args.method == "bs" and rel.yty_hat is None:
+        raise BayesdpError("--method bs (MCMC-B&S) needs a noisy y^T y, which this release does "
+                           "not have: make the release with 'bayesdp release ... --include-yty' "
+                           "(Python: release(..., include_yty=True)), or use another --method")
+    kwargs = {name: getattr(args, name) for name in ("num_warmup", "sigma_y2", "s_noise")
+              if getattr(args, name) is not None}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)  # ConvergenceWarning is a UserWarning
+        idata = fit(rel, method=args.method, seed=args.seed, num_samples=args.num_samples,
+                    num_chains=args.num_chains, priors=_priors_from_args(args),
+                    progress_bar=args.progress, **kwargs)
+    print_warnings(caught)
+    print(rel)
+    print(_priors_line(idata))
+    exact = " (exact closed-form Gaussian)" if report.gaussian_moments(idata) is not None else ""
+    print(f"\nposterior of theta ({args.method}){exact}:")
+    print(report.format_table(report.theta_table(idata)))
+    if not METHODS[args.method].iid:
+        _print_mcmc_summary(idata, full=args.full)
+    if args.out:
+        diagnostics.save(idata, args.out)
+        print(f"\nwrote {args.out}")
+
+
+def _print_mcmc_summary(idata, *, full=False):
+    """ArviZ summary of theta and sigma_y2 entry by entry, and one convergence line for each
+    other variable (S, Sigma_x: one row per entry would be J d^2 rows); ``full``: every entry."""
+    from .. import diagnostics
+
+    names = list(idata.posterior.data_vars)
+    shown = names if full else [v for v in names if v in diagnostics.TABLE_VARS]
+    print("\nArviZ summary" + (" (every entry):" if full else ":"))
+    print(diagnostics.summary(idata, var_names=shown).to_string())
+    rest = [v for v in names if v not in shown]
+    if rest:
+        for line in diagnostics.convergence_lines(idata, rest):
+            print(line)
+        print("(--full prints every entry of " + ", ".join(rest) + ")")
+
+
+def _priors_from_args(args):
+    """Priors from ``--priors`` and the ``--prior-*`` overrides."""
+    import numpy as np
+
+    from ..models.priors import Priors
+
+    over = {}
+    if args.prior_a is not None:
+        over["a"] = args.prior_a
+    if args.prior_b is not None:
+        over["b"] = args.prior_b
+    if args.prior_scale_theta is not None:
+        if not args.prior_scale_theta > 0:
+            raise BayesdpError(f"--prior-scale-theta must be > 0, got {args.prior_scale_theta}")
+        over["C"] = np.array([[args.prior_scale_theta ** 2]])
+    return Priors.paper(**over) if args.priors == "paper" else Priors(**over)
+
+
+def _priors_line(idata):
+    """One line naming the priors the posterior was fitted with."""
+    import numpy as np
+
+    from ..diagnostics import attrs
+
+    a = attrs(idata)
+    parts = [f"priors: {a.get('priors', '?')}"]
+    if "prior_a" in a:
+        parts.append(f"sigma_y^2 ~ InvGamma({a['prior_a']:.4g}, {a['prior_b']:.4g})")
+    if "prior_C" in a:
+        C = np.asarray(a["prior_C"], dtype=float)
+        k = int(round(np.sqrt(C.size)))
+        sd = np.sqrt(np.diag(C.reshape(k, k)))
+        parts.append("theta prior sd " + (f"{sd[0]:.4g}" if np.allclose(sd, sd[0])
+                                           else np.array2string(sd, precision=3)))
+    return "; ".join(parts)
+
+
+def register(subparsers):
+    """Add ``fit`` to the ``bayesdp`` sub-commands."""
+    from ..inference import METHODS  # importing bayesdp has registered every method already
+
+    p = add_command(subparsers, "fit", _cmd_fit, "fit a posterior from one or more release files")
+    p.add_argument("releases", nargs="+", help="release file(s)")
+    p.add_argument("--method", default="fast", metavar="METHOD",
+                   help="inference method, one of: " + ", ".join(sorted(METHODS))
+                        + " (default: fast; docs/methods.md)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the sampler (default: fresh OS entropy)")
+    p.add_argument("--num-samples", type=int, default=1000,
+                   help="kept draws per chain (MCMC methods)")
+    p.add_argument("--num-chains", type=int, default=4, help="chains (MCMC methods)")
+    p.add_argument("--num-warmup", type=int, default=None,
+                   help="burn-in draws per chain (MCMC methods; default: the method's, 1000)")
+    p.add_argument("--sigma-y2", type=float, default=None,
+                   help="method 'fast': fix sigma_y^2 at this value instead of the plug-in (B_y/3)^2")
+    p.add_argument("--s-noise", default=None, choices=["conditional", "eiv", "ignore"],
+                   help="method 'fast' on releases with a general noise covariance: how the noise "
+                        "on S enters z | S (default: what the release's provenance asks for)")
+    p.add_argument("--priors", default="default", choices=["default", "paper"],
+                   help="'default': weakly informative, scaled from the release's public bounds "
+                        "(docs/methods.md, Priors); 'paper': the paper's a=20, b=0.5, "
+                        "C=b/(a-1) I, kappa=d+1, Lambda=I (for data rescaled to |y| <= 1)")
+    p.add_argument("--prior-a", type=float, default=None,
+                   help="shape a of sigma_y^2 ~ InvGamma(a, b) (overrides --priors)")
+    p.add_argument("--prior-b", type=float, default=None,
+                   help="scale b of sigma_y^2 ~ InvGamma(a, b) (overrides --priors)")
+    p.add_argument("--prior-scale-theta", type=float, default=None,
+                   help="prior sd s of every coefficient: theta ~ N(0, s^2 I) (overrides --priors)")
+    p.add_argument("--full", "--all-parameters", action="store_true",
+                   help="MCMC methods: print the ArviZ summary of every entry of every sampled "
+                        "variable (S, Sigma_x too); by default theta and sigma_y2 entry by entry "
+                        "and one convergence line per other variable")
+    p.add_argument("--out", default=None, help="write the posterior here (netCDF)")
+    add_progress_option(p)

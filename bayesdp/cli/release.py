@@ -1,0 +1,160 @@
+"""``bayesdp release`` and ``bayesdp combine``: release files from data files (the faces of
+:func:`bayesdp.release_file` and :func:`bayesdp.combine_releases`).
+
+    bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds 10 5 --nodes 5 --out release.json
+    bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds private --out release.json
+    bayesdp combine a.json b.json --out all.json
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from ..errors import BayesdpError, BayesdpInputError
+from .common import add_command, add_progress_option, print_warnings
+
+
+def _cmd_release(args):
+    """Each data holder's rows are clipped to the public bounds, X^T X and X^T y are
+    accumulated in chunks (constant memory), and Gaussian noise is added once per holder."""
+    from ..releases import release_file
+
+    if args.bounds_from_data:
+        bounds = "data"
+    elif args.bounds == ["private"]:
+        bounds = "private"
+    elif args.bounds:
+        bounds = _public_bounds(args.bounds)
+    else:
+        raise BayesdpError("give public bounds with --bounds B_X B_Y, or --bounds private to "
+                           "estimate them with DP (or --bounds-from-data, which is NOT private)")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rel = release_file(args.data, epsilon=args.epsilon, delta=args.delta, bounds=bounds,
+                           nodes=args.nodes, y_column=_column(args.y_column),
+                           node_column=_column(args.node_column),
+                           header=None if args.no_header else "infer", seed=args.seed,
+                           calibration=args.calibration, include_yty=args.include_yty,
+                           chunksize=args.chunksize, split=args.split,
+                           holder_name=args.holder, progress=args.progress,
+                           intercept=args.intercept, average_rows=args.average_rows,
+                           noise=args.noise, bounds_share=args.bounds_share,
+                           bounds_range=args.bounds_range)
+    print_warnings(caught)
+    rel.save(args.out)
+    print(rel)
+    part = rel.bounds_part
+    if part is not None:
+        print(f"bounds estimated privately: B_x={rel.bounds[0]:.6g}, B_y={rel.bounds[1]:.6g} "
+              f"(eps {part['epsilon']:g} of {rel.epsilon:g}; the statistics used the rest)")
+    print(f"rows clipped to the bounds per holder: {rel.n_clipped.tolist()}")
+    if rel.average_rows > 1:
+        print(f"rows per holder: {rel.n_rows.tolist()}, averaged in groups of "
+              f"{rel.average_rows}: {rel.n.tolist()} groups (the n of the release); "
+              f"sensitivity {rel.sensitivity:.6g}, not the paper's per-row value (see the "
+              "release's dp_claim_note)")
+    if rel.seeded:
+        print("NOTE: --seed makes the noise reproducible, which is right for experiments and "
+              "tests but not for a real release: omit --seed to draw fresh OS entropy.")
+    print(f"wrote {args.out}")
+
+
+def _cmd_combine(args):
+    """Refuses releases with different d, feature names, bounds or privacy parameters."""
+    from ..releases import combine_releases
+
+    rel = combine_releases(*args.releases)
+    rel.save(args.out)
+    print(rel)
+    print(f"wrote {args.out}")
+
+
+def _public_bounds(values):
+    """``--bounds B_X B_Y`` as two floats."""
+    message = (f"--bounds takes two numbers B_X B_Y or the word 'private', got "
+               f"{' '.join(values)!r}")
+    if len(values) != 2:
+        raise BayesdpInputError(message)
+    try:
+        return tuple(float(v) for v in values)
+    except ValueError:
+        raise BayesdpInputError(message) from None
+
+
+def _column(value):
+    """A column option: its index when it is a whole number, else its name (or None)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _add_privacy_args(p):
+    p.add_argument("--epsilon", type=float, required=True, help="privacy epsilon (> 0)")
+    p.add_argument("--delta", type=float, required=True, help="privacy delta, in (0, 1)")
+    p.add_argument("--calibration", default="exact", choices=["exact", "classical", "paper-code"],
+                   help="noise calibration; 'paper-code' reproduces the authors' buggy MATLAB "
+                        "sigma and is NOT (eps, delta)-DP (default: exact analytic Gaussian)")
+
+
+def register(subparsers):
+    """Add ``release`` and ``combine`` to the ``bayesdp`` sub-commands."""
+    p = add_command(subparsers, "release", _cmd_release,
+                    "make a DP release file from a CSV or Parquet data file")
+    p.add_argument("data", help="CSV or Parquet file, one row per record")
+    _add_privacy_args(p)
+    p.add_argument("--bounds", nargs="+", metavar="B",
+                   help="public bounds B_X B_Y on ||x||_2 and |y| (rows outside are clipped), "
+                        "or 'private': estimate them from the rows with DP, spending "
+                        "--bounds-share of epsilon (docs/privacy.md section 11)")
+    p.add_argument("--bounds-share", type=float, default=None, metavar="SHARE",
+                   help="with --bounds private: the share of epsilon, in (0, 1), spent on the "
+                        "bounds; the statistics get the rest (default: 0.1)")
+    p.add_argument("--bounds-range", type=float, nargs=2, default=None, metavar=("LO", "HI"),
+                   help="with --bounds private: the public range of candidate bounds, 20 per "
+                        "factor of 10 (default: 1e-6 1e9)")
+    p.add_argument("--bounds-from-data", action="store_true",
+                   help="read the bounds off the data (NOT private; flagged in the release)")
+    p.add_argument("--nodes", type=int, default=1,
+                   help="number of data holders J (default 1); rows assigned by --split")
+    p.add_argument("--split", default="hash", choices=["hash", "contiguous"],
+                   help="how --nodes J assigns rows: 'hash' (default; each row by a hash of its "
+                        "own values, add/remove-one private) or 'contiguous' (the authors' split "
+                        "in row order; NOT private, flagged in the release)")
+    p.add_argument("--node-column", default=None, help="column of holder labels (instead of --nodes)")
+    p.add_argument("--holder", default=None, metavar="NAME",
+                   help="name of the single holder (--nodes 1), e.g. hospital_a; 'bayesdp "
+                        "combine' keeps it and refuses the same name twice (default: '0', "
+                        "renamed '<k>:0' on combine)")
+    p.add_argument("--y-column", default=None,
+                   help="response column name or index (default: the last column that is not "
+                        "the --node-column)")
+    p.add_argument("--no-header", action="store_true", help="the CSV has no header row (a first row of numbers is refused "
+                        "without this flag, so no data value becomes a column name)")
+    p.add_argument("--include-yty", action="store_true",
+                   help="also release a noisy y^T y (for MCMC-B&S; larger sensitivity)")
+    p.add_argument("--intercept", action="store_true",
+                   help="release the statistics of [1, x] (appendix B.2): S_hat holds n and "
+                        "sum x, z_hat sum y; theta's first coordinate is 'intercept'. Use it "
+                        "when the features are not centred (the command warns when a column's "
+                        "|mean| exceeds its sd)")
+    p.add_argument("--average-rows", type=int, default=1, metavar="K",
+                   help="sum each holder's rows in random groups of K and divide by sqrt(K) "
+                        "(appendix B.1; closer to normal features); the rows left over are "
+                        "dropped, n counts groups, and the sensitivity is max(K Delta, swap "
+                        "bound), not the paper's Delta (docs/privacy.md 3b)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed the noise (experiments only; default: fresh OS entropy)")
+    p.add_argument("--noise", default="float", choices=["float", "secure"],
+                   help="'float' (default): numpy's Gaussian noise, seedable, fine for "
+                        "experiments; 'secure': for real releases, the discrete Gaussian on a "
+                        "power-of-two grid drawn exactly from the OS CSPRNG (no floating-point "
+                        "leak; not seedable; docs/privacy.md section 10)")
+    p.add_argument("--chunksize", type=int, default=100_000,
+                   help="rows read at a time (memory grows with it; the result does not change)")
+    p.add_argument("--out", required=True, help="release file to write (JSON)")
+    add_progress_option(p)
+
+    p = add_command(subparsers, "combine", _cmd_combine, "put per-holder release files together")
+    p.add_argument("releases", nargs="+", help="release files, one or more holders each")
+    p.add_argument("--out", required=True, help="combined release file to write (JSON)")
