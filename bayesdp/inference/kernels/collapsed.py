@@ -9,10 +9,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .adaptation import LOG_GROUP_STEP_INIT, Tuning
+from .adaptation import Tuning
 from .common import (NormalXState, Prelude, Totals, collapsed_loglik, collapsed_loglik_flat,
                      flat_totals, holder_totals, log_invgamma, nan_to_reject, noise_loglik,
-                     prelude, state_at, sum_totals, theta_from_precision, unflat_totals,
+                     prelude, init_state, sum_totals, theta_from_precision, unflat_totals,
                      wishart_loglik_diff, wishart_rw, z_terms)
 from .linalg import bartlett_from, bartlett_sizes, draw, mm, mT, sym
 
@@ -39,8 +39,7 @@ class Info(NamedTuple):
 def init(position, log_alpha, log_step):
     """The state at ``position`` (dict with theta, sigma_y2, Sigma_x, S) and the initial
     tuning (group-move scale exp(LOG_GROUP_STEP_INIT))."""
-    tuning = Tuning(log_alpha, log_step, jnp.full_like(log_step, LOG_GROUP_STEP_INIT))
-    return state_at(NormalXState, position), tuning
+    return init_state(NormalXState, position, log_alpha, log_step)
 
 
 def group_from(H, inv_minus, inv_plus):

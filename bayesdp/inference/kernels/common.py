@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
 
+from .adaptation import LOG_GROUP_STEP_INIT, Tuning
 from .linalg import (LOG_2PI, SMALL_D, chol, chol_entries, logdet_chol, mm, mT, mv,
                      solve_lower, sym, tri_inv)
 
@@ -50,9 +51,29 @@ class FixedSState(NamedTuple):
     sigma_y2: jax.Array
 
 
-def state_at(state_cls, position):
-    """``state_cls`` at ``position``, a dict of the model's latent values (extra keys ignored)."""
-    return state_cls(**{k: jnp.asarray(position[k]) for k in state_cls._fields})
+class MHInfo(NamedTuple):
+    """Diagnostics of one sweep of the kernels whose moves are Metropolis-Hastings steps on
+    S_j and sigma_y^2 and Gibbs steps otherwise (the paper's Algorithms 1 and 2).
+
+    accept_prob_S: (J,) MH acceptance probabilities min(1, ratio) of the S_j moves (zeros for
+        the fixedS kernels, which have no S move).
+    is_accepted_S: (J,) their decisions (False for the fixedS kernels).
+    accept_prob_sigma_y2: () acceptance probability of the sigma_y^2 random walk (one when
+        sigma_y^2 is held fixed).
+    is_accepted_sigma_y2: () its decision.
+    """
+
+    accept_prob_S: jax.Array
+    is_accepted_S: jax.Array
+    accept_prob_sigma_y2: jax.Array
+    is_accepted_sigma_y2: jax.Array
+
+
+def init_state(state_cls, position, log_alpha, log_step, log_group_step=LOG_GROUP_STEP_INIT):
+    """``state_cls`` at ``position`` (a dict of the model's latent values; extra keys are
+    ignored) and the initial :class:`.adaptation.Tuning`."""
+    state = state_cls(**{k: jnp.asarray(position[k]) for k in state_cls._fields})
+    return state, Tuning(log_alpha, log_step, jnp.full_like(log_step, log_group_step))
 
 
 def z_loglik(S, theta, sigma_y2, z_hat, Sigma_z):

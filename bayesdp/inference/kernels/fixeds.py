@@ -9,8 +9,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .adaptation import LOG_GROUP_STEP_INIT, Tuning
-from .common import FixedSState, state_at
+from .adaptation import Tuning
+from .common import FixedSState, init_state
 from .linalg import draw
 from .slice import SLICE_N_UNIFORMS, fixed_s_prior_totals, slice_sigma_y2_then_theta
 
@@ -35,8 +35,7 @@ class Info(NamedTuple):
 
 def init(position, log_alpha, log_step):
     """The state at ``position`` (dict with theta, sigma_y2) and the initial tuning."""
-    tuning = Tuning(log_alpha, log_step, jnp.full_like(log_step, LOG_GROUP_STEP_INIT))
-    return state_at(FixedSState, position), tuning
+    return init_state(FixedSState, position, log_alpha, log_step)
 
 
 def fixeds_step(rng_key, state: FixedSState, data, tuning: Tuning):

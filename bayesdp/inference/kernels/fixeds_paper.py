@@ -4,34 +4,19 @@ theta-only sweep used when sigma_y^2 is held fixed."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import jax
 import jax.numpy as jnp
 
-from .adaptation import LOG_GROUP_STEP_INIT, Tuning
-from .common import FixedSState, sample_theta, sigma_y2_log_target, state_at
+from .adaptation import Tuning
+from .common import FixedSState, MHInfo, init_state, sample_theta, sigma_y2_log_target
 
 
-class Info(NamedTuple):
-    """Diagnostics of one sweep.
-
-    accept_prob_S, is_accepted_S: (J,) zeros and False (S is fixed; kept so that every kernel
-        reports them).
-    accept_prob_sigma_y2: () MH acceptance probability min(1, ratio) of the sigma_y^2 move.
-    is_accepted_sigma_y2: () its decision.
-    """
-
-    accept_prob_S: jax.Array
-    is_accepted_S: jax.Array
-    accept_prob_sigma_y2: jax.Array
-    is_accepted_sigma_y2: jax.Array
+Info = MHInfo  # the diagnostics of one sweep
 
 
 def init(position, log_alpha, log_step):
     """The state at ``position`` (dict with theta, sigma_y2) and the initial tuning."""
-    tuning = Tuning(log_alpha, log_step, jnp.full_like(log_step, LOG_GROUP_STEP_INIT))
-    return state_at(FixedSState, position), tuning
+    return init_state(FixedSState, position, log_alpha, log_step)
 
 
 def fixeds_paper_step(rng_key, state: FixedSState, data, tuning: Tuning):

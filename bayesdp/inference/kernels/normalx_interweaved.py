@@ -15,7 +15,7 @@ from jax.scipy.linalg import solve_triangular
 from .adaptation import Tuning
 from .collapsed import collapsed_holder_moves, group_from, group_move_log_ratio, holder_move_df
 from .common import (NormalXState, ZTerms, collapsed_loglik_lapack, holder_totals,
-                     nan_to_reject, state_at, sum_totals)
+                     nan_to_reject, init_state, sum_totals)
 from .linalg import bartlett_sizes, draw, sym
 from .slice import SLICE_N_UNIFORMS, slice_sigma_y2_then_theta
 
@@ -25,30 +25,30 @@ class Info(NamedTuple):
 
     accept_prob_S, is_accepted_S: (J,) MH acceptance probabilities min(1, ratio) and decisions
         of the random-walk moves on each S_j.
-    accept_prob_sigma_y2, is_accepted_sigma_y2: () one and True (a slice sampler always moves).
     accept_prob_prior, is_accepted_prior: (J,) the prior-proposal moves on each S_j.
-    jump_log_sigma_y2: () |log sigma_y2' - log sigma_y2|, which adapts the slice width in warm-up.
-    evals_sigma_y2: () number of log-density evaluations the slice update took.
     accept_prob_noncentred, is_accepted_noncentred: () mean acceptance probability and mean
         decision of the sweep's non-centred (Sigma_x, S) moves.
+    accept_prob_sigma_y2, is_accepted_sigma_y2: () one and True (a slice sampler always moves).
+    jump_log_sigma_y2: () |log sigma_y2' - log sigma_y2|, which adapts the slice width in warm-up.
+    evals_sigma_y2: () number of log-density evaluations the slice update took.
     """
 
     accept_prob_S: jax.Array
     is_accepted_S: jax.Array
-    accept_prob_sigma_y2: jax.Array
-    is_accepted_sigma_y2: jax.Array
     accept_prob_prior: jax.Array
     is_accepted_prior: jax.Array
-    jump_log_sigma_y2: jax.Array
-    evals_sigma_y2: jax.Array
     accept_prob_noncentred: jax.Array
     is_accepted_noncentred: jax.Array
+    accept_prob_sigma_y2: jax.Array
+    is_accepted_sigma_y2: jax.Array
+    jump_log_sigma_y2: jax.Array
+    evals_sigma_y2: jax.Array
 
 
 def init(position, log_alpha, log_step):
     """The state at ``position`` (dict with theta, sigma_y2, Sigma_x, S) and the initial
     tuning: log_step the slice width on log sigma_y^2, c = 1 for the non-centred move."""
-    return state_at(NormalXState, position), Tuning(log_alpha, log_step, jnp.zeros_like(log_step))
+    return init_state(NormalXState, position, log_alpha, log_step, 0.0)
 
 
 NONCENTRED_MOVES = 3  # non-centred moves per sweep
@@ -213,7 +213,5 @@ def normalx_step(rng_key, state: NormalXState, data, tuning: Tuning, noncentred=
         u_slice, eps_theta, S, state.sigma_y2, data, hm.prior, tuning.log_step)
     new = NormalXState(theta=theta, sigma_y2=s2, Sigma_x=Sigma_x, S=S)
     one = jnp.ones((), S.dtype)
-    info = Info(hm.p_rw, hm.a_rw, one, one > 0, hm.p_pr, hm.a_pr,
-                jump_log_sigma_y2=jump, evals_sigma_y2=evals,
-                accept_prob_noncentred=p_nc, is_accepted_noncentred=a_nc)
+    info = Info(hm.p_rw, hm.a_rw, hm.p_pr, hm.a_pr, p_nc, a_nc, one, one > 0, jump, evals)
     return new, info

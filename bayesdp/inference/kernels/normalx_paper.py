@@ -4,38 +4,23 @@ The target is the joint density of ``bayesdp.models.regression.normalx_model``."
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import jax
 import jax.numpy as jnp
 
-from .adaptation import LOG_GROUP_STEP_INIT, Tuning
-from .common import (NormalXState, Prelude, log_invgamma, noise_loglik, prelude, select,
-                     state_at, theta_from_precision, wishart_loglik_diff, wishart_rw,
+from .adaptation import Tuning
+from .common import (MHInfo, NormalXState, Prelude, log_invgamma, noise_loglik, prelude, select,
+                     init_state, theta_from_precision, wishart_loglik_diff, wishart_rw,
                      z_loglik_terms, z_terms, z_terms_chol)
 from .linalg import bartlett_from, bartlett_sizes, chol, draw, mm, mT, mv
 
 
-class Info(NamedTuple):
-    """Diagnostics of one sweep.
-
-    accept_prob_S: (J,) MH acceptance probabilities min(1, ratio) of the S_j moves.
-    is_accepted_S: (J,) their decisions.
-    accept_prob_sigma_y2: () acceptance probability of the sigma_y^2 random walk.
-    is_accepted_sigma_y2: () its decision.
-    """
-
-    accept_prob_S: jax.Array
-    is_accepted_S: jax.Array
-    accept_prob_sigma_y2: jax.Array
-    is_accepted_sigma_y2: jax.Array
+Info = MHInfo  # the diagnostics of one sweep
 
 
 def init(position, log_alpha, log_step):
     """The state at ``position`` (dict with theta, sigma_y2, Sigma_x, S) and the initial
     tuning."""
-    tuning = Tuning(log_alpha, log_step, jnp.full_like(log_step, LOG_GROUP_STEP_INIT))
-    return state_at(NormalXState, position), tuning
+    return init_state(NormalXState, position, log_alpha, log_step)
 
 
 def normalx_s_moves(pre: Prelude, B, B_inv, ok, alpha, state: NormalXState, data,
