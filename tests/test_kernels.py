@@ -96,8 +96,8 @@ def test_s_move_target_is_model_density():
 
         def t(S):
             return KR.s_log_target(S, jnp.linalg.cholesky(S), p["theta"], p["sigma_y2"], U,
-                                  data.n[j], data.S_hat[j], data.sigma_s[j], data.z_hat[j],
-                                  data.Sigma_z[j])
+                                   data.n[j], data.S_hat[j], data.sigma_s[j], data.z_hat[j],
+                                   data.Sigma_z[j])
 
         assert np.isclose(t(q["S"][j]) - t(p["S"][j]), d_model, rtol=1e-9, atol=1e-8)
 
@@ -134,7 +134,7 @@ def test_collapsed_target_is_model_density_with_theta_integrated_out():
         ls = jax.vmap(KR.collapsed_s_log_prior, (0, 0, None, 0, 0, 0))(
             par["S"], L, U, data.n, data.S_hat, data.sigma_s)
         return KC.collapsed_loglik(tot) + jnp.sum(ls) + KC.log_invgamma(par["sigma_y2"], data.a,
-                                                                         data.b)
+                                                                        data.b)
 
     assert np.isclose(marginal_kernel(q) - marginal_kernel(p),
                       marginal_model(q) - marginal_model(p), rtol=1e-8, atol=1e-7)
@@ -209,8 +209,8 @@ def test_fused_normalx_s_move_ratio_is_the_reference_ratio():
     for j in range(J):
         def t(S):
             return KR.s_log_target(S, jnp.linalg.cholesky(S), p["theta"], p["sigma_y2"], U,
-                                  data.n[j], data.S_hat[j], data.sigma_s[j], data.z_hat[j],
-                                  data.Sigma_z[j])
+                                   data.n[j], data.S_hat[j], data.sigma_s[j], data.z_hat[j],
+                                   data.Sigma_z[j])
 
         fwd = dist.Wishart(alpha[j], scale_matrix=p["S"][j] / alpha[j]).log_prob(S_new[j])
         bwd = dist.Wishart(alpha[j], scale_matrix=S_new[j] / alpha[j]).log_prob(p["S"][j])
@@ -285,7 +285,7 @@ def test_collapsed_group_move_ratio_is_the_model_ratio():
     ll = [KC.collapsed_loglik(KC.sum_totals(prior, KC.holder_totals(
         KC.z_terms(x["S"], x["sigma_y2"], data.z_hat, data.Sigma_z)))) for x in (p, q)]
     log_r, Sx_g, W_g = KCol.group_move_log_ratio(G, G_inv, logdet, p["S"], pre.Sigma_x, pre.W, S_g,
-                                              ll[0], ll[1], data)
+                                                 ll[0], ll[1], data)
     marginal = _marginal_model(data)
     ref = marginal(q) - marginal(p) + (J + 1) * (D + 1) * logdet
     assert np.isclose(log_r, ref, rtol=1e-8, atol=1e-7), (log_r, ref)
@@ -326,11 +326,11 @@ def test_noncentred_ratio_is_the_model_ratio():
     assert np.allclose(S_g, q["S"]) and np.allclose(Sx_g, q["Sigma_x"])
     # and the proposal's mean is a Newton step: at h = 0 its gradient is the ratio's gradient
     m, R_ = NX.noncentred_proposal(pre.Sigma_x, pre.W, p["S"], p["sigma_y2"], ll0,
-                                  KC.sum_totals(prior, KC.holder_totals(KC.z_terms(
+                                   KC.sum_totals(prior, KC.holder_totals(KC.z_terms(
                                       p["S"], p["sigma_y2"], data.z_hat, data.Sigma_z))),
                                   data, prior)
     g = jax.grad(lambda x: NX.noncentred_log_ratio(x, pre.Sigma_x, pre.W, p["S"], p["sigma_y2"],
-                                                  ll0, data, prior)[0])(jnp.zeros_like(h))
+                                                   ll0, data, prior)[0])(jnp.zeros_like(h))
     assert np.allclose(R_ @ (R_.T @ m), g, rtol=1e-8, atol=1e-10)
 
 
@@ -361,7 +361,7 @@ def test_wishart_proposal_ratio_is_exact():
     S = jnp.array([[4.0, 1.0], [1.0, 3.0]])
     for alpha in (3.5, 50.0, 1e8):
         S_new, L_new, log_q = KR.wishart_proposal(jax.random.PRNGKey(5), jnp.linalg.cholesky(S),
-                                                 jnp.array(alpha))
+                                                  jnp.array(alpha))
         assert np.allclose(L_new @ L_new.T, S_new)
         fwd = dist.Wishart(alpha, scale_matrix=S / alpha).log_prob(S_new)
         bwd = dist.Wishart(alpha, scale_matrix=S_new / alpha).log_prob(S)

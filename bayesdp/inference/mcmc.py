@@ -327,7 +327,8 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
         return make(), data
     # Reuse the compiled sampler of an earlier fit with the same kernel, options and shapes.
     shapes = tuple((k, np.shape(v), str(np.asarray(v).dtype)) for k, v in data._asdict().items())
-    key = ("handwritten", step, model, ta, tsy, int(num_warmup), int(num_samples), int(num_chains), cm, pb, shapes)
+    key = ("handwritten", step, model, ta, tsy, int(num_warmup), int(num_samples),
+           int(num_chains), cm, pb, shapes)
     mcmc = _cached_mcmc(key, make)
     mcmc.sampler.set_initial_values(pos, la, log_step0)
     _run_mcmc(mcmc, seed, data, ("info", "tuning"))

@@ -69,7 +69,7 @@ def group_move_log_ratio(G, G_inv, logdet_G, S, Sigma_x, W, S_g, ll, ll_g, data)
     Sx_g = sym(mm(mm(G, Sigma_x), mT(G)))
     W_g = sym(mm(mm(mT(G_inv), W), G_inv))
     noise = noise_loglik(jnp.concatenate([S_g, S]), jnp.concatenate([data.S_hat, data.S_hat]),
-                          jnp.concatenate([data.sigma_s, data.sigma_s]))
+                         jnp.concatenate([data.sigma_s, data.sigma_s]))
     log_r = (-data.kappa * logdet_G - 0.5 * jnp.sum(data.Lambda * (W_g - W))
              + jnp.sum(noise[:J]) - jnp.sum(noise[J:]) + ll_g - ll)
     return log_r, Sx_g, W_g
@@ -139,7 +139,7 @@ def collapsed_holder_moves(N, u, log_u, df, state, data, extra_lower, rw_moves=T
 
     # 1. Sigma_x | S, and every factor that does not depend on a decision
     pre = prelude(S, state.Sigma_x, data, A[2 * J], ok[2 * J],
-                   jnp.concatenate([B, extra_lower]))
+                  jnp.concatenate([B, extra_lower]))
     B_inv = pre.tri_inv[:J]
     pre = pre._replace(tri_inv=pre.tri_inv[J:])
     prior = Totals(pre.Cinv, pre.Cm, pre.mCm, jnp.zeros((), S.dtype))
@@ -255,11 +255,11 @@ def collapsed_step(rng_key, state: NormalXState, data, tuning: Tuning, rw_moves=
         S_g = sym(mm(mm(G, S), mT(G)))
         s2s = jnp.concatenate([jnp.full((J,), s2), jnp.full((2 * J,), s2p_safe)])
         per2 = holder_totals(z_terms(jnp.concatenate([S_g, S, S_g]), s2s, tile(data.z_hat),
-                                       tile(data.Sigma_z)))
+                                     tile(data.Sigma_z)))
         tots = sum_totals(prior, per2, 3)
         lls = collapsed_loglik(tots)
         lr_g, Sx_g, _ = group_move_log_ratio(G, G_inv, logdet_G, S, pre.Sigma_x, pre.W, S_g, ll,
-                                            lls[0], data)
+                                             lls[0], data)
         lr_g = nan_to_reject(lr_g)
         a_g, p_g = lu_g < lr_g, jnp.exp(jnp.minimum(0.0, lr_g))
         pick = lambda i: jax.tree.map(lambda x: x[i], tots)  # noqa: E731

@@ -107,9 +107,10 @@ def prior_terms(data):
 
 def theta_moments(S, sigma_y2, data):
     """Cholesky factor R of P = Sigma_p^{-1} and the mean m_p of theta | S, sigma_y^2, z_hat
-    (eq. 12): P = C^{-1} + sum_j S_j K_j^{-1} S_j, m_p = P^{-1}(C^{-1} m + sum_j S_j K_j^{-1} z_j)."""
+    (eq. 12): P = C^{-1} + sum_j S_j K_j^{-1} S_j,
+    m_p = P^{-1}(C^{-1} m + sum_j S_j K_j^{-1} z_j)."""
     Pj, hj, _, _ = jax.vmap(theta_precision_terms, (0, None, 0, 0))(S, sigma_y2, data.z_hat,
-                                                                     data.Sigma_z)
+                                                                    data.Sigma_z)
     Cinv, Cm, _, _ = prior_terms(data)
     R = chol(Cinv + jnp.sum(Pj, axis=0))
     h = Cm + jnp.sum(hj, axis=0)
@@ -293,7 +294,7 @@ def collapsed_loglik_lapack(tot):
 def holder_totals(t: ZTerms):
     """Per-holder terms of :class:`Totals` (S K^{-1} S, S K^{-1} z, z K^{-1} z, log|K|)."""
     return Totals(mm(mT(t.G), t.G), mv(mT(t.G), t.g), jnp.sum(t.g**2, axis=-1),
-                   2.0 * t.half_logdet)
+                  2.0 * t.half_logdet)
 
 
 def sum_totals(prior: Totals, per_holder: Totals, n_blocks=1):
@@ -322,7 +323,7 @@ def flat_totals(t: Totals):
 
 def unflat_totals(v, d):
     return Totals(v[..., :d * d].reshape(v.shape[:-1] + (d, d)), v[..., d * d:d * d + d],
-                   v[..., -2], v[..., -1])
+                  v[..., -2], v[..., -1])
 
 
 def collapsed_loglik_flat(v, d):

@@ -40,15 +40,15 @@ def normalx_s_moves(pre: Prelude, B, B_inv, ok, alpha, state: NormalXState, data
     S_new, log_q, logdet_diff = wishart_rw(pre.L_S, B, B_inv, alpha)
     if sigma_y2_prop is None:
         zt = z_terms(jnp.concatenate([S, S_new]), s2, jnp.concatenate([zh, zh]),
-                      jnp.concatenate([Sz, Sz]))
+                     jnp.concatenate([Sz, Sz]))
     else:
         LK_new = chol(jnp.concatenate([s2 * S_new + Sz, sigma_y2_prop * S_new + Sz]))
         LK = jnp.concatenate([pre.chol[:J], LK_new[:J], pre.chol[J:], LK_new[J:]])
         zt = z_terms_chol(LK, jnp.concatenate([S, S_new, S, S_new]),
-                           jnp.concatenate([zh, zh, zh, zh]))
+                          jnp.concatenate([zh, zh, zh, zh]))
     lz = z_loglik_terms(jax.tree.map(lambda x: x[:2 * J], zt), state.theta)
     noise = noise_loglik(jnp.concatenate([S, S_new]), jnp.concatenate([data.S_hat, data.S_hat]),
-                          jnp.concatenate([data.sigma_s, data.sigma_s]))
+                         jnp.concatenate([data.sigma_s, data.sigma_s]))
     log_r = (wishart_loglik_diff(S_new, S, logdet_diff, pre.W, data.n)
              + noise[J:] - noise[:J] + lz[J:] - lz[:J])
     log_r = log_r + log_q
@@ -91,8 +91,8 @@ def normalx_paper_step(rng_key, state: NormalXState, data, tuning: Tuning):
     safe = jnp.where(prop > 0, prop, s2)
     # 1. Sigma_x | S (and the factors of the whole sweep)
     pre = prelude(state.S, state.Sigma_x, data, A[J], ok[J], B,
-                   spd=jnp.concatenate([s2 * state.S + data.Sigma_z,
-                                        safe * state.S + data.Sigma_z]))
+                  spd=jnp.concatenate([s2 * state.S + data.Sigma_z,
+                                       safe * state.S + data.Sigma_z]))
     # 2. MH on every S_j at once
     S_new, log_r, zt = normalx_s_moves(pre, B, pre.tri_inv, ok[:J], alpha, state, data,
                                        sigma_y2_prop=safe)
