@@ -159,8 +159,8 @@ def noncentred_move(xi, log_u, Sigma_x, W, S, sigma_y2, ll, tot, data, prior, lo
     return accept, jnp.exp(jnp.minimum(0.0, log_r)), S_g, Sx_g, W_g, tot_g, ll_g
 
 
-def normalx_step(rng_key, state: NormalXState, data, tuning: Tuning, noncentred=True,
-                 rw_moves=True, prior_moves=True):
+def normalx_step(rng_key, state: NormalXState, data, tuning: Tuning, rw_moves=True,
+                 prior_moves=True):
     """One sweep of the interweaved normalX kernel (method ``"normalx-interweaved"``): the target of
     Algorithm 1 (the joint posterior of the normalX model, eq. 10), sampled by a partially
     collapsed Gibbs sampler that interweaves the centred and the non-centred parametrisation
@@ -175,7 +175,7 @@ def normalx_step(rng_key, state: NormalXState, data, tuning: Tuning, noncentred=
        (:func:`noncentred_move`). When S_hat measures S_j weakly compared with its Wishart
        spread (large n_j, small eps) step 1 can move Sigma_x only by ~1/sqrt(n) per sweep
        while this step moves it across its posterior; when S_hat measures S_j well, step 1
-       does. ``noncentred=False`` leaves it out (for the tests and the benchmark);
+       does;
     4. u = log sigma_y^2 | S from its marginal with theta integrated out, by slice sampling
        (:func:`slice_1d`, :func:`log_sigma_y2_marginal`);
     5. theta ~ N(m_p, Sigma_p) given S, sigma_y^2 (eq. 12).
@@ -197,17 +197,15 @@ def normalx_step(rng_key, state: NormalXState, data, tuning: Tuning, noncentred=
                                 jnp.zeros((0, d, d), state.S.dtype), rw_moves, prior_moves)
     S, Sigma_x = hm.S, hm.pre.Sigma_x
     # 3. non-centred moves of (Sigma_x, S)
-    p_nc, a_nc = jnp.zeros((), S.dtype), jnp.zeros((), bool)
-    if noncentred:
-        def nc(carry, x):
-            S, Sigma_x, W, tot, ll = carry
-            a, p, *new = noncentred_move(x[0], x[1], Sigma_x, W, S, state.sigma_y2, ll, tot,
-                                         data, hm.prior, tuning.log_group_step)
-            carry = jax.tree.map(lambda n, o: jnp.where(a, n, o), tuple(new), carry)
-            return carry, (p, a)
-        (S, Sigma_x, _, _, _), (p_nc, a_nc) = jax.lax.scan(
-            nc, (S, Sigma_x, hm.pre.W, hm.tot, hm.ll), (xi, log_u[2 * J:]))
-        p_nc, a_nc = jnp.mean(p_nc), jnp.mean(a_nc)
+    def nc(carry, x):
+        S, Sigma_x, W, tot, ll = carry
+        a, p, *new = noncentred_move(x[0], x[1], Sigma_x, W, S, state.sigma_y2, ll, tot,
+                                     data, hm.prior, tuning.log_group_step)
+        carry = jax.tree.map(lambda n, o: jnp.where(a, n, o), tuple(new), carry)
+        return carry, (p, a)
+    (S, Sigma_x, _, _, _), (p_nc, a_nc) = jax.lax.scan(
+        nc, (S, Sigma_x, hm.pre.W, hm.tot, hm.ll), (xi, log_u[2 * J:]))
+    p_nc, a_nc = jnp.mean(p_nc), jnp.mean(a_nc)
     # 4. log sigma_y^2 | S by slice sampling, theta integrated out; 5. theta | S, sigma_y^2
     theta, s2, jump, evals = slice_sigma_y2_then_theta(
         u_slice, eps_theta, S, state.sigma_y2, data, hm.prior, tuning.log_step)
