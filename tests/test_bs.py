@@ -159,17 +159,17 @@ def test_stats_step_draws_the_model_conditional():
     def logp(ss):
         return log_density(M.bs_model, args, {}, dict(p, ss=ss))[0]
 
-    g = jax.grad(logp)(p["ss"])
-    H = jax.hessian(logp)(p["ss"])
+    g = jax.jit(jax.grad(logp))(p["ss"])
+    H = jax.jit(jax.hessian(logp))(p["ss"])
     mu, Sig = M.row_moments(p["Sigma_x"], p["theta"], p["sigma_y2"])
     Sig_chol = jnp.linalg.cholesky(Sig)
     keys = jax.random.split(jax.random.PRNGKey(3), 20_000)
     for j in range(rel.J):
         cov = np.linalg.inv(-np.asarray(H[j, :, j, :]))
         mean = np.asarray(p["ss"][j]) + cov @ np.asarray(g[j])
-        draws = np.asarray(jax.vmap(lambda k: draw_stats(
+        draws = np.asarray(jax.jit(jax.vmap(lambda k: draw_stats(
             k, mu, Sig_chol, jnp.asarray(ss_hat[j]), jnp.asarray(V[j]),
-            jnp.asarray(_psd_sqrt(V[j])), jnp.asarray(float(rel.n[j]))))(keys))
+            jnp.asarray(_psd_sqrt(V[j])), jnp.asarray(float(rel.n[j])))))(keys))
         W = np.linalg.solve(np.linalg.cholesky(cov), (draws - mean).T).T
         assert np.max(np.abs(W.mean(0) * np.sqrt(len(W)))) < 5
         assert np.allclose(np.cov(W.T), np.eye(W.shape[1]), atol=0.05)
