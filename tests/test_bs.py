@@ -133,3 +133,45 @@ def test_numpyro_model_traces_with_release_shapes():
     assert tr["ss_hat"]["is_observed"]
     V = M.release_noise_covariances(rel)
     assert np.allclose(np.diag(V[0])[-1], rel.sigma_yty[0] ** 2)
+
+
+def test_stats_step_draws_the_model_conditional():
+    """Step 3 of the sweep (``draw_stats``) draws ss_j from ``bs_model``'s conditional given
+    (Sigma_x, theta, sigma_y^2, ss_hat_j): the model's log density (numpyro's ``log_density``)
+    is quadratic in ss, and the draws, whitened by its maximum and inverse negative Hessian,
+    are N(0, I). (The sweep's other steps are not ``bs_model``'s conditionals: see the
+    docstring of ``bayesdp.inference.bs``.)"""
+    import jax
+    import jax.numpy as jnp
+    from numpyro import handlers
+    from numpyro.infer.util import log_density
+
+    from bayesdp.inference import closed_form
+    from bayesdp.inference.bs import _psd_sqrt, draw_stats
+
+    sim = bayesdp.simulate(n=500, d=2, seed=0)
+    rel = bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-3, bounds=sim.bounds, nodes=2,
+                          seed=0, include_yty=True)
+    pri = bayesdp.Priors.paper().resolve(2)
+    ss_hat, V = M.release_stats(rel), M.release_noise_covariances(rel)
+    args = (ss_hat, V, rel.n, pri, closed_form.nig_precision(pri))
+    tr = handlers.trace(handlers.seed(M.bs_model, 1)).get_trace(*args)
+    p = {k: tr[k]["value"] for k in ("Sigma_x", "sigma_y2", "theta", "ss")}
+
+    def logp(ss):
+        return log_density(M.bs_model, args, {}, dict(p, ss=ss))[0]
+
+    g = jax.jit(jax.grad(logp))(p["ss"])
+    H = jax.jit(jax.hessian(logp))(p["ss"])
+    mu, Sig = M.row_moments(p["Sigma_x"], p["theta"], p["sigma_y2"])
+    Sig_chol = jnp.linalg.cholesky(Sig)
+    keys = jax.random.split(jax.random.PRNGKey(3), 20_000)
+    for j in range(rel.J):
+        cov = np.linalg.inv(-np.asarray(H[j, :, j, :]))
+        mean = np.asarray(p["ss"][j]) + cov @ np.asarray(g[j])
+        draws = np.asarray(jax.jit(jax.vmap(lambda k: draw_stats(
+            k, mu, Sig_chol, jnp.asarray(ss_hat[j]), jnp.asarray(V[j]),
+            jnp.asarray(_psd_sqrt(V[j])), jnp.asarray(float(rel.n[j])))))(keys))
+        W = np.linalg.solve(np.linalg.cholesky(cov), (draws - mean).T).T
+        assert np.max(np.abs(W.mean(0) * np.sqrt(len(W)))) < 5
+        assert np.allclose(np.cov(W.T), np.eye(W.shape[1]), atol=0.05)

@@ -15,7 +15,14 @@ import jax.numpy as jnp  # noqa: E402
 
 import geweke_helpers as G  # noqa: E402
 from bayesdp.inference import closed_form  # noqa: E402
+import kernel_reference as KR  # noqa: E402
 from bayesdp.inference import kernels as K  # noqa: E402
+from bayesdp.inference.kernels import collapsed as KCol  # noqa: E402
+from bayesdp.inference.kernels import common as KC  # noqa: E402
+from bayesdp.inference.kernels import linalg as LA  # noqa: E402
+from bayesdp.inference.kernels import normalx_interweaved as NX  # noqa: E402
+from bayesdp.inference.kernels import normalx_paper as NP  # noqa: E402
+from bayesdp.inference.kernels import slice as SL  # noqa: E402
 from bayesdp.models import regression as R  # noqa: E402
 
 D, J = 2, 2
@@ -82,15 +89,15 @@ def test_s_move_target_is_model_density():
     p, tr = _random_params(jax.random.PRNGKey(10), small_data())
     data = _observed(tr)
     p2, _ = _random_params(jax.random.PRNGKey(11), small_data())
-    U = K.sigma_x_inv_factor(p["Sigma_x"])
+    U = KR.sigma_x_inv_factor(p["Sigma_x"])
     for j in range(J):
         q = dict(p, S=p["S"].at[j].set(p2["S"][j]))
         d_model = R.log_joint(R.normalx_model, data, q) - R.log_joint(R.normalx_model, data, p)
 
         def t(S):
-            return K.s_log_target(S, jnp.linalg.cholesky(S), p["theta"], p["sigma_y2"], U,
-                                  data.n[j], data.S_hat[j], data.sigma_s[j], data.z_hat[j],
-                                  data.Sigma_z[j])
+            return KR.s_log_target(S, jnp.linalg.cholesky(S), p["theta"], p["sigma_y2"], U,
+                                   data.n[j], data.S_hat[j], data.sigma_s[j], data.z_hat[j],
+                                   data.Sigma_z[j])
 
         assert np.isclose(t(q["S"][j]) - t(p["S"][j]), d_model, rtol=1e-9, atol=1e-8)
 
@@ -100,7 +107,7 @@ def test_sigma_y2_target_is_model_density():
     data = _observed(tr)
     q = dict(p, sigma_y2=p["sigma_y2"] * 1.7)
     d_model = R.log_joint(R.normalx_model, data, q) - R.log_joint(R.normalx_model, data, p)
-    t = partial(K.sigma_y2_log_target, S=p["S"], theta=p["theta"], data=data)
+    t = partial(KC.sigma_y2_log_target, S=p["S"], theta=p["theta"], data=data)
     assert np.isclose(t(q["sigma_y2"]) - t(p["sigma_y2"]), d_model, rtol=1e-9, atol=1e-8)
 
 
@@ -112,22 +119,22 @@ def test_collapsed_target_is_model_density_with_theta_integrated_out():
     data = _observed(tr)
     q, _ = _random_params(jax.random.PRNGKey(14), data0)
     q["Sigma_x"] = p["Sigma_x"]
-    prior = K._prior_terms(data)
-    U = K.sigma_x_inv_factor(p["Sigma_x"])
+    prior = KC.prior_terms(data)
+    U = KR.sigma_x_inv_factor(p["Sigma_x"])
 
     def marginal_model(par):
-        R_, mean = K.theta_moments(par["S"], par["sigma_y2"], data)
+        R_, mean = KC.theta_moments(par["S"], par["sigma_y2"], data)
         cov = jax.scipy.linalg.cho_solve((R_, True), jnp.eye(D))
         lpost = jax.scipy.stats.multivariate_normal.logpdf(par["theta"], mean, cov)
         return R.log_joint(R.normalx_model, data, par) - lpost
 
     def marginal_kernel(par):
-        tot, _ = K._totals(par["S"], par["sigma_y2"], data, prior)
+        tot, _ = KR.totals(par["S"], par["sigma_y2"], data, prior)
         L = jax.vmap(jnp.linalg.cholesky)(par["S"])
-        ls = jax.vmap(K.collapsed_s_log_prior, (0, 0, None, 0, 0, 0))(
+        ls = jax.vmap(KR.collapsed_s_log_prior, (0, 0, None, 0, 0, 0))(
             par["S"], L, U, data.n, data.S_hat, data.sigma_s)
-        return K.collapsed_loglik(tot) + jnp.sum(ls) + K._log_invgamma(par["sigma_y2"], data.a,
-                                                                         data.b)
+        return KC.collapsed_loglik(tot) + jnp.sum(ls) + KC.log_invgamma(par["sigma_y2"], data.a,
+                                                                        data.b)
 
     assert np.isclose(marginal_kernel(q) - marginal_kernel(p),
                       marginal_model(q) - marginal_model(p), rtol=1e-8, atol=1e-7)
@@ -138,7 +145,7 @@ def _marginal_model(data):
     log p(theta, ...) - log p(theta | S, sigma_y2, data), at any theta."""
 
     def f(par):
-        R_, mean = K.theta_moments(par["S"], par["sigma_y2"], data)
+        R_, mean = KC.theta_moments(par["S"], par["sigma_y2"], data)
         cov = jax.scipy.linalg.cho_solve((R_, True), jnp.eye(D))
         lpost = jax.scipy.stats.multivariate_normal.logpdf(par["theta"], mean, cov)
         return R.log_joint(R.normalx_model, data, par) - lpost
@@ -156,7 +163,7 @@ def _fused_setup(seed):
     A, ok = K.bartlett(jax.random.PRNGKey(seed + 1), df, D)
     assert bool(jnp.all(ok))
     B = A[:J] / jnp.sqrt(alpha)[:, None, None]
-    pre = K._prelude(p["S"], p["Sigma_x"], data, A[J], ok[J], B)
+    pre = KC.prelude(p["S"], p["Sigma_x"], data, A[J], ok[J], B)
     return p, data, alpha, B, pre
 
 
@@ -169,7 +176,7 @@ def test_fused_prelude_factors():
     assert np.allclose(pre.Cinv @ data.C, eye, atol=1e-12)
     assert np.allclose(pre.tri_inv @ B, eye, atol=1e-12)
     # a failed Bartlett draw keeps the old Sigma_x, with its own inverse
-    old = K._prelude(p["S"], p["Sigma_x"], data, jnp.eye(D), False, B)
+    old = KC.prelude(p["S"], p["Sigma_x"], data, jnp.eye(D), False, B)
     assert np.allclose(old.Sigma_x, p["Sigma_x"]) and np.allclose(old.W @ p["Sigma_x"], eye)
     assert np.allclose(old.F @ old.F.T, p["Sigma_x"], rtol=1e-12)
 
@@ -179,14 +186,14 @@ def test_fused_small_linear_algebra_matches_lapack():
     for d in (1, 2, 5, K.SMALL_D):
         X = rng.normal(size=(3, d, d))
         A = jnp.asarray(X @ np.swapaxes(X, 1, 2) + d * np.eye(d))
-        L = K._chol(A)
+        L = LA.chol(A)
         assert np.allclose(L, np.linalg.cholesky(np.asarray(A)), rtol=1e-12, atol=1e-12)
-        assert np.allclose(K._tri_inv(L), np.linalg.inv(np.asarray(L)), rtol=1e-10, atol=1e-12)
+        assert np.allclose(LA.tri_inv(L), np.linalg.inv(np.asarray(L)), rtol=1e-10, atol=1e-12)
         Bm = jnp.asarray(rng.normal(size=(3, d, d + 1)))
-        assert np.allclose(K._solve_lower(L, Bm), np.linalg.solve(np.asarray(L), Bm), rtol=1e-10,
+        assert np.allclose(LA.solve_lower(L, Bm), np.linalg.solve(np.asarray(L), Bm), rtol=1e-10,
                            atol=1e-12)
-        assert np.allclose(K._mm(A, L), np.asarray(A) @ np.asarray(L), rtol=1e-12)
-    assert bool(jnp.all(jnp.isnan(jnp.diagonal(K._chol(-jnp.eye(3))))))
+        assert np.allclose(LA.mm(A, L), np.asarray(A) @ np.asarray(L), rtol=1e-12)
+    assert bool(jnp.all(jnp.isnan(jnp.diagonal(LA.chol(-jnp.eye(3))))))
 
 
 def test_fused_normalx_s_move_ratio_is_the_reference_ratio():
@@ -196,20 +203,20 @@ def test_fused_normalx_s_move_ratio_is_the_reference_ratio():
 
     p, data, alpha, B, pre = _fused_setup(31)
     state = K.NormalXState(p["theta"], p["sigma_y2"], pre.Sigma_x, p["S"])
-    S_new, log_r, _ = K._normalx_s_moves(pre, B, pre.tri_inv, jnp.array([True, True]), alpha,
+    S_new, log_r, _ = NP.normalx_s_moves(pre, B, pre.tri_inv, jnp.array([True, True]), alpha,
                                          state, data)
-    U = K.sigma_x_inv_factor(pre.Sigma_x)
+    U = KR.sigma_x_inv_factor(pre.Sigma_x)
     for j in range(J):
         def t(S):
-            return K.s_log_target(S, jnp.linalg.cholesky(S), p["theta"], p["sigma_y2"], U,
-                                  data.n[j], data.S_hat[j], data.sigma_s[j], data.z_hat[j],
-                                  data.Sigma_z[j])
+            return KR.s_log_target(S, jnp.linalg.cholesky(S), p["theta"], p["sigma_y2"], U,
+                                   data.n[j], data.S_hat[j], data.sigma_s[j], data.z_hat[j],
+                                   data.Sigma_z[j])
 
         fwd = dist.Wishart(alpha[j], scale_matrix=p["S"][j] / alpha[j]).log_prob(S_new[j])
         bwd = dist.Wishart(alpha[j], scale_matrix=S_new[j] / alpha[j]).log_prob(p["S"][j])
         ref = t(S_new[j]) - t(p["S"][j]) + bwd - fwd
         assert np.isclose(log_r[j], ref, rtol=1e-9, atol=1e-8), (j, log_r[j], ref)
-    _, log_r, _ = K._normalx_s_moves(pre, B, pre.tri_inv, jnp.array([True, False]), alpha,
+    _, log_r, _ = NP.normalx_s_moves(pre, B, pre.tri_inv, jnp.array([True, False]), alpha,
                                      state, data)
     assert np.isfinite(log_r[0]) and log_r[1] == -np.inf  # failed Bartlett draw: rejected
 
@@ -217,22 +224,22 @@ def test_fused_normalx_s_move_ratio_is_the_reference_ratio():
 def test_fused_collapsed_pieces_are_the_reference_terms():
     """Per-holder totals and the theta-free S_j terms of the collapsed moves."""
     p, data, alpha, B, pre = _fused_setup(32)
-    prior = K._prior_terms(data)
-    ref, _ = K._totals(p["S"], p["sigma_y2"], data, prior)
-    per = K._holder_totals(K._z_terms(p["S"], p["sigma_y2"], data.z_hat, data.Sigma_z))
-    tot = K._sum_totals(K._Totals(pre.Cinv, pre.Cm, pre.mCm, jnp.zeros(())), per)
+    prior = KC.prior_terms(data)
+    ref, _ = KR.totals(p["S"], p["sigma_y2"], data, prior)
+    per = KC.holder_totals(KC.z_terms(p["S"], p["sigma_y2"], data.z_hat, data.Sigma_z))
+    tot = KC.sum_totals(KC.Totals(pre.Cinv, pre.Cm, pre.mCm, jnp.zeros(())), per)
     for a, b in zip(tot, ref):
         assert np.allclose(a, b, rtol=1e-10), (a, b)
-    assert np.isclose(K.collapsed_loglik(tot), K.collapsed_loglik(ref), rtol=1e-12)
-    S_new, _, logdet_diff = K._wishart_rw(pre.L_S, B, pre.tri_inv, alpha)
-    U = K.sigma_x_inv_factor(pre.Sigma_x)
-    lp = jax.vmap(K.collapsed_s_log_prior, (0, 0, None, 0, 0, 0))
+    assert np.isclose(KC.collapsed_loglik(tot), KC.collapsed_loglik(ref), rtol=1e-12)
+    S_new, _, logdet_diff = KC.wishart_rw(pre.L_S, B, pre.tri_inv, alpha)
+    U = KR.sigma_x_inv_factor(pre.Sigma_x)
+    lp = jax.vmap(KR.collapsed_s_log_prior, (0, 0, None, 0, 0, 0))
     args = (data.n, data.S_hat, data.sigma_s)
     L_new = jnp.linalg.cholesky(S_new)
     ref_d = lp(S_new, L_new, U, *args) - lp(p["S"], pre.L_S, U, *args)
-    d = (K._wishart_loglik_diff(S_new, p["S"], logdet_diff, pre.W, data.n)
-         + K._noise_loglik(S_new, data.S_hat, data.sigma_s)
-         - K._noise_loglik(p["S"], data.S_hat, data.sigma_s))
+    d = (KC.wishart_loglik_diff(S_new, p["S"], logdet_diff, pre.W, data.n)
+         + KC.noise_loglik(S_new, data.S_hat, data.sigma_s)
+         - KC.noise_loglik(p["S"], data.S_hat, data.sigma_s))
     assert np.allclose(d, ref_d, rtol=1e-9, atol=1e-8)
 
 
@@ -250,11 +257,11 @@ def test_collapsed_prior_move_ratio_is_the_model_ratio():
     marginal = _marginal_model(data)
     for j in range(J):
         q = dict(p, S=p["S"].at[j].set(S_pr[j]))
-        ll = [K.collapsed_loglik(K._sum_totals(
-            K._Totals(pre.Cinv, pre.Cm, pre.mCm, jnp.zeros(())),
-            K._holder_totals(K._z_terms(x["S"], x["sigma_y2"], data.z_hat, data.Sigma_z))))
+        ll = [KC.collapsed_loglik(KC.sum_totals(
+            KC.Totals(pre.Cinv, pre.Cm, pre.mCm, jnp.zeros(())),
+            KC.holder_totals(KC.z_terms(x["S"], x["sigma_y2"], data.z_hat, data.Sigma_z))))
             for x in (p, q)]
-        noise = K._noise_loglik(jnp.stack([S_pr[j], p["S"][j]]), data.S_hat[j], data.sigma_s[j])
+        noise = KC.noise_loglik(jnp.stack([S_pr[j], p["S"][j]]), data.S_hat[j], data.sigma_s[j])
         log_r = noise[0] - noise[1] + ll[1] - ll[0]
         wish = dist.Wishart(data.n[j], scale_matrix=pre.Sigma_x)
         ref = (marginal(q) - marginal(p)) - (wish.log_prob(S_pr[j]) - wish.log_prob(p["S"][j]))
@@ -268,17 +275,17 @@ def test_collapsed_group_move_ratio_is_the_model_ratio():
     p, data, alpha, B, pre = _fused_setup(35)
     p = dict(p, Sigma_x=pre.Sigma_x)
     H = jnp.tril(jax.random.normal(jax.random.PRNGKey(36), (D, D))) * 0.4
-    G, G_inv, logdet = K.group_transform(H)
-    G2, G2_inv, logdet2 = K.group_transform(-H)
+    G, G_inv, logdet = KR.group_transform(H)
+    G2, G2_inv, logdet2 = KR.group_transform(-H)
     assert np.allclose(G @ G_inv, np.eye(D), atol=1e-12) and np.allclose(G2, G_inv, atol=1e-12)
     assert np.isclose(logdet, np.log(abs(np.linalg.det(G)))) and np.isclose(logdet2, -logdet)
     S_g = G @ p["S"] @ G.T
     q = dict(p, S=S_g, Sigma_x=G @ pre.Sigma_x @ G.T)
-    prior = K._Totals(pre.Cinv, pre.Cm, pre.mCm, jnp.zeros(()))
-    ll = [K.collapsed_loglik(K._sum_totals(prior, K._holder_totals(
-        K._z_terms(x["S"], x["sigma_y2"], data.z_hat, data.Sigma_z)))) for x in (p, q)]
-    log_r, Sx_g, W_g = K.group_move_log_ratio(G, G_inv, logdet, p["S"], pre.Sigma_x, pre.W, S_g,
-                                              ll[0], ll[1], data)
+    prior = KC.Totals(pre.Cinv, pre.Cm, pre.mCm, jnp.zeros(()))
+    ll = [KC.collapsed_loglik(KC.sum_totals(prior, KC.holder_totals(
+        KC.z_terms(x["S"], x["sigma_y2"], data.z_hat, data.Sigma_z)))) for x in (p, q)]
+    log_r, Sx_g, W_g = KCol.group_move_log_ratio(G, G_inv, logdet, p["S"], pre.Sigma_x, pre.W, S_g,
+                                                 ll[0], ll[1], data)
     marginal = _marginal_model(data)
     ref = marginal(q) - marginal(p) + (J + 1) * (D + 1) * logdet
     assert np.isclose(log_r, ref, rtol=1e-8, atol=1e-7), (log_r, ref)
@@ -295,7 +302,7 @@ def test_noncentred_design_is_the_linear_map():
         H = np.zeros((d, d))
         H[np.tril_indices(d)] = h
         iu = np.triu_indices(d)
-        assert np.allclose(K.noncentred_design(jnp.asarray(M)) @ h, (H @ M + M @ H.T)[iu])
+        assert np.allclose(NX.noncentred_design(jnp.asarray(M)) @ h, (H @ M + M @ H.T)[iu])
 
 
 def test_noncentred_ratio_is_the_model_ratio():
@@ -306,24 +313,24 @@ def test_noncentred_ratio_is_the_model_ratio():
     p = dict(p, Sigma_x=pre.Sigma_x)
     h = jax.random.normal(jax.random.PRNGKey(38), (D * (D + 1) // 2,)) * 0.4
     H = jnp.zeros((D, D)).at[np.tril_indices(D)].set(h)
-    G, _, logdet = K.group_transform(H)
+    G, _, logdet = KR.group_transform(H)
     q = dict(p, S=G @ p["S"] @ G.T, Sigma_x=G @ pre.Sigma_x @ G.T)
-    prior = K._Totals(pre.Cinv, pre.Cm, pre.mCm, jnp.zeros(()))
-    ll0 = K.collapsed_loglik(K._sum_totals(prior, K._holder_totals(
-        K._z_terms(p["S"], p["sigma_y2"], data.z_hat, data.Sigma_z))))
-    log_r, (S_g, Sx_g, W_g, tot_g, ll_g) = K.noncentred_log_ratio(
+    prior = KC.Totals(pre.Cinv, pre.Cm, pre.mCm, jnp.zeros(()))
+    ll0 = KC.collapsed_loglik(KC.sum_totals(prior, KC.holder_totals(
+        KC.z_terms(p["S"], p["sigma_y2"], data.z_hat, data.Sigma_z))))
+    log_r, (S_g, Sx_g, W_g, tot_g, ll_g) = NX.noncentred_log_ratio(
         h, pre.Sigma_x, pre.W, p["S"], p["sigma_y2"], ll0, data, prior)
     marginal = _marginal_model(data)
     ref = marginal(q) - marginal(p) + (J + 1) * (D + 1) * logdet
     assert np.isclose(log_r, ref, rtol=1e-8, atol=1e-7), (log_r, ref)
     assert np.allclose(S_g, q["S"]) and np.allclose(Sx_g, q["Sigma_x"])
     # and the proposal's mean is a Newton step: at h = 0 its gradient is the ratio's gradient
-    m, R_ = K.noncentred_proposal(pre.Sigma_x, pre.W, p["S"], p["sigma_y2"], ll0,
-                                  K._sum_totals(prior, K._holder_totals(K._z_terms(
+    m, R_ = NX.noncentred_proposal(pre.Sigma_x, pre.W, p["S"], p["sigma_y2"], ll0,
+                                   KC.sum_totals(prior, KC.holder_totals(KC.z_terms(
                                       p["S"], p["sigma_y2"], data.z_hat, data.Sigma_z))),
                                   data, prior)
-    g = jax.grad(lambda x: K.noncentred_log_ratio(x, pre.Sigma_x, pre.W, p["S"], p["sigma_y2"],
-                                                  ll0, data, prior)[0])(jnp.zeros_like(h))
+    g = jax.grad(lambda x: NX.noncentred_log_ratio(x, pre.Sigma_x, pre.W, p["S"], p["sigma_y2"],
+                                                   ll0, data, prior)[0])(jnp.zeros_like(h))
     assert np.allclose(R_ @ (R_.T @ m), g, rtol=1e-8, atol=1e-10)
 
 
@@ -338,8 +345,8 @@ def test_slice_sampler_draws_the_target():
 
     def run(key, width):
         def body(u, k):
-            uni = jax.random.uniform(k, (K.SLICE_N_UNIFORMS,))
-            u, _, _ = K.slice_1d(uni, u, log_f, width)
+            uni = jax.random.uniform(k, (SL.SLICE_N_UNIFORMS,))
+            u, _, _ = SL.slice_1d(uni, u, log_f, width)
             return u, u
         return jax.lax.scan(body, jnp.array(0.0), jax.random.split(key, 40_000))[1]
 
@@ -353,8 +360,8 @@ def test_wishart_proposal_ratio_is_exact():
 
     S = jnp.array([[4.0, 1.0], [1.0, 3.0]])
     for alpha in (3.5, 50.0, 1e8):
-        S_new, L_new, log_q = K.wishart_proposal(jax.random.PRNGKey(5), jnp.linalg.cholesky(S),
-                                                 jnp.array(alpha))
+        S_new, L_new, log_q = KR.wishart_proposal(jax.random.PRNGKey(5), jnp.linalg.cholesky(S),
+                                                  jnp.array(alpha))
         assert np.allclose(L_new @ L_new.T, S_new)
         fwd = dist.Wishart(alpha, scale_matrix=S / alpha).log_prob(S_new)
         bwd = dist.Wishart(alpha, scale_matrix=S_new / alpha).log_prob(S)
@@ -365,7 +372,7 @@ def test_wishart_proposal_ratio_is_exact():
 def test_theta_gibbs_moments_match_eq12():
     data = small_data(S_hat=jnp.zeros((J, D, D)), z_hat=jnp.array([[3.0, -1.0], [2.0, 0.5]]))
     S = data.S_fixed
-    R_, mean = K.theta_moments(S, 0.7, data)
+    R_, mean = KC.theta_moments(S, 0.7, data)
     m_ref, cov_ref, _ = closed_form.gaussian_theta_posterior(
         np.asarray(S), np.asarray(data.z_hat), 0.7, np.asarray(data.Sigma_z),
         np.asarray(data.m), np.asarray(data.C))
@@ -406,7 +413,7 @@ def test_geweke_noncentred_moves_alone(normalx_setup):
 @pytest.mark.slow
 def test_geweke_negative_control_normalx(normalx_setup):
     """Dropping the random walk's Hastings ratio and the non-centred move's Jacobian."""
-    z = _geweke(normalx_setup, partial(K.normalx_step, proposal_ratio=False), n_iter=N_SC // 4)
+    z = _geweke(normalx_setup, KR.without_proposal_ratio(K.normalx_step), n_iter=N_SC // 4)
     assert np.max(np.abs(z)) > 3 * Z_MAX, np.round(z, 2)
 
 
@@ -417,7 +424,7 @@ def test_geweke_collapsed(normalx_setup):
 
 def test_geweke_negative_control_wrong_proposal_ratio(normalx_setup):
     """Dropping the Hastings correction of the Wishart proposal must be detected."""
-    z = _geweke(normalx_setup, partial(K.normalx_paper_step, proposal_ratio=False),
+    z = _geweke(normalx_setup, KR.without_proposal_ratio(K.normalx_paper_step),
                 n_iter=N_SC // 4)
     assert np.max(np.abs(z)) > 3 * Z_MAX, np.round(z, 2)
 
@@ -442,7 +449,7 @@ def test_geweke_collapsed_moves_separately(normalx_setup, moves):
 
 @pytest.mark.slow
 def test_geweke_negative_control_collapsed(normalx_setup):
-    z = _geweke(normalx_setup, partial(K.collapsed_step, proposal_ratio=False), n_iter=N_SC // 4)
+    z = _geweke(normalx_setup, KR.without_proposal_ratio(K.collapsed_step), n_iter=N_SC // 4)
     assert np.max(np.abs(z)) > 3 * Z_MAX, np.round(z, 2)
 
 
@@ -472,8 +479,8 @@ def test_collapsed_loglik_flat_is_collapsed_loglik(d):
     """The scalar-unrolled form the sequential S moves use (d <= SMALL_D) and the general form."""
     rng = np.random.default_rng(d)
     A = rng.standard_normal((4, d, d))
-    tot = K._Totals(jnp.asarray(A @ np.swapaxes(A, 1, 2) + d * np.eye(d)),
+    tot = KC.Totals(jnp.asarray(A @ np.swapaxes(A, 1, 2) + d * np.eye(d)),
                     jnp.asarray(rng.standard_normal((4, d))),
                     jnp.asarray(rng.uniform(1, 5, 4)), jnp.asarray(rng.standard_normal(4)))
-    flat = K._collapsed_loglik_flat(K._flat_totals(tot), d)
-    assert np.allclose(flat, K.collapsed_loglik(tot), rtol=1e-12, atol=1e-10)
+    flat = KC.collapsed_loglik_flat(KC.flat_totals(tot), d)
+    assert np.allclose(flat, KC.collapsed_loglik(tot), rtol=1e-12, atol=1e-10)

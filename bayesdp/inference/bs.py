@@ -1,5 +1,5 @@
 """MCMC-B&S: Bernstein & Sheldon (2019)'s Gibbs sampler, distributed and (eps, delta)-DP
-(paper appendix C.1; the authors' ``MCMC_DP_LR_BS``, anchor report section 5.5).
+(paper appendix C.1).
 
 Each holder j releases ss_hat_j = [vech(S_j), z_j, y_j^T y_j] + Gaussian noise (V_j), made by
 ``bayesdp.release(..., include_yty=True)``. The latent sums ss_j get the central-limit prior
@@ -21,6 +21,17 @@ N(n_j mu, n_j Sigma), with (mu, Sigma) the exact moments of one row's statistic
 Lambda_0 = b/(a-1) I (the authors' and Bernstein & Sheldon's NIG prior; it is not the
 N(m, C) prior of the other methods). Every sweep costs O(J D'^3) = O(J d^6), D' = d(d+1)/2 + d + 1.
 The sweep is a pure function iterated by ``jax.lax.scan``; chains are ``vmap``-ed.
+
+What the sweep targets. Step 3 is an exact Gibbs step of ``bayesdp.models.bs.bs_model``: it
+draws each ss_j from that model's conditional given (Sigma_x, theta, sigma_y^2, ss_hat_j)
+(tests/test_bs.py checks it against the model's log density). Steps 1 and 4 are not conditionals
+of ``bs_model``: they are the conditionals of the exact Gaussian-row model (x_i ~ N(0, Sigma_x),
+y_i ~ N(x_i^T theta, sigma_y^2), the NIG prior) given the statistics sum_j ss_j as if they were
+that model's sufficient statistics, with S replaced by nearest_psd(S) + shift I. Under
+``bs_model`` the conditionals of Sigma_x and of (theta, sigma_y^2) also carry the central-limit
+factors N(ss_j; n_j mu, n_j Sigma), whose mean and covariance depend on all three, so the sweep
+does not leave ``bs_model``'s posterior invariant; it is the sampler of appendix C.1 as
+published, kept for comparison.
 """
 
 from __future__ import annotations
@@ -33,14 +44,6 @@ from ..errors import BayesdpInputError
 from ..models import bs as bs_model
 from . import closed_form
 from .fit import MethodResult, register_method
-
-
-def _nearest_psd_jax(S):
-    import jax.numpy as jnp
-
-    S = 0.5 * (S + S.T)
-    w, E = jnp.linalg.eigh(S)
-    return (E * jnp.maximum(w, 0.0)) @ E.T
 
 
 def sample_inv_wishart(key, scale, df):
@@ -65,6 +68,24 @@ def sample_inv_wishart(key, scale, df):
     return B @ B.T
 
 
+def draw_stats(key, mu, Sig_chol, ss_hat, V, V_half, n):
+    """Step 3 for one holder: ss ~ N(n mu, n Sigma) x N(ss_hat; ss, V) (Sigma = Sig_chol
+    Sig_chol^T, V = V_half V_half^T) by Matheron's rule: a prior draw ss0 and a noise draw e,
+    then ss = ss0 + n Sigma (V + n Sigma)^{-1} (ss_hat - ss0 - e)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.scipy.linalg import cho_solve
+
+    Dp = mu.shape[-1]
+    k1, k2 = jax.random.split(key)
+    prior = n * mu + jnp.sqrt(n) * (Sig_chol @ jax.random.normal(k1, (Dp,), dtype=mu.dtype))
+    noise = V_half @ jax.random.normal(k2, (Dp,), dtype=mu.dtype)
+    M = V + n * (Sig_chol @ Sig_chol.T)
+    Mc = jnp.linalg.cholesky(0.5 * (M + M.T))
+    corr = cho_solve((Mc, True), ss_hat - prior - noise)
+    return prior + n * (Sig_chol @ (Sig_chol.T @ corr))
+
+
 def _build_sampler(d, num_iter, num_keep):
     """A jitted function running one chain of ``num_iter`` sweeps and keeping the last ``num_keep``."""
     import jax
@@ -72,15 +93,6 @@ def _build_sampler(d, num_iter, num_keep):
     from jax.scipy.linalg import cho_solve, solve_triangular
 
     Dp = bs_model.stat_dim(d)
-
-    def draw_ss(key, mu, Sig_chol, ss_hat, V, V_half, n):
-        k1, k2 = jax.random.split(key)
-        prior = n * mu + jnp.sqrt(n) * (Sig_chol @ jax.random.normal(k1, (Dp,), dtype=mu.dtype))
-        noise = V_half @ jax.random.normal(k2, (Dp,), dtype=mu.dtype)
-        M = V + n * (Sig_chol @ Sig_chol.T)
-        Mc = jnp.linalg.cholesky(0.5 * (M + M.T))
-        corr = cho_solve((Mc, True), ss_hat - prior - noise)
-        return prior + n * (Sig_chol @ (Sig_chol.T @ corr))
 
     def run(key, init, data):
         ss_hat, V, V_half, n, Lam, kappa, L0, m, a, b, shift = data
@@ -95,10 +107,10 @@ def _build_sampler(d, num_iter, num_keep):
             mu, Sig = bs_model.row_moments(Sigma_x, theta, s2)
             jit_ = 1e-12 * jnp.mean(jnp.diag(Sig))
             Sig_chol = jnp.linalg.cholesky(Sig + jit_ * jnp.eye(Dp, dtype=Sig.dtype))
-            ss = jax.vmap(draw_ss, in_axes=(0, None, None, 0, 0, 0, 0))(
+            ss = jax.vmap(draw_stats, in_axes=(0, None, None, 0, 0, 0, 0))(
                 jax.random.split(k2, J), mu, Sig_chol, ss_hat, V, V_half, n)
             S, z, yy = bs_model.stats_to_parts(jnp.sum(ss, axis=0), d)
-            XXT = _nearest_psd_jax(S) + shift * eye
+            XXT = closed_form.nearest_psd(S) + shift * eye
             Ln = XXT + L0
             Lc = jnp.linalg.cholesky(0.5 * (Ln + Ln.T))
             mu_n = cho_solve((Lc, True), z + L0 @ m)
@@ -120,7 +132,7 @@ _SAMPLERS: OrderedDict = OrderedDict()
 SAMPLER_CACHE_SIZE = 2
 """Compiled B&S samplers kept, one per (d, iterations, kept draws); the least recently used
 beyond this are dropped and their compiled code cleared (``clear_cache`` of the jitted function);
-each new shape used to keep about 700 memory maps and 25 MiB for good (measured)."""
+without that, each new shape keeps about 700 memory maps and 25 MiB for good (measured)."""
 
 
 def _cached_sampler(key):

@@ -27,12 +27,16 @@ SIGMA_Y_RULES = ("paper", "paper-code")
 def nearest_psd(S):
     """Nearest symmetric PSD matrix in Frobenius norm: clip negative eigenvalues (Higham 1988).
 
-    Works on one (d, d) matrix or a stack (J, d, d).
+    Works on one (d, d) matrix or a stack (J, d, d), of NumPy values or of JAX arrays (also
+    inside traced code, e.g. the MCMC-B&S sweep).
     """
-    S = np.asarray(S, dtype=float)
-    S = 0.5 * (S + np.swapaxes(S, -1, -2))
-    w, E = np.linalg.eigh(S)
-    return np.einsum("...ik,...k,...jk->...ij", E, np.maximum(w, 0.0), E)
+    if type(S).__module__.startswith("jax"):
+        import jax.numpy as xp
+    else:
+        xp, S = np, np.asarray(S, dtype=float)
+    S = 0.5 * (S + xp.swapaxes(S, -1, -2))
+    w, E = xp.linalg.eigh(S)
+    return xp.einsum("...ik,...k,...jk->...ij", E, xp.maximum(w, 0.0), E)
 
 
 def plugin_sigma_y2(release, rule="paper"):

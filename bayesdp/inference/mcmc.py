@@ -1,6 +1,6 @@
-"""numpyro ``MCMCKernel`` wrappers of the hand-written kernels, NUTS on the same models, and the
-``fit`` methods ``"normalx"``, ``"normalx-collapsed"``, ``"fixeds"``, ``"nuts-normalx"`` and
-``"nuts-fixeds"``.
+"""The MCMC ``fit`` methods (the table :data:`MCMC_METHODS`): the hand-written kernels of
+:mod:`bayesdp.inference.kernels` run as numpyro ``MCMCKernel``s (:mod:`.dp_kernel`), and numpyro's
+NUTS on the same models (:mod:`bayesdp.models.regression`).
 
 Chains run through ``numpyro.infer.MCMC``; the hand-written kernels default to
 ``chain_method="vectorized"`` (one compiled program for all chains, no global device setting)
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -22,132 +22,6 @@ from . import closed_form
 from .fit import MethodResult, register_method
 
 TARGET_ACCEPT = 0.2
-
-
-class ChainState(NamedTuple):
-    """State carried by :class:`DPKernel` through numpyro's MCMC loop.
-
-    ``z`` is the position as a dict of constrained values (the draw numpyro collects);
-    ``tuning`` the proposal parameters (adapted while ``i < num_warmup``); ``info`` the
-    acceptance diagnostics of the last sweep.
-    """
-
-    i: object
-    z: dict
-    tuning: object
-    info: object
-    rng_key: object
-
-
-def _mcmc_kernel_base():
-    from numpyro.infer.mcmc import MCMCKernel
-
-    return MCMCKernel
-
-
-def _make_kernel_class():
-    import jax
-    import jax.numpy as jnp
-    from numpyro.util import is_prng_key
-
-    from . import kernels as K
-
-    class DPKernel(_mcmc_kernel_base()):
-        """A hand-written sweep (``kernels.normalx_step``, ``collapsed_step``, ``fixeds_step``)
-        as a numpyro ``MCMCKernel``; the model's only argument is a ``ModelData``."""
-
-        sample_field = "z"
-
-        def __init__(self, model, step, state_cls, init_position, *, target_accept_S=TARGET_ACCEPT,
-                     target_accept_sigma_y2=TARGET_ACCEPT, log_alpha_init=None, log_step_init=0.0,
-                     step_kwargs=None):
-            self._model = model
-            self._step = step
-            self._state_cls = state_cls
-            self._init_position = init_position
-            self._targets = (float(target_accept_S), float(target_accept_sigma_y2))
-            self._log_alpha_init = log_alpha_init
-            self._log_step_init = float(log_step_init)
-            self._step_kwargs = dict(step_kwargs or {})
-            self._num_warmup = 0
-            self._sample_fn = None
-            self._info_shapes = None
-
-        def set_initial_values(self, init_position, log_alpha_init, log_step_init):
-            """New starting values for the next ``init`` (they are not part of the compiled
-            sweep, so a cached kernel can be reused for another release of the same shape)."""
-            self._init_position = init_position
-            self._log_alpha_init = log_alpha_init
-            self._log_step_init = float(log_step_init)
-
-        @property
-        def model(self):
-            return self._model
-
-        @property
-        def default_fields(self):
-            return ("z",)
-
-        def _init_one(self, rng_key, data):
-            J, d = data.z_hat.shape
-            z = {k: jnp.asarray(v) for k, v in self._init_position.items()}
-            la = (jnp.zeros(J) if self._log_alpha_init is None
-                  else jnp.asarray(self._log_alpha_init, dtype=jnp.float64))
-            log_group = 0.0 if self._step is K.normalx_step else K.LOG_GROUP_STEP_INIT
-            tuning = K.Tuning(la, jnp.asarray(self._log_step_init, dtype=jnp.float64),
-                              jnp.asarray(log_group, dtype=jnp.float64))
-            # zeros shaped like the step's own Info (kernels report different fields)
-            key = (J, d)
-            if self._info_shapes is None or self._info_shapes[0] != key:
-                shapes = jax.eval_shape(
-                    lambda k: self._step(k, self._state_cls(**z), data, tuning,
-                                         **self._step_kwargs)[1], rng_key)
-                self._info_shapes = (key, shapes)
-            info = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), self._info_shapes[1])
-            return ChainState(jnp.zeros((), jnp.int32), z, tuning, info, rng_key)
-
-        def _sample_one(self, state, data):
-            key, sub = jax.random.split(state.rng_key)
-            position = self._state_cls(**state.z)
-            new, info = self._step(sub, position, data, state.tuning, **self._step_kwargs)
-            d = data.z_hat.shape[-1]
-            adapted = K.adapt(state.tuning, info, state.i, *self._targets,
-                              min_log_alpha=math.log(d + 1.0))
-            warm = state.i < self._num_warmup
-            tuning = jax.tree.map(lambda a, b: jnp.where(warm, a, b), adapted, state.tuning)
-            return ChainState(state.i + 1, new._asdict(), tuning, info, key)
-
-        def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-            self._num_warmup = int(num_warmup)
-            data = model_args[0]
-            if is_prng_key(rng_key):
-                self._sample_fn = self._sample_one
-                return self._init_one(rng_key, data)
-            self._sample_fn = jax.vmap(self._sample_one, in_axes=(0, None))
-            return jax.vmap(self._init_one, in_axes=(0, None))(rng_key, data)
-
-        def sample(self, state, model_args, model_kwargs):
-            return self._sample_fn(state, model_args[0])
-
-        def postprocess_fn(self, model_args, model_kwargs):
-            return lambda z: z
-
-        def get_diagnostics_str(self, state):
-            return "acc S {:.2f}, acc sigma_y2 {:.2f}".format(
-                float(jnp.mean(state.info.accept_prob_S)), float(state.info.accept_prob_sigma_y2))
-
-    return DPKernel
-
-
-_KERNEL_CLASS = None
-
-
-def dp_kernel_class():
-    """The ``DPKernel`` class (built lazily so importing bayesdp does not import JAX)."""
-    global _KERNEL_CLASS
-    if _KERNEL_CLASS is None:
-        _KERNEL_CLASS = _make_kernel_class()
-    return _KERNEL_CLASS
 
 
 _MCMC_CACHE = OrderedDict()
@@ -371,16 +245,50 @@ def _np(x):
 # ---------------------------------------------------------------------------------------------
 
 
+def _fixeds_setup(release, priors, s2_0, fixed_s, s_noise):
+    """Model, data and start of the fixedS model (hand-written kernels and NUTS), and the
+    s_noise used and the eiv plug-in theta (:func:`fixeds_z_noise`)."""
+    from ..models import regression as R
+
+    S_fix = closed_form.fixed_s_estimate(release, fixed_s)
+    z_noise, s_noise, theta_eiv = fixeds_z_noise(release, priors, S_fix, s2_0, fixed_s, s_noise)
+    data = R.model_data(release, priors, S_fixed=S_fix, z_noise=z_noise)
+    pos = initial_position(release, priors, S_fix + 1e-9 * np.eye(release.d), s2_0)
+    pos = {"theta": pos["theta"], "sigma_y2": pos["sigma_y2"]}
+    return R.fixeds_model, data, pos, s_noise, theta_eiv
+
+
+def _normalx_start(release):
+    """The checks of the normalX model, and the S its chains start from (the authors' psd+I
+    estimate)."""
+    _check_release_for_normalx(release)
+    return closed_form.fixed_s_estimate(release, "psd+I")
+
+
+def _kernel(kind):
+    """``(init, step, whether sigma_y^2 is slice sampled)`` of a hand-written kernel."""
+    from .kernels import collapsed, fixeds, fixeds_paper, normalx_interweaved, normalx_paper
+
+    return {
+        "normalx": (normalx_interweaved.init, normalx_interweaved.normalx_step, True),
+        "normalx-paper": (normalx_paper.init, normalx_paper.normalx_paper_step, False),
+        "collapsed": (collapsed.init, collapsed.collapsed_step, False),
+        "fixeds": (fixeds.init, fixeds.fixeds_step, True),
+        "fixeds-paper": (fixeds_paper.init, fixeds_paper.fixeds_paper_step, False),
+        "fixeds-theta": (fixeds_paper.init, fixeds_paper.fixeds_theta_step, False),
+    }[kind]
+
+
 def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, num_warmup,
                      progress_bar, target_accept=TARGET_ACCEPT, target_accept_sigma_y2=None,
                      alpha_init=None, sigma_y2_step=None, fixed_s="psd", fix_sigma_y2=None,
-                     chain_method=None, proposal_ratio=True, s_noise=None, build_only=False):
+                     chain_method=None, s_noise=None, build_only=False):
     enable_x64()
     _compilation_cache_from_env()
     from numpyro.infer import MCMC
 
     from ..models import regression as R
-    from . import kernels as K
+    from .dp_kernel import DPKernel
 
     ta = _check_target("target_accept", target_accept)
     tsy = ta if target_accept_sigma_y2 is None else _check_target("target_accept_sigma_y2",
@@ -389,30 +297,19 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
     if not s2_0 > 0:
         raise BayesdpInputError(f"fix_sigma_y2 must be > 0, got {fix_sigma_y2!r}")
     if kind in ("fixeds", "fixeds-paper"):
-        S_fix = closed_form.fixed_s_estimate(release, fixed_s)
-        z_noise, s_noise, theta_eiv = fixeds_z_noise(release, priors, S_fix, s2_0, fixed_s,
-                                                     s_noise)
-        data = R.model_data(release, priors, S_fixed=S_fix, z_noise=z_noise)
-        model = R.fixeds_model
-        pos = initial_position(release, priors, S_fix + 1e-9 * np.eye(release.d), s2_0)
-        pos = {"theta": pos["theta"], "sigma_y2": pos["sigma_y2"]}
-        step = {"fixeds": K.fixeds_step, "fixeds-paper": K.fixeds_paper_step}[kind] \
-            if fix_sigma_y2 is None else K.fixeds_theta_step
-        state_cls, step_kwargs, la = K.FixedSState, {}, np.zeros(release.J)
+        model, data, pos, s_noise, theta_eiv = _fixeds_setup(release, priors, s2_0, fixed_s,
+                                                             s_noise)
+        init, step, slice_s2 = _kernel(kind if fix_sigma_y2 is None else "fixeds-theta")
+        la = np.zeros(release.J)
     else:
         if fixed_s != "psd" or fix_sigma_y2 is not None or s_noise is not None:
             raise BayesdpInputError(
                 "fixed_s, fix_sigma_y2 and s_noise are options of method 'fixeds' only")
-        _check_release_for_normalx(release)
+        pos = initial_position(release, priors, _normalx_start(release), s2_0)
         data = R.model_data(release, priors)
         model = R.normalx_model
-        S0 = closed_form.fixed_s_estimate(release, "psd+I")  # the authors' start
-        pos = initial_position(release, priors, S0, s2_0)
-        step = {"normalx": K.normalx_step, "normalx-paper": K.normalx_paper_step,
-                "collapsed": K.collapsed_step}[kind]
-        state_cls, step_kwargs = K.NormalXState, {"proposal_ratio": bool(proposal_ratio)}
+        init, step, slice_s2 = _kernel(kind)
         la = initial_log_alpha(release, alpha_init)
-    slice_s2 = step in K.SLICE_SIGMA_Y2_STEPS
     if sigma_y2_step is None:
         sigma_y2_step = 1.0 if slice_s2 else 0.1 * s2_0  # slice: a width on the log scale
     elif not float(sigma_y2_step) > 0:
@@ -421,9 +318,8 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
     log_step0 = math.log(float(sigma_y2_step))
 
     def make():
-        kernel = dp_kernel_class()(model, step, state_cls, pos, target_accept_S=ta,
-                                   target_accept_sigma_y2=tsy, log_alpha_init=la,
-                                   log_step_init=log_step0, step_kwargs=step_kwargs)
+        kernel = DPKernel(model, init, step, pos, target_accept_S=ta, target_accept_sigma_y2=tsy,
+                          log_alpha_init=la, log_step_init=log_step0)
         return MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples,
                     num_chains=num_chains, chain_method=cm, progress_bar=pb, jit_model_args=True)
 
@@ -431,8 +327,8 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
         return make(), data
     # Reuse the compiled sampler of an earlier fit with the same kernel, options and shapes.
     shapes = tuple((k, np.shape(v), str(np.asarray(v).dtype)) for k, v in data._asdict().items())
-    key = ("handwritten", step, model, tuple(sorted(step_kwargs.items())), ta, tsy,
-           int(num_warmup), int(num_samples), int(num_chains), cm, pb, shapes)
+    key = ("handwritten", step, model, ta, tsy, int(num_warmup), int(num_samples),
+           int(num_chains), cm, pb, shapes)
     mcmc = _cached_mcmc(key, make)
     mcmc.sampler.set_initial_values(pos, la, log_step0)
     _run_mcmc(mcmc, seed, data, ("info", "tuning"))
@@ -460,16 +356,16 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
         stats["alpha_S"] = np.exp(_np(tuning.log_alpha))
         dims = {"acceptance_rate_S": ["holder"], "alpha_S": ["holder"]}
         attrs["acceptance_rate_S_mean"] = np.mean(_np(info.accept_prob_S), axis=(0, 1))
-        attrs["proposal_ratio"] = int(bool(proposal_ratio))
-        if info.accept_prob_prior is not None:  # prior-proposal moves (collapsed kernels)
+        attrs["proposal_ratio"] = 1  # every kernel has its Hastings correction
+        if hasattr(info, "accept_prob_prior"):  # prior-proposal moves (collapsed kernels)
             stats["acceptance_rate_S_prior"] = _np(info.accept_prob_prior)
             dims["acceptance_rate_S_prior"] = ["holder"]
             attrs["acceptance_rate_S_prior_mean"] = np.mean(_np(info.accept_prob_prior),
                                                             axis=(0, 1))
         # normalx's non-centred move / normalx-collapsed's group move (both scaled by
         # tuning.log_group_step)
-        for name, prob, scale in (("noncentred", info.accept_prob_noncentred, "scale_noncentred"),
-                                  ("group", info.accept_prob_group, "step_size_group")):
+        for name, scale in (("noncentred", "scale_noncentred"), ("group", "step_size_group")):
+            prob = getattr(info, f"accept_prob_{name}", None)
             if prob is not None:
                 stats[f"acceptance_rate_{name}"] = _np(prob)
                 stats[scale] = np.exp(_np(tuning.log_group_step))
@@ -496,17 +392,57 @@ def _jax_versions():
     return {"numpyro_version": numpyro.__version__, "jax_version": jax.__version__}
 
 
-def build_mcmc(method, release, priors, *, num_samples, num_warmup, num_chains=1, **options):
-    """The ``numpyro.infer.MCMC`` object (not run) and its model data for a method; used by
-    ``benchmarks/bench_samplers.py`` to time sampling after compilation."""
-    kw = dict(seed=0, num_samples=num_samples, num_chains=num_chains, num_warmup=num_warmup,
-              progress_bar=False, build_only=True, **options)
-    if method.startswith("nuts-"):
-        return _run_nuts(method[5:], release, priors, **kw)
-    if method == "normalx":
-        return _run_nuts("normalx-noncentred", release, priors, **kw)
-    kind = {"normalx-collapsed": "collapsed", "normalx-interweaved": "normalx"}.get(method, method)
-    return _run_handwritten(kind, release, priors, **kw)
+class MCMCMethod(NamedTuple):
+    """A ``fit`` method of this module: ``sampler`` "nuts" runs numpyro's NUTS on the model of
+    ``kind`` (:func:`_run_nuts`, which checks its own options); "kernel" runs the hand-written
+    kernel ``kind`` (:func:`_kernel`, :func:`_run_handwritten`) and ``options`` maps each option
+    the method takes to the argument of :func:`_run_handwritten` it sets."""
+
+    sampler: str
+    kind: str
+    options: Optional[dict]
+    description: str
+
+
+# the options of the normalX kernels: target acceptance of the S_j moves (and of sigma_y^2, by
+# default the same), the initial alpha_j, the initial step (or slice width) on sigma_y^2
+_NORMALX_OPTIONS = {k: k for k in ("target_accept", "target_accept_sigma_y2", "alpha_init",
+                                   "sigma_y2_step", "chain_method")}
+# the options of the fixedS kernels: ``target_accept`` is that of sigma_y^2; ``fixed_s="psd+I"``
+# is the authors' code; ``fix_sigma_y2`` holds sigma_y^2 at a value (theta Gibbs only);
+# ``s_noise`` is the treatment of a general noise covariance (:func:`fixeds_z_noise`)
+_FIXEDS_OPTIONS = {"target_accept": "target_accept_sigma_y2", "sigma_y2_step": "sigma_y2_step",
+                   "fixed_s": "fixed_s", "fix_sigma_y2": "fix_sigma_y2", "s_noise": "s_noise",
+                   "chain_method": "chain_method"}
+
+MCMC_METHODS = {
+    "normalx": MCMCMethod(
+        "nuts", "normalx-noncentred", None,
+        "MCMC-normalX, the default sampler of the normalX model: numpyro NUTS on the "
+        "model in non-centred form (S_j = L_x A_j A_j^T L_x^T, Bartlett factors A_j)"),
+    "normalx-interweaved": MCMCMethod(
+        "kernel", "normalx", _NORMALX_OPTIONS,
+        "the normalX model by a hand-written kernel: centred and non-centred (Sigma_x, "
+        "S) MH moves interwoven, theta integrated out, slice sampling of sigma_y^2"),
+    "normalx-paper": MCMCMethod(
+        "kernel", "normalx-paper", _NORMALX_OPTIONS,
+        "MCMC-normalX exactly as Algorithm 1 (Gibbs Sigma_x, Wishart-proposal MH on "
+        "each S_j, Gibbs theta, RW-MH sigma_y^2), for reproducing the paper"),
+    "normalx-collapsed": MCMCMethod(
+        "kernel", "collapsed", _NORMALX_OPTIONS,
+        "normalX with theta integrated out of the S_j and sigma_y^2 moves, then theta | S"
+        " (same target as 'normalx', better mixing of theta)"),
+    "fixeds": MCMCMethod(
+        "kernel", "fixeds", _FIXEDS_OPTIONS,
+        "MCMC-fixedS (Algorithm 2's target): S_j fixed at the nearest PSD matrix of "
+        "S_hat_j; slice sampling of log sigma_y^2 with theta integrated out, Gibbs theta"),
+    "fixeds-paper": MCMCMethod(
+        "kernel", "fixeds-paper", _FIXEDS_OPTIONS,
+        "MCMC-fixedS exactly as Algorithm 2 (Gibbs theta, RW-MH sigma_y^2), for "
+        "reproducing the paper; 'fixeds' samples the same posterior and mixes better"),
+    "nuts-normalx": MCMCMethod("nuts", "normalx", None, "numpyro NUTS on the normalX model"),
+    "nuts-fixeds": MCMCMethod("nuts", "fixeds", None, "numpyro NUTS on the fixedS model"),
+}
 
 
 def _no_extra(options, method):
@@ -515,60 +451,31 @@ def _no_extra(options, method):
             f"unknown option(s) for method {method!r}: {sorted(options)}")
 
 
-def run_normalx(release, priors, **kw):
-    """The normalX model's default sampler: numpyro NUTS on its non-centred form
-    (:func:`bayesdp.models.regression.normalx_noncentred_model`)."""
-    return _run_nuts("normalx-noncentred", release, priors, **kw)
+def _runner(method):
+    """The function ``fit(method=method)`` calls."""
+    m = MCMC_METHODS[method]
+    if m.sampler == "nuts":
+        def run(release, priors, **kw):
+            return _run_nuts(m.kind, release, priors, **kw)
+    else:
+        def run(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
+                **options):
+            _no_extra({k: v for k, v in options.items() if k not in m.options}, method)
+            return _run_handwritten(m.kind, release, priors, seed=seed, num_samples=num_samples,
+                                    num_chains=num_chains, num_warmup=num_warmup,
+                                    progress_bar=progress_bar,
+                                    **{m.options[k]: v for k, v in options.items()})
+    run.__doc__ = m.description
+    return run
 
 
-def run_normalx_interweaved(release, priors, *, seed, num_samples, num_chains, num_warmup,
-                            progress_bar, target_accept=TARGET_ACCEPT,
-                            target_accept_sigma_y2=None, alpha_init=None, sigma_y2_step=None,
-                            chain_method=None, _kind="normalx", **options):
-    """The normalX model's posterior by ``kernels.normalx_step`` (centred and non-centred
-    moves of (Sigma_x, S) interwoven, slice sampling of sigma_y^2, theta integrated out of
-    every MH move); ``_kind="normalx-paper"`` runs Algorithm 1 exactly as published."""
-    _no_extra(options, "normalx-interweaved" if _kind == "normalx" else _kind)
-    return _run_handwritten(_kind, release, priors, seed=seed, num_samples=num_samples,
-                            num_chains=num_chains, num_warmup=num_warmup,
-                            progress_bar=progress_bar, target_accept=target_accept,
-                            target_accept_sigma_y2=target_accept_sigma_y2, alpha_init=alpha_init,
-                            sigma_y2_step=sigma_y2_step, chain_method=chain_method)
-
-
-def run_normalx_paper(release, priors, **kw):
-    """MCMC-normalX exactly as Algorithm 1 (``kernels.normalx_paper_step``), for reproducing
-    the paper."""
-    return run_normalx_interweaved(release, priors, _kind="normalx-paper", **kw)
-
-
-def run_collapsed(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
-                  target_accept=TARGET_ACCEPT, target_accept_sigma_y2=None, alpha_init=None,
-                  sigma_y2_step=None, chain_method=None, **options):
-    """normalX with theta integrated out of the S_j and sigma_y^2 moves."""
-    _no_extra(options, "normalx-collapsed")
-    return _run_handwritten("collapsed", release, priors, seed=seed, num_samples=num_samples,
-                            num_chains=num_chains, num_warmup=num_warmup,
-                            progress_bar=progress_bar, target_accept=target_accept,
-                            target_accept_sigma_y2=target_accept_sigma_y2, alpha_init=alpha_init,
-                            sigma_y2_step=sigma_y2_step, chain_method=chain_method)
-
-
-def run_fixeds(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
-               target_accept=TARGET_ACCEPT, sigma_y2_step=None, fixed_s="psd",
-               fix_sigma_y2=None, s_noise=None, chain_method=None, _kind="fixeds", **options):
-    """MCMC-fixedS (the target of Algorithm 2) by collapsed Gibbs: slice sampling of
-    log sigma_y^2 with theta integrated out, then theta | sigma_y^2 (``kernels.fixeds_step``).
-    ``fixed_s="psd+I"`` is the authors' code; ``fix_sigma_y2`` holds sigma_y^2 at a value
-    (theta Gibbs only); ``s_noise`` is the treatment of a general noise covariance
-    (:func:`fixeds_z_noise`); ``sigma_y2_step`` is the initial slice width on the log scale."""
-    _no_extra(options, _kind)
-    return _run_handwritten(_kind, release, priors, seed=seed, num_samples=num_samples,
-                            num_chains=num_chains, num_warmup=num_warmup,
-                            progress_bar=progress_bar, target_accept_sigma_y2=target_accept,
-                            sigma_y2_step=sigma_y2_step, fixed_s=fixed_s,
-                            fix_sigma_y2=fix_sigma_y2, s_noise=s_noise,
-                            chain_method=chain_method)
+def build_mcmc(method, release, priors, *, num_samples, num_warmup, num_chains=1, **options):
+    """The ``numpyro.infer.MCMC`` object (not run) and its model data for a method; used by
+    ``benchmarks/bench_samplers.py`` to time sampling after compilation."""
+    kw = dict(seed=0, num_samples=num_samples, num_chains=num_chains, num_warmup=num_warmup,
+              progress_bar=False, build_only=True, **options)
+    m = MCMC_METHODS[method]
+    return (_run_nuts if m.sampler == "nuts" else _run_handwritten)(m.kind, release, priors, **kw)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -591,19 +498,13 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
     tap = _check_target("target_accept_prob", target_accept_prob)
     s2_0 = initial_sigma_y2(release, priors)
     if kind == "fixeds":
-        S_fix = closed_form.fixed_s_estimate(release, fixed_s)
-        z_noise, s_noise, theta_eiv = fixeds_z_noise(release, priors, S_fix, s2_0, fixed_s,
-                                                     s_noise)
-        data = R.model_data(release, priors, S_fixed=S_fix, z_noise=z_noise)
-        model = R.fixeds_model
-        pos = initial_position(release, priors, S_fix + 1e-9 * np.eye(release.d), s2_0)
-        pos = {"theta": pos["theta"], "sigma_y2": pos["sigma_y2"]}
+        model, data, pos, s_noise, theta_eiv = _fixeds_setup(release, priors, s2_0, fixed_s,
+                                                             s_noise)
     else:
         if fixed_s != "psd" or s_noise is not None:
             raise BayesdpInputError(
                 "fixed_s and s_noise are options of the fixedS methods only")
-        _check_release_for_normalx(release)
-        S0 = closed_form.fixed_s_estimate(release, "psd+I")
+        S0 = _normalx_start(release)
         if release.intercept:  # appendix B.2's model (models/regression.py)
             theta0 = initial_position(release, priors, S0, s2_0)["theta"]
             model, data, pos = R.intercept_setup(release, priors, S0, s2_0, theta0)
@@ -669,39 +570,6 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
     return MethodResult(posterior=posterior, sample_stats=stats, attrs=attrs)
 
 
-def run_nuts_normalx(release, priors, **kw):
-    """numpyro NUTS on the normalX model (S_j latent, bijected to the PD cone)."""
-    return _run_nuts("normalx", release, priors, **kw)
-
-
-def run_nuts_fixeds(release, priors, **kw):
-    """numpyro NUTS on the fixedS model (theta, sigma_y^2 latent)."""
-    return _run_nuts("fixeds", release, priors, **kw)
-
-
-register_method("normalx", run_normalx,
-                "MCMC-normalX, the default sampler of the normalX model: numpyro NUTS on the "
-                "model in non-centred form (S_j = L_x A_j A_j^T L_x^T, Bartlett factors A_j)")
-register_method("normalx-interweaved", run_normalx_interweaved,
-                "the normalX model by a hand-written kernel: centred and non-centred (Sigma_x, "
-                "S) MH moves interwoven, theta integrated out, slice sampling of sigma_y^2")
-register_method("normalx-paper", run_normalx_paper,
-                "MCMC-normalX exactly as Algorithm 1 (Gibbs Sigma_x, Wishart-proposal MH on "
-                "each S_j, Gibbs theta, RW-MH sigma_y^2), for reproducing the paper")
-register_method("normalx-collapsed", run_collapsed,
-                "normalX with theta integrated out of the S_j and sigma_y^2 moves, then theta | S"
-                " (same target as 'normalx', better mixing of theta)")
-register_method("fixeds", run_fixeds,
-                "MCMC-fixedS (Algorithm 2's target): S_j fixed at the nearest PSD matrix of "
-                "S_hat_j; slice sampling of log sigma_y^2 with theta integrated out, Gibbs theta")
-def run_fixeds_paper(release, priors, **kw):
-    """MCMC-fixedS exactly as Algorithm 2: Gibbs theta, random-walk MH on sigma_y^2 with the
-    authors' step adaptation (``kernels.fixeds_paper_step``); for reproducing the paper."""
-    return run_fixeds(release, priors, _kind="fixeds-paper", **kw)
-
-
-register_method("fixeds-paper", run_fixeds_paper,
-                "MCMC-fixedS exactly as Algorithm 2 (Gibbs theta, RW-MH sigma_y^2), for "
-                "reproducing the paper; 'fixeds' samples the same posterior and mixes better")
-register_method("nuts-normalx", run_nuts_normalx, "numpyro NUTS on the normalX model")
-register_method("nuts-fixeds", run_nuts_fixeds, "numpyro NUTS on the fixedS model")
+for _name in MCMC_METHODS:
+    register_method(_name, _runner(_name), MCMC_METHODS[_name].description)
+del _name

@@ -1,0 +1,65 @@
+"""The proposal parameters of the kernels and their adaptation during warm-up."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+LOG_GROUP_STEP_INIT = -4.6  # log 0.01: initial scale of the collapsed kernel's group move
+TARGET_NONCENTRED = 0.5  # acceptance the scale of the non-centred move is adapted to
+
+
+class Tuning(NamedTuple):
+    """Proposal parameters, adapted in warm-up only.
+
+    log_alpha: (J,) log alpha_j of the Wishart proposals W(S_j/alpha_j, alpha_j) (larger alpha =
+        smaller moves); unused by the fixedS kernels.
+    log_step: () log of the random-walk step on sigma_y^2, or of the slice width on
+        log sigma_y^2 (kernels that slice sample it).
+    log_group_step: () log scale of the collapsed kernel's group move, or log c of the
+        interweaved kernel's non-centred move; unused by the other kernels.
+    """
+
+    log_alpha: jax.Array
+    log_step: jax.Array
+    log_group_step: jax.Array = LOG_GROUP_STEP_INIT
+
+
+def adapt(tuning: Tuning, info, i, target_accept_S=0.2, target_accept_sigma_y2=0.2,
+          min_log_alpha=None):
+    """Robbins-Monro update toward the target acceptance (Andrieu & Thoms 2008), gain
+    gamma_i = (i + 1)^{-0.6} as in the authors' code:
+
+        log alpha_j <- log alpha_j - gamma_i (accept_prob_S_j - target)   (larger alpha = smaller)
+        log step    <- log step    + gamma_i (accept_prob_sigma_y2 - target)
+        log tau     <- log tau     + gamma_i (accept_prob_group - target_S)   (collapsed only)
+        log w       <- log w + gamma_i (log(3 |jump|) - log w)     (slice width, slice kernels)
+        log c       <- min(0, log c + gamma_i (accept_prob_noncentred - 0.5))   (interweaved)
+
+    ``info`` is the Info of any kernel; the updates of the fields it lacks are skipped. Used
+    only during warm-up, so the kept draws come from a fixed, valid kernel.
+    """
+    gamma = (i + 1.0) ** -0.6
+    log_alpha = tuning.log_alpha - gamma * (info.accept_prob_S - target_accept_S)
+    if min_log_alpha is not None:
+        log_alpha = jnp.maximum(log_alpha, min_log_alpha)
+    log_step = tuning.log_step + gamma * (info.accept_prob_sigma_y2 - target_accept_sigma_y2)
+    accept_noncentred = getattr(info, "accept_prob_noncentred", None)
+    if accept_noncentred is not None:  # scale c <= 1 of the non-centred move
+        log_group = jnp.minimum(0.0, tuning.log_group_step
+                                + gamma * (accept_noncentred - TARGET_NONCENTRED))
+        return Tuning(log_alpha, adapt_slice(tuning, info, gamma), log_group)
+    if getattr(info, "jump_log_sigma_y2", None) is not None:  # slice width: 3 x the typical move
+        log_step = adapt_slice(tuning, info, gamma)
+    log_group = tuning.log_group_step
+    accept_group = getattr(info, "accept_prob_group", None)
+    if accept_group is not None:
+        log_group = log_group + gamma * (accept_group - target_accept_S)
+    return Tuning(log_alpha, log_step, log_group)
+
+
+def adapt_slice(tuning, info, gamma):
+    return tuning.log_step + gamma * (jnp.log(3.0 * info.jump_log_sigma_y2 + 1e-12)
+                                      - tuning.log_step)
