@@ -2,6 +2,7 @@
 (issue 9, point 3; numbers quoted in docs/methods.md, "Priors").
 
     PYTHONPATH=. python benchmarks/prior_coverage.py --seeds 20 --methods fast fixeds
+    PYTHONPATH=. python benchmarks/prior_coverage.py --seeds 10 --methods normalx --priors default --s release
 
 Setting: bayesdp.simulate(n=100_000, d=5), release at eps = 1, delta = 1e-5 with the simulation's
 public bounds, J = 5. For every seed and method, the fraction of the 5 true coefficients inside
@@ -26,7 +27,7 @@ def posterior_quantiles(idata, var_name, probs=(0.05, 0.95)):
     return np.quantile(bayesdp.diagnostics.posterior_array(idata, var_name), probs, axis=0)
 
 
-def one(seed, methods, priors_kinds, num_samples):
+def one(seed, methods, priors_kinds, num_samples, which_s=("release", "oracle S")):
     sim = bayesdp.simulate(100_000, 5, seed=1000 + seed)
     rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=5,
                           seed=2000 + seed)
@@ -36,6 +37,8 @@ def one(seed, methods, priors_kinds, num_samples):
     for kind in priors_kinds:
         pri = bayesdp.Priors() if kind == "default" else bayesdp.Priors.paper()
         for which, r in (("release", rel), ("oracle S", oracle)):
+            if which not in which_s:
+                continue
             for m in methods:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", bayesdp.ConvergenceWarning)
@@ -58,13 +61,16 @@ def main():
     ap.add_argument("--methods", nargs="+", default=["fast", "fixeds"])
     ap.add_argument("--priors", nargs="+", default=["default", "paper"])
     ap.add_argument("--num-samples", type=int, default=1000)
+    ap.add_argument("--s", nargs="+", default=["release", "oracle"],
+                    choices=["release", "oracle"], help="the release as published, oracle S")
     args = ap.parse_args()
     import pandas as pd
 
     t0 = time.perf_counter()
     rows = []
     for s in range(args.seeds):
-        rows += one(s, args.methods, args.priors, args.num_samples)
+        rows += one(s, args.methods, args.priors, args.num_samples,
+                    ["oracle S" if w == "oracle" else w for w in args.s])
     df = pd.DataFrame(rows)
     agg = {"coverage": "mean"}
     if "s2_covered" in df:
