@@ -230,6 +230,14 @@ def _chain_method(chain_method, default):
     return cm
 
 
+def _data_shapes(data):
+    """(path, shape, dtype) of every array in the model data: the compiled sampler's cache key."""
+    import jax
+
+    return tuple((jax.tree_util.keystr(p), np.shape(v), str(np.asarray(v).dtype))
+                 for p, v in jax.tree_util.tree_leaves_with_path(data))
+
+
 def _keys(seed):
     import jax
 
@@ -326,7 +334,7 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
     if build_only:  # for benchmarks: a fresh MCMC object and its data, not run
         return make(), data
     # Reuse the compiled sampler of an earlier fit with the same kernel, options and shapes.
-    shapes = tuple((k, np.shape(v), str(np.asarray(v).dtype)) for k, v in data._asdict().items())
+    shapes = _data_shapes(data)
     key = ("handwritten", step, model, ta, tsy, int(num_warmup), int(num_samples),
            int(num_chains), cm, pb, shapes)
     mcmc = _cached_mcmc(key, make)
@@ -539,7 +547,7 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
         return make(), data
     # Reuse the compiled sampler of an earlier fit of the same shapes; the starting point of
     # this release is passed as init_params (unconstrained), not baked into the kernel.
-    shapes = tuple((k, np.shape(v), str(np.asarray(v).dtype)) for k, v in data._asdict().items())
+    shapes = _data_shapes(data)
     key = ("nuts", kind, tap, int(max_tree_depth), int(num_warmup), int(num_samples),
            int(num_chains), cm, pb, shapes)
     mcmc = _cached_mcmc(key, make)

@@ -57,7 +57,8 @@ sigma_y^2 ~ InvGamma(a, b), Sigma_x ~ InvWishart(kappa, Lambda)."""
 
 def _data_class(name, fields, doc):
     """A NamedTuple of arrays (a JAX pytree) with these fields."""
-    cls = NamedTuple(name, [(field, object) for field in fields])
+    cls = NamedTuple(name, [(field, object) for field in fields] + [("prior_factors", object)])
+    cls.__new__.__defaults__ = (None,)  # prior_factors: optional (PriorFactors below)
     cls.__doc__ = doc
     return cls
 
@@ -70,7 +71,9 @@ def _arrays(**values):
 
 
 def _prior_arrays(priors):
-    return _arrays(**{k: getattr(priors, k) for k in PRIOR_FIELDS})
+    """The prior hyperparameters as arrays, and their :class:`PriorFactors`."""
+    return dict(_arrays(**{k: getattr(priors, k) for k in PRIOR_FIELDS}),
+                prior_factors=prior_factors(priors.m, priors.C, priors.Lambda))
 
 
 ModelData = _data_class("ModelData", ("S_hat", "z_hat", "n", "sigma_s", "Sigma_z", "S_fixed",
@@ -83,8 +86,49 @@ joint-distribution (Geweke) tests use.
 S_hat (J, d, d), z_hat (J, d), n (J,), sigma_s (J,), Sigma_z (J, d, d); S_fixed (J, d, d)
 (fixedS only; zeros for normalX); prior hyperparameters a, b, m (d,), C (d, d),
 Lambda (d, d), kappa. ``z_hat`` is the released z_hat minus the noise's conditional mean
-given S (zero for the Gaussian mechanism of eqs. (2)-(3)).
+given S (zero for the Gaussian mechanism of eqs. (2)-(3)). ``prior_factors``: the priors'
+:class:`PriorFactors` (None: the non-centred models factorise C and Lambda themselves).
 """)
+
+
+class PriorFactors(NamedTuple):
+    """Factorisations of the fixed prior hyperparameters, computed once per fit (not in every
+    gradient of the non-centred models): C^{-1}, C^{-1} m, m^T C^{-1} m + log|C| and
+    chol(Lambda). A ModelData without them (None) computes them inside the model."""
+
+    C_inv: object
+    C_inv_m: object
+    m_C_m_logdet: object
+    L_Lambda: object
+
+
+def prior_factors(m, C, Lambda) -> PriorFactors:
+    """:class:`PriorFactors` of the priors theta ~ N(m, C), Sigma_x ~ InvWishart(., Lambda)
+    (numpy, then float64 JAX arrays)."""
+    import jax.numpy as jnp
+
+    m, C, Lambda = (np.asarray(v, dtype=np.float64) for v in (m, C, Lambda))
+    L_C = np.linalg.cholesky(C)
+    C_inv = np.linalg.solve(L_C.T, np.linalg.solve(L_C, np.eye(len(m))))
+    C_inv_m = C_inv @ m
+    const = float(m @ C_inv_m + 2.0 * np.sum(np.log(np.diag(L_C))))
+    return PriorFactors(jnp.asarray(C_inv), jnp.asarray(C_inv_m), jnp.asarray(const),
+                        jnp.asarray(np.linalg.cholesky(Lambda)))
+
+
+def _prior_factors_traced(data) -> PriorFactors:
+    """data.prior_factors, or the same computed from data inside the traced model."""
+    if data.prior_factors is not None:
+        return data.prior_factors
+    import jax.numpy as jnp
+    from jax.scipy.linalg import cho_solve
+
+    L_C = jnp.linalg.cholesky(data.C)
+    C_inv = cho_solve((L_C, True), jnp.eye(data.m.shape[0]))
+    C_inv_m = C_inv @ data.m
+    return PriorFactors(C_inv, C_inv_m,
+                        data.m @ C_inv_m + 2.0 * jnp.sum(jnp.log(jnp.diagonal(L_C))),
+                        jnp.linalg.cholesky(data.Lambda))
 
 
 def model_data(release, priors, *, S_fixed=None, z_noise=None) -> ModelData:
@@ -198,11 +242,11 @@ def bartlett_variables(n, L_x, S):
     return (eta - 0.5 * np.log(nu)) * np.sqrt(2.0 * nu), A[:, il[0], il[1]]
 
 
-def inverse_wishart_cholesky(concentration, scale_matrix):
+def inverse_wishart_cholesky(concentration, scale_matrix, scale_tril=None):
     """numpyro distribution of L = chol(Sigma) for Sigma ~ InvWishart(concentration,
-    scale_matrix) (the class is built on first use, so importing this module does not import
-    numpyro)."""
-    return _inverse_wishart_cholesky_class()(concentration, scale_matrix)
+    scale_matrix); ``scale_tril`` = chol(scale_matrix) when known (the class is built on first
+    use, so importing this module does not import numpyro)."""
+    return _inverse_wishart_cholesky_class()(concentration, scale_matrix, scale_tril)
 
 
 @functools.lru_cache(maxsize=None)
@@ -228,8 +272,10 @@ def _inverse_wishart_cholesky_class():
         support = constraints.lower_cholesky
         arg_constraints = {}
 
-        def __init__(self, concentration, scale_matrix, validate_args=None):
+        def __init__(self, concentration, scale_matrix, scale_tril=None, validate_args=None):
             self.concentration, self.scale_matrix = concentration, scale_matrix
+            self.scale_tril = (jnp.linalg.cholesky(scale_matrix) if scale_tril is None
+                               else scale_tril)
             d = scale_matrix.shape[-1]
             super().__init__(batch_shape=(), event_shape=(d, d), validate_args=validate_args)
 
@@ -240,7 +286,7 @@ def _inverse_wishart_cholesky_class():
 
         def log_prob(self, L):
             d, k = L.shape[-1], self.concentration
-            L_lam = jnp.linalg.cholesky(self.scale_matrix)
+            L_lam = self.scale_tril
             log_diag = jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1))
             Z = solve_triangular(L, jnp.broadcast_to(L_lam, L.shape), lower=True)
             log_norm = (k * jnp.sum(jnp.log(jnp.diagonal(L_lam))) - 0.5 * k * d * math.log(2.0)
@@ -273,7 +319,8 @@ def normalx_noncentred_model(data: ModelData):
     import jax.numpy as jnp
 
     J, d = data.Sigma_z.shape[0], data.m.shape[0]
-    L_x = numpyro.sample("L_x", inverse_wishart_cholesky(data.kappa, data.Lambda))
+    L_x = numpyro.sample("L_x", inverse_wishart_cholesky(
+        data.kappa, data.Lambda, _prior_factors_traced(data).L_Lambda))
     numpyro.deterministic("Sigma_x", L_x @ L_x.T)
     with numpyro.plate("holder", J):
         W_diag = numpyro.sample("W_diag", dist.Normal(0.0, 1.0).expand([d]).to_event(1))
@@ -316,23 +363,22 @@ def _theta_integrated(data, S, sigma_y2):
     R_S^T R_S, S_j V_j^{-1} z_j = R_S^T R_z and z_j^T V_j^{-1} z_j = ||R_z||^2; b^T P^{-1} b =
     ||u||^2."""
     import jax.numpy as jnp
-    from jax.scipy.linalg import cho_solve, solve_triangular
+    from jax.scipy.linalg import solve_triangular
 
     d = data.m.shape[0]
+    pf = _prior_factors_traced(data)
     L_V = jnp.linalg.cholesky(sigma_y2 * S + data.Sigma_z)
     R_ = solve_triangular(L_V, jnp.concatenate([S, data.z_hat[..., None]], axis=-1),
                           lower=True)
     R_S, R_z = R_[..., :d], R_[..., d]
-    L_C = jnp.linalg.cholesky(data.C)
-    C_inv = cho_solve((L_C, True), jnp.eye(d))
-    P = C_inv + jnp.einsum("jkl,jkm->lm", R_S, R_S)
-    b = C_inv @ data.m + jnp.einsum("jkl,jk->l", R_S, R_z)
+    P = pf.C_inv + jnp.einsum("jkl,jkm->lm", R_S, R_S)
+    b = pf.C_inv_m + jnp.einsum("jkl,jk->l", R_S, R_z)
     L_P = jnp.linalg.cholesky(P)
     u = solve_triangular(L_P, b, lower=True)
     logdet = lambda L: 2.0 * jnp.sum(jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1)))  # noqa: E731
     log_marginal = -0.5 * (jnp.sum(R_z ** 2) + logdet(L_V)
                            + data.z_hat.size * math.log(2.0 * math.pi)
-                           + data.m @ C_inv @ data.m + logdet(L_C) - u @ u + logdet(L_P))
+                           + pf.m_C_m_logdet - u @ u + logdet(L_P))
     return log_marginal, u, L_P
 
 
@@ -448,7 +494,8 @@ def normalx_intercept_noncentred_model(data: InterceptModelData):
     import numpyro.distributions as dist
 
     J, p = data.Sigma_z.shape[0], data.Lambda.shape[0]
-    L_x = numpyro.sample("L_x", inverse_wishart_cholesky(data.kappa, data.Lambda))
+    L_x = numpyro.sample("L_x", inverse_wishart_cholesky(
+        data.kappa, data.Lambda, _prior_factors_traced(data).L_Lambda))
     numpyro.deterministic("Sigma_x", L_x @ L_x.T)
     mu = numpyro.sample("mu", dist.MultivariateNormal(data.mu_mean,
                                                       covariance_matrix=data.mu_cov))
