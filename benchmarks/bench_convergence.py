@@ -118,7 +118,11 @@ def main(argv=None):
             print(f"UCI data not found ({uci}): skipped")
         else:
             for name in dataset_names():
-                ds = bayesdp.load_dataset(name, data_dir=uci)
+                try:
+                    ds = bayesdp.load_dataset(name, data_dir=uci)
+                except bayesdp.BayesdpInputError as e:  # a data set the folder does not hold
+                    print(f"{name}: skipped ({e})")
+                    continue
                 for eps in a.eps:
                     for J in a.J:
                         with warnings.catch_warnings():
