@@ -2,6 +2,7 @@
 
 The modules in the order the data passes through them:
 
+    layout.py             the data layout [vech(S), z, y^T y] and the noise model of a release
     rows.py, holders.py   checks of the rows, bounds and design; which rows go to which holder
     data_files.py         a CSV or Parquet data file read in chunks
     mechanism.py          clipping, exact per-holder sums, the Gaussian or discrete Gaussian noise
