@@ -17,7 +17,7 @@ Formats recognised (by content, not only by name):
 - UCI 3D Road Network ``3D_spatial_network.txt`` (no header: OSM_ID, LONGITUDE, LATITUDE,
   ALTITUDE; y = ALTITUDE, X = the first three columns, OSM_ID included as in the paper's d = 3).
 
-Preprocessing ``"paper"`` (the authors' driver, anchor report section 2.2): NaN -> 0; every feature
+Preprocessing ``"paper"`` (the authors' driver; docs/reproduction.md): NaN -> 0; every feature
 z-scored with the mean and n-1 standard deviation of the **whole** file; y centred by its whole-file
 mean and divided by its whole-file max |y|; train = first ceil(0.8 N) rows, test = the rest, no
 shuffling; AirQuality's -200 missing-value code kept as a number; values read from the UCI

@@ -18,6 +18,17 @@ import numpy as np
 from network_common import arguments, fit_and_plot
 
 
+def relays_as_holders(pm, rnd, right, d):
+    """The wrong analysis: every reporting relay's output as an independent holder (the relays
+    share node data and link weights); ``right`` is the round's proper release."""
+    relays = np.flatnonzero(rnd.tau_ps)
+    S, z, N = zip(*(pm.unpack_suffstats(rnd.relay_outputs[j], d) for j in relays))
+    sd = np.sqrt(np.asarray(rnd.relay_v)[relays])
+    return dataclasses.replace(right, S_hat=np.stack(S), z_hat=np.stack(z), sigma_s=sd, sigma_z=sd,
+                               holder_names=(),
+                               n=np.maximum(1, np.round(np.asarray(N, float))).astype(int))
+
+
 def main(argv=None):
     import bayesdp
     from bayesdp.adapters import pricer as pm
@@ -48,8 +59,8 @@ def main(argv=None):
               f"sigma_y2 inflation {r.provenance['sigma_y2_inflation']:.3f}")
         rels.append(dataclasses.replace(r, holder_names=(f"network{j}",)))
         rd = pm.simulate_round(pm.pack_suffstats(Xs, ys), net, sim.design, rng, keep_relays=True)
-        wrong.append(pm.round_to_release(rd, net, sim.design, sim.truth["privacy"], 2,
-                                         per_relay=True, feature_names=("x1", "x2")))
+        wrong.append(relays_as_holders(pm, rd, pm.round_to_release(
+            rd, net, sim.design, sim.truth["privacy"], 2, feature_names=("x1", "x2")), 2))
         X_all += Xs
         y_all += ys
     release = bayesdp.combine_releases(rels)  # one holder per network

@@ -258,3 +258,24 @@ def theoretical_go_error(mu_a, sigma_a, sigma_0, sigma_central, mu_d, mu_d2, n):
     e1, e2 = reciprocal_gaussian_moments(1.0 / mu_d, math.sqrt(kappa) * sigma_0)
     EN2 = kappa * sigma_a**2 + (mu_a / mu_d) ** 2
     return sigma_central**2 / n + mu_a**2 - 2.0 * mu_a * (mu_a / mu_d) * e1 + EN2 * e2
+
+
+def relays_as_holders(rnd, net, design, priv, d, **options):
+    """The WRONG adaptation of a PriCER round, the negative control of the calibration test: every
+    reporting relay's output as an independent holder, although the relays share node data and
+    link weights. ``rnd`` must be simulated with keep_relays=True; ``options`` go to
+    :func:`pricer.round_to_release`, whose release supplies every other field."""
+    import dataclasses
+
+    right = pm.round_to_release(rnd, net, design, priv, d, **options)
+    if rnd.relay_outputs is None:
+        raise BayesdpInputError("relays_as_holders needs a round simulated with keep_relays=True")
+    parts = [pm.unpack_suffstats(rnd.relay_outputs[j], d,
+                                 include_count=options.get("include_count", True))
+             for j in np.flatnonzero(rnd.tau_ps)]
+    sd = np.sqrt(np.asarray(rnd.relay_v)[np.flatnonzero(rnd.tau_ps)])
+    n = [max(1, int(round(N))) if N is not None else 1 for _, _, N in parts]
+    return dataclasses.replace(
+        right, S_hat=np.stack([S for S, _, _ in parts]), z_hat=np.stack([z for _, z, _ in parts]),
+        n=np.asarray(n), sigma_s=sd, sigma_z=sd, holder_names=(),
+        provenance={**right.provenance, "per_relay_WRONG": True})

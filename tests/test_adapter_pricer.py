@@ -37,6 +37,7 @@ from adapter_analysis import (
     mse_bound_valid,
     mse_exact,
     optimize_design_adam,
+    relays_as_holders,
 )
 
 POWER_GRID = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
@@ -413,7 +414,7 @@ def calibration(reps, seed, *, v_mode="ps_conditional", per_relay=False, inflate
         rel = sim.release
         if per_relay:
             rd = simulate_round(pack_suffstats(Xs, ys), net, sim.design, rng, keep_relays=True)
-            rel = round_to_release(rd, net, sim.design, sim.truth["privacy"], d, per_relay=True)
+            rel = relays_as_holders(rd, net, sim.design, sim.truth["privacy"], d)
         return rel, sy ** 2 * (rel.provenance["sigma_y2_inflation"] if inflate else 1.0)
 
     return nh.fast_coverage(reps, seed, simulate, d=d, prior_C=prior_C, s_noise=s_noise)

@@ -734,7 +734,7 @@ COST_NOTE = ("PriCER protocol: per-link local (eps_ij, p_ij delta_ij) guarantees
 
 
 def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", include_count=True,
-                     rows_total=None, per_relay=False, feature_names=(), extra_provenance=None,
+                     rows_total=None, feature_names=(), extra_provenance=None,
                      bounds=None, rows=None):
     """Adapt one PriCER output to a :class:`bayesdp.releases.Release` (ONE holder: the network).
 
@@ -744,13 +744,7 @@ def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", incl
 
     The provenance recommends ``s_noise="eiv"``: the S noise pushed through theta is part of the
     pivot ``z_hat - S_hat theta``, which "fast", "fixeds" and "nuts-fixeds" then use.
-
-    ``per_relay=True`` instead returns one holder per reporting relay. That is WRONG (the relays
-    share node data and c_i); it exists only as the negative control of the tests.
     """
-    from ..accounting import unaccounted_part
-    from ..releases import Release
-
     D = layout.stat_dim(d, with_yty=include_count)
     if rnd.estimate.shape != (D,):
         raise BayesdpInputError(f"round estimate has shape {rnd.estimate.shape}, expected ({D},) for d={d}")
@@ -787,22 +781,6 @@ def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", incl
     }
     if extra_provenance:
         prov.update(extra_provenance)
-    if per_relay:
-        if rnd.relay_outputs is None:
-            raise BayesdpInputError("per_relay=True needs a round simulated with keep_relays=True")
-        js = np.flatnonzero(rnd.tau_ps)
-        Ss, zs, ns, sg = [], [], [], []
-        for j in js:
-            S, z, N = unpack_suffstats(rnd.relay_outputs[j], d, include_count=include_count)
-            Ss.append(S)
-            zs.append(z)
-            ns.append(max(1, int(round(N))) if N is not None else 1)
-            sg.append(math.sqrt(rnd.relay_v[j]))
-        prov["per_relay_WRONG"] = True
-        return Release(S_hat=np.asarray(Ss), z_hat=np.asarray(zs), n=np.asarray(ns),
-                       sigma_s=np.asarray(sg), sigma_z=np.asarray(sg), feature_names=feature_names,
-                       bounds=bounds, dp_claim_valid=valid, dp_claim_note=note, provenance=prov,
-                       privacy_cost=(unaccounted_part(COST_NOTE),))
     v = noise_variance(rnd, net, design, v_mode)
     S, z, N = unpack_suffstats(net.n * rnd.estimate, d, include_count=include_count)
     if N is not None:

@@ -233,7 +233,7 @@ def nonprivate_posterior(X, y, priors, Lambda0=None):
 
 def nig_precision(priors):
     """Lambda_0 of the NIG reference (:meth:`Priors.nig_precision`): b/(a-1) I for the paper's
-    priors, as in the authors' code (anchor report sec. 4); sigma_med^2 C^{-1} otherwise."""
+    priors, as in the authors' code (docs/methods.md, "Priors"); sigma_med^2 C^{-1} otherwise."""
     return priors.nig_precision()
 
 

@@ -213,7 +213,7 @@ class Priors:
         """Lambda_0 of the normal-inverse-gamma prior theta | sigma^2 ~ N(m, sigma^2 Lambda_0^-1)
         used by the non-private reference and MCMC-B&S.
 
-        Paper priors: b/(a-1) I, as in the authors' code (anchor report sec. 4). Otherwise
+        Paper priors: b/(a-1) I, as in the authors' code (docs/methods.md, "Priors"). Otherwise
         sigma_med^2 C^{-1}, where sigma_med^2 is the prior median of sigma_y^2, so that theta's
         prior at a typical sigma_y^2 is N(m, C)."""
         if self.m is None or self.C is None:
