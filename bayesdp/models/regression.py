@@ -94,7 +94,8 @@ given S (zero for the Gaussian mechanism of eqs. (2)-(3)). ``prior_factors``: th
 class PriorFactors(NamedTuple):
     """Factorisations of the fixed prior hyperparameters, computed once per fit (not in every
     gradient of the non-centred models): C^{-1}, C^{-1} m, m^T C^{-1} m + log|C| and
-    chol(Lambda). A ModelData without them (None) computes them inside the model."""
+    chol(Lambda). A ModelData without them (None) computes them inside the model; after
+    ``data._replace(m=..., C=..., Lambda=...)`` set ``prior_factors`` again (or to None)."""
 
     C_inv: object
     C_inv_m: object
