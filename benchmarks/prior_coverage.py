@@ -3,6 +3,7 @@
 
     PYTHONPATH=. python benchmarks/prior_coverage.py --seeds 20 --methods fast fixeds
     PYTHONPATH=. python benchmarks/prior_coverage.py --seeds 10 --methods normalx --priors default --s release
+    PYTHONPATH=. python benchmarks/prior_coverage.py --seeds 10 --methods normalx --priors generating-sigma-x --s release
 
 Setting: bayesdp.simulate(n=100_000, d=5), release at eps = 1, delta = 1e-5 with the simulation's
 public bounds, J = 5. For every seed and method, the fraction of the 5 true coefficients inside
@@ -35,7 +36,9 @@ def one(seed, methods, priors_kinds, num_samples, which_s=("release", "oracle S"
     oracle = dataclasses.replace(rel, S_hat=np.stack([x.T @ x for x in Xs]))
     rows = []
     for kind in priors_kinds:
-        pri = bayesdp.Priors() if kind == "default" else bayesdp.Priors.paper()
+        pri = {"default": bayesdp.Priors(), "paper": bayesdp.Priors.paper(),
+               # an oracle: Sigma_x's prior is the simulation's own InvWishart(d + 1, Lambda)
+               "generating-sigma-x": bayesdp.Priors(Lambda=sim.Lambda, kappa=6.0)}[kind]
         for which, r in (("release", rel), ("oracle S", oracle)):
             if which not in which_s:
                 continue
@@ -59,7 +62,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--methods", nargs="+", default=["fast", "fixeds"])
-    ap.add_argument("--priors", nargs="+", default=["default", "paper"])
+    ap.add_argument("--priors", nargs="+", default=["default", "paper"],
+                    choices=["default", "paper", "generating-sigma-x"])
     ap.add_argument("--num-samples", type=int, default=1000)
     ap.add_argument("--s", nargs="+", default=["release", "oracle"],
                     choices=["release", "oracle"], help="the release as published, oracle S")
