@@ -38,7 +38,8 @@ def one(seed, methods, priors_kinds, num_samples, which_s=("release", "oracle S"
     for kind in priors_kinds:
         pri = {"default": bayesdp.Priors(), "paper": bayesdp.Priors.paper(),
                # an oracle: Sigma_x's prior is the simulation's own InvWishart(d + 1, Lambda)
-               "generating-sigma-x": bayesdp.Priors(Lambda=sim.Lambda, kappa=sim.X.shape[1] + 1.0)}[kind]
+               "generating-sigma-x": bayesdp.Priors(Lambda=sim.Lambda,
+                                                    kappa=sim.X.shape[1] + 1.0)}[kind]
         for which, r in (("release", rel), ("oracle S", oracle)):
             if which not in which_s:
                 continue
