@@ -30,7 +30,7 @@ def test_row_moments_match_monte_carlo(d):
     th = rng.standard_normal(d)
     s2 = 0.7
     mu, Sig = _moments(Sx, th, s2)
-    assert mu.shape == (M.stat_dim(d),) and Sig.shape == (M.stat_dim(d),) * 2
+    assert mu.shape == (layout.stat_dim(d, with_yty=True),) and Sig.shape == (layout.stat_dim(d, with_yty=True),) * 2
     n = 200_000
     X = rng.standard_normal((n, d)) @ np.linalg.cholesky(Sx).T
     y = X @ th + np.sqrt(s2) * rng.standard_normal(n)
@@ -126,12 +126,12 @@ def test_numpyro_model_traces_with_release_shapes():
     rel = bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-3, bounds=sim.bounds, nodes=2,
                           seed=0, include_yty=True)
     pri = bayesdp.Priors.paper().resolve(2)
-    args = (M.release_stats(rel), M.release_noise_covariances(rel), rel.n, pri,
+    args = (M.release_stats(rel), layout.noise_covariance(rel, with_yty=True), rel.n, pri,
             closed_form.nig_precision(pri))
     tr = handlers.trace(handlers.seed(M.bs_model, 0)).get_trace(*args)
-    assert tr["ss"]["value"].shape == (2, M.stat_dim(2))
+    assert tr["ss"]["value"].shape == (2, layout.stat_dim(2, with_yty=True))
     assert tr["ss_hat"]["is_observed"]
-    V = M.release_noise_covariances(rel)
+    V = layout.noise_covariance(rel, with_yty=True)
     assert np.allclose(np.diag(V[0])[-1], rel.sigma_yty[0] ** 2)
 
 
@@ -153,7 +153,7 @@ def test_stats_step_draws_the_model_conditional():
     rel = bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-3, bounds=sim.bounds, nodes=2,
                           seed=0, include_yty=True)
     pri = bayesdp.Priors.paper().resolve(2)
-    ss_hat, V = M.release_stats(rel), M.release_noise_covariances(rel)
+    ss_hat, V = M.release_stats(rel), layout.noise_covariance(rel, with_yty=True)
     args = (ss_hat, V, rel.n, pri, closed_form.nig_precision(pri))
     tr = handlers.trace(handlers.seed(M.bs_model, 1)).get_trace(*args)
     p = {k: tr[k]["value"] for k in ("Sigma_x", "sigma_y2", "theta", "ss")}

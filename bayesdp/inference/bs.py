@@ -42,6 +42,7 @@ import numpy as np
 
 from ..errors import BayesdpInputError
 from ..models import bs as bs_model
+from ..releases import layout
 from . import closed_form
 from .fit import MethodResult, register_method
 
@@ -92,7 +93,7 @@ def _build_sampler(d, num_iter, num_keep):
     import jax.numpy as jnp
     from jax.scipy.linalg import cho_solve, solve_triangular
 
-    Dp = bs_model.stat_dim(d)
+    Dp = layout.stat_dim(d, with_yty=True)
 
     def run(key, init, data):
         ss_hat, V, V_half, n, Lam, kappa, L0, m, a, b, shift = data
@@ -169,7 +170,7 @@ def run_bs(release, priors, *, seed, num_samples, num_chains, num_warmup, progre
     if not float(psd_shift) >= 0:
         raise BayesdpInputError(f"psd_shift must be >= 0, got {psd_shift!r}")
     d = release.d
-    V = bs_model.release_noise_covariances(release)
+    V = layout.noise_covariance(release, with_yty=True)
     V_half = np.stack([_psd_sqrt(v) for v in V])
     L0 = closed_form.nig_precision(priors) if Lambda0 is None else np.asarray(Lambda0, float)
     if L0.shape != (d, d):

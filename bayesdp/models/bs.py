@@ -33,11 +33,6 @@ from ..errors import BayesdpInputError
 from ..releases import layout
 
 
-def stat_dim(d: int) -> int:
-    """D' = d(d+1)/2 + d + 1, the number of unique entries of [S, z, y^T y]."""
-    return layout.stat_dim(d, with_yty=True)
-
-
 def joint_covariance(Sigma_x, theta, sigma_y2):
     """Covariance of u = [x; y] under x ~ N(0, Sigma_x), y = x^T theta + N(0, sigma_y2)."""
     import jax.numpy as jnp
@@ -70,12 +65,6 @@ def release_stats(release):
             "bayesdp.release(..., include_yty=True)"
         )
     return layout.pack_stats(release.S_hat, release.z_hat, release.yty_hat)
-
-
-def release_noise_covariances(release):
-    """Noise covariance of the released [vech(S), z, y^T y] per holder, (J, D', D') (NumPy):
-    :func:`bayesdp.releases.layout.noise_covariance` with y^T y."""
-    return layout.noise_covariance(release, with_yty=True)
 
 
 def stats_to_parts(ss, d):
