@@ -1,7 +1,7 @@
 """Releasing from rows: :func:`release` (arrays or DataFrames in memory) and
 :func:`release_file` (a CSV or Parquet file of any size, read in chunks). Both check their
 inputs, settle the bounds (public, private or read off the data), let the holders accumulate
-their sums (:class:`~bayesdp.releases.mechanism.Accumulator`) and add the noise once per holder
+their sums (:class:`~bayesdp.releases.partial.PartialStatistics`) and add the noise once per holder
 (:func:`~bayesdp.releases.mechanism.noisy_release`).
 """
 
@@ -16,8 +16,9 @@ from .. import privacy
 from ..errors import BayesdpInputError, check_seed
 from .data_files import check_csv_header, iter_columns, numeric_column
 from .holders import check_holder_name, check_split, hash_split, holder_count, node_labels
-from .mechanism import (Accumulator, check_noise, estimate_bounds, noisy_release,
-                        private_bounds_setup, secure_plan)
+from .mechanism import (check_noise, estimate_bounds, noisy_release, private_bounds_setup,
+                        secure_plan)
+from .partial import PartialStatistics
 from .release_object import Release
 from .rows import (DATA_BOUNDS_WARNING, check_design, check_feature_names, check_rows,
                    dataframe_names, resolve_bounds)
@@ -129,7 +130,7 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
     plan = None if noise == "float" else secure_plan(
         epsilon, delta, bnds, X.shape[1], intercept=intercept, average_rows=k,
         include_yty=include_yty)
-    acc = Accumulator(X.shape[1], bnds, holders, intercept=intercept, average_rows=k,
+    acc = PartialStatistics(X.shape[1], bnds, holders, intercept=intercept, average_rows=k,
                        grid=None if plan is None else plan["grid"])
     acc.add(X, y, labels)
     return noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
@@ -240,7 +241,7 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
             plan = None if noise == "float" else secure_plan(
                 epsilon, delta, bnds, len(feats), intercept=intercept, average_rows=k,
                 include_yty=include_yty)
-            acc = Accumulator(len(feats), bnds, None if J is None else list(range(J)),
+            acc = PartialStatistics(len(feats), bnds, None if J is None else list(range(J)),
                                intercept=intercept, average_rows=k,
                                grid=None if plan is None else plan["grid"])
         try:

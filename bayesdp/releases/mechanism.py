@@ -10,7 +10,6 @@ of :mod:`bayesdp.secure_noise` (docs/privacy.md section 10).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import math
 import warnings
@@ -20,9 +19,7 @@ import numpy as np
 from .. import accounting, privacy, secure_noise
 from ..errors import BayesdpInputError, check_seed
 from .layout import unvech
-from .holders import unique_in_order
 from .release_object import INTERCEPT_NAME, MAX_ABS, Release
-from .rows import check_rows
 
 NOISES = ("float", "secure")
 """``release(..., noise=...)``: "float" (numpy's PCG64 Gaussian, seedable) or "secure" (the
@@ -39,121 +36,6 @@ def symmetric_noise(rng, d) -> np.ndarray:
     """A d x d symmetric matrix M with its upper triangle incl. the diagonal iid N(0, 1) and the
     lower triangle mirrored: the noise M_j of eq. (2)."""
     return unvech(rng.standard_normal(d * (d + 1) // 2), d)
-
-
-class Accumulator:
-    """Per-holder sums X^T X, X^T y, y^T y and row counts, fed chunk by chunk.
-
-    ``holders``: the holder labels in their release order when they are known in advance (a
-    holder count: 0..J-1, whatever the data); otherwise holders appear in first-row order.
-    Rows are clipped to the bounds first. ``intercept``: the rows are [1, x] (appendix B.2).
-    ``average_rows`` = k > 1 (appendix B.1): the clipped rows are kept per holder and summed in
-    random groups of k by :meth:`finish`, so this needs memory for the rows.
-    ``grid`` (secure noise): each row's (or group's) contribution is rounded to the grid and
-    summed exactly in integers (``K``, :func:`bayesdp.secure_noise.grid_sums`), instead of S, z.
-    """
-
-    def __init__(self, d, bounds, holders=None, *, intercept=False, average_rows=1, grid=None):
-        self.d = d
-        self.bounds = bounds
-        self.intercept = bool(intercept)
-        self.average_rows = int(average_rows)
-        self.grid = grid
-        self.stats = {}  # holder label -> _HolderSums
-        for lab in holders or ():
-            self._new(lab)
-
-    def _new(self, lab):
-        if lab not in self.stats:
-            D = self.d + int(self.intercept)
-            self.stats[lab] = _HolderSums(np.zeros((D, D)), np.zeros(D), 0.0, 0, 0,
-                                          np.zeros(self.d), np.zeros(self.d), 0.0, 0.0, [])
-        return self.stats[lab]
-
-    def add(self, X, y, labels, what="nodes"):
-        X, y = check_rows(X, y, self.d)
-        X, y, clipped = privacy.clip_rows(X, y, *self.bounds)
-        labels = np.asarray(labels)
-        for lab in unique_in_order(labels, what):
-            m = labels == lab
-            Xm, ym = X[m], y[m]
-            st = self._new(lab)
-            st.n += int(m.sum())
-            st.n_clipped += int(clipped[m].sum())
-            st.sx += Xm.sum(axis=0)
-            st.sxx += np.einsum("ij,ij->j", Xm, Xm)
-            st.sy += float(ym.sum())
-            st.syy += float(ym @ ym)
-            if self.average_rows > 1:
-                st.rows.append((Xm, ym))
-                continue
-            W = self._design(Xm)
-            if self.grid is not None:
-                st.K = st.K + secure_noise.grid_sums(W, ym, self.grid)
-                continue
-            st.S += W.T @ W
-            st.z += W.T @ ym
-            st.yty += float(ym @ ym)
-
-    def _design(self, X):
-        return np.column_stack([np.ones(len(X)), X]) if self.intercept else X
-
-    def finish(self, permutation):
-        """With ``average_rows`` = k > 1: for each holder (in release order), a uniformly random
-        partition of its rows (``permutation(n_j)``) into floor(n_j / k) groups of k, the
-        n_j mod k rows left over dropped; each group contributes a = sum(w_i) / sqrt(k),
-        b = sum(y_i) / sqrt(k) (w_i the design rows) to S, z and y^T y. Sets ``n_used``."""
-        k = self.average_rows
-        for st in self.stats.values():
-            if k == 1:
-                st.n_used = st.n
-                continue
-            X = np.concatenate([r[0] for r in st.rows]) if st.rows else np.zeros((0, self.d))
-            y = np.concatenate([r[1] for r in st.rows]) if st.rows else np.zeros(0)
-            st.rows = []
-            m = st.n // k
-            groups = np.asarray(permutation(st.n))[: m * k].reshape(m, k)
-            A = self._design(X)[groups].sum(axis=1) / math.sqrt(k)
-            b = y[groups].sum(axis=1) / math.sqrt(k)
-            st.n_used = m
-            if self.grid is not None:
-                st.K = secure_noise.grid_sums(A, b, self.grid)
-            else:
-                st.S, st.z, st.yty = A.T @ A, A.T @ b, float(b @ b)
-
-    def uncentred_columns(self, names, y_name="y"):
-        """Columns (features and y, over all holders) whose |mean| exceeds their sd, as text
-        ("x0 (mean 5.02, sd 1.01)"); the data holder's own check, not part of the release."""
-        sts = list(self.stats.values())
-        n = sum(st.n for st in sts)
-        if n < 2:
-            return []
-        sx = sum(st.sx for st in sts) / n
-        sxx = sum(st.sxx for st in sts) / n
-        sy = sum(st.sy for st in sts) / n
-        syy = sum(st.syy for st in sts) / n
-        out = []
-        for name, mean, sq in [*zip(names, sx, sxx), (y_name, sy, syy)]:
-            sd = math.sqrt(max(sq - mean * mean, 0.0))
-            if abs(mean) > sd:
-                out.append(f"{name} (mean {mean:.3g}, sd {sd:.3g})")
-        return out
-
-
-@dataclasses.dataclass
-class _HolderSums:
-    S: np.ndarray
-    z: np.ndarray
-    yty: float
-    n: int  # rows
-    n_clipped: int
-    sx: np.ndarray  # sum of the (clipped) feature columns, for the centring check
-    sxx: np.ndarray
-    sy: float
-    syy: float
-    rows: list  # (X, y) chunks kept for averaging
-    n_used: int = 0  # rows (or groups, when averaging) in S, z
-    K: object = 0  # secure noise: integer sums [vech(S), z, y^T y] / grid (an object array)
 
 
 def check_noise(noise, seed, calibration):

@@ -1,0 +1,391 @@
+"""Partial statistics: the exact per-holder sums of clipped rows, before any noise.
+
+For each data holder j it holds, over the rows fed to it after clipping them to the public
+bounds (x scaled to norm B_x, y clipped to [-B_y, B_y]):
+
+    n_j,  S_j = sum_i w_i w_i^T = W^T W,  z_j = W^T y,  y^T y,  n_clipped_j
+
+(w_i = x_i, or [1, x_i] with ``intercept``; appendix B.2). These are sums over rows, so two
+objects over disjoint rows merge by adding them: ``a + b`` holds the sums over the rows of both.
+That is the map/reduce of docs/scale-out.md: each chunk, file or Dask partition becomes a
+:class:`PartialStatistics`, they are merged (in any tree), and :meth:`PartialStatistics.release`
+adds the noise of eqs. (2)-(3) once per holder (:func:`~bayesdp.releases.mechanism.noisy_release`,
+the one place the noise is calibrated). :func:`~bayesdp.releases.from_rows.release` and
+:func:`~bayesdp.releases.from_rows.release_file` are built on it.
+
+A PartialStatistics object is NOT private: it holds the exact sums of the rows. Keep it where
+the rows are; only the output of its :meth:`~PartialStatistics.release` may be published.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from .. import privacy, secure_noise
+from ..errors import BayesdpInputError
+from .holders import check_split, unique_in_order
+from .rows import check_design, check_feature_names, check_rows
+
+#: rows per block of the clipping and per-holder sums: large enough to amortise numpy's call
+#: overhead, small enough for the temporaries to stay in cache
+BLOCK_ROWS = 1 << 16
+
+
+@dataclasses.dataclass
+class _HolderSums:
+    S: np.ndarray
+    z: np.ndarray
+    yty: float
+    n: int  # rows
+    n_clipped: int
+    sx: np.ndarray  # sum of the (clipped) feature columns, for the centring check
+    sxx: np.ndarray
+    sy: float
+    syy: float
+    rows: list  # (X, y) chunks kept for averaging
+    n_used: int = 0  # rows (or groups, when averaging) in S, z
+    K: object = 0  # secure noise: integer sums [vech(S), z, y^T y] / grid (an object array)
+
+    def plus(self, other):
+        """The sums over the rows of both (new arrays; the inputs are left as they are)."""
+        return _HolderSums(self.S + other.S, self.z + other.z, self.yty + other.yty,
+                           self.n + other.n, self.n_clipped + other.n_clipped,
+                           self.sx + other.sx, self.sxx + other.sxx, self.sy + other.sy,
+                           self.syy + other.syy, self.rows + other.rows, 0, self.K + other.K)
+
+
+class PartialStatistics:
+    """Exact per-holder sums of clipped rows, fed chunk by chunk and merged by addition.
+
+    NOT private: it holds the raw sums of the rows (n, X^T X, X^T y, y^T y and the clip counts
+    of each holder). Never publish it, pickle it to a place the rows may not go, or show it;
+    publish only what :meth:`release` returns. A Dask or other worker that computes one must be
+    trusted with the rows it reads (docs/scale-out.md).
+
+    Parameters
+    ----------
+    d : int
+        Number of features (columns of X).
+    bounds : (B_x, B_y)
+        Public bounds. Every row is clipped to them before it is summed (x scaled to norm
+        B_x, y clipped to [-B_y, B_y]) and counted in ``n_clipped`` if it changed.
+    holders : list of labels, int J, or None
+        The holders in release order when they are known in advance (J: the labels 0..J-1), so
+        a holder that gets no rows is still there; None: holders in order of first appearance.
+    intercept : bool
+        The rows are w = [1, x] (appendix B.2): S_j holds n_j, sum x and X^T X.
+    average_rows : int
+        k > 1 (appendix B.1): the clipped rows are kept and summed in uniformly random groups
+        of k of each holder's rows at release, so the object holds rows, not sums; merging
+        concatenates them (the grouping is still a uniformly random partition of all of a
+        holder's rows, made once at release).
+    grid : float or None
+        For ``noise="secure"`` (docs/privacy.md section 10): each row's contribution is rounded to
+        this power-of-two grid and summed exactly in integers. It is fixed by epsilon, delta and
+        the bounds (:func:`bayesdp.releases.mechanism.secure_plan`); :meth:`release` checks it.
+    feature_names : list of str or None
+        Names of the d features (default "x0", "x1", ...).
+    split : "labels" | "hash"
+        How rows were assigned to holders: given labels, or
+        :func:`~bayesdp.releases.holders.hash_split` with ``holders`` = J (recorded in the
+        release's provenance). Both keep add/remove-one DP: a row's holder depends on that row
+        only.
+
+    ``add(X, y, labels)`` feeds rows; ``a + b`` (or ``a.merge(b)``) is the object of the rows of
+    both, for objects of the same d, bounds, intercept, average_rows, grid, feature names and
+    split (associative: the sums are added, holders keep first-appearance order). Floating-point
+    sums in another order agree to rounding (relative ~1e-15 per addition), not bit for bit.
+
+    Exactly one noisy release can be made from an object: :meth:`release`. A second one is
+    refused (a second noisy copy of the same sums would spend the budget again; build a fresh
+    object for another release).
+    """
+
+    def __init__(self, d, bounds, holders=None, *, intercept=False, average_rows=1, grid=None,
+                 feature_names=None, split="labels"):
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+            raise BayesdpInputError(f"d must be a whole number >= 1 (features), got {d!r}")
+        self.d = int(d)
+        self.bounds = privacy.check_bounds(bounds)
+        self.intercept = bool(intercept)
+        self.average_rows = check_design(intercept, average_rows, feature_names or ())
+        self.grid = None if grid is None else float(grid)
+        self.feature_names = None if feature_names is None else tuple(
+            check_feature_names(feature_names, self.d, "feature_names"))
+        if split not in ("labels", "hash"):
+            check_split(split)
+            raise BayesdpInputError(
+                f"split={split!r}: partial statistics take rows assigned by 'hash' or by labels; "
+                "the contiguous split depends on row positions over the whole data and is not "
+                "add/remove-one private")
+        self.split = split
+        self.released = False
+        self.stats = {}  # holder label -> _HolderSums
+        if isinstance(holders, (int, np.integer)) and not isinstance(holders, bool):
+            holders = range(int(holders))
+        for lab in holders or ():
+            self._new(lab)
+
+    # --- feeding rows -------------------------------------------------------------------
+
+    def _new(self, lab):
+        if lab not in self.stats:
+            D = self.d + int(self.intercept)
+            self.stats[lab] = _HolderSums(np.zeros((D, D)), np.zeros(D), 0.0, 0, 0,
+                                          np.zeros(self.d), np.zeros(self.d), 0.0, 0.0, [])
+        return self.stats[lab]
+
+    def _check_open(self, what):
+        if self.released:
+            raise BayesdpInputError(
+                f"{what}: these partial statistics were released already; a second release of the "
+                "same rows would spend the privacy budget again. Accumulate a new "
+                "PartialStatistics for another release")
+
+    def add(self, X, y, labels=None, what="nodes"):
+        """Add the rows (X, y) (n x d and n), clipped to the bounds; ``labels``: one holder
+        label per row (None: all rows to the single holder, which must be the only one).
+        Returns self."""
+        self._check_open("add")
+        X, y = check_rows(X, y, self.d)
+        if labels is None:
+            if len(self.stats) > 1:
+                raise BayesdpInputError(f"{what}: these statistics have {len(self.stats)} "
+                                        "holders; give one holder label per row")
+            labels = np.full(len(y), next(iter(self.stats), 0))
+        labels = np.asarray(labels)
+        if labels.shape != (len(y),):
+            raise BayesdpInputError(f"{what}: expected one holder label per row ({len(y)}), got "
+                                    f"shape {labels.shape}")
+        X, y, clipped = clip_rows(X, y, *self.bounds)
+        X = np.ascontiguousarray(X)
+        holders = unique_in_order(labels, what)
+        if len(holders) == 1:
+            self._add_holder(holders[0], X, y, clipped)
+            return self
+        order = np.argsort(labels, kind="stable")  # each holder's rows, in their order
+        sorted_labels = labels[order]
+        starts = np.flatnonzero(np.concatenate([[True], sorted_labels[1:] != sorted_labels[:-1]]))
+        ends = np.append(starts[1:], len(order))
+        where = {sorted_labels[a].item() if hasattr(sorted_labels[a], "item")
+                 else sorted_labels[a]: (a, b) for a, b in zip(starts, ends)}
+        for lab in holders:
+            a, b = where[lab]
+            idx = order[a:b]
+            self._add_holder(lab, X[idx], y[idx], clipped[idx])
+        return self
+
+    def _add_holder(self, lab, Xm, ym, clipped):
+        st = self._new(lab)
+        st.n += len(ym)
+        st.n_clipped += int(np.count_nonzero(clipped))
+        st.sx += Xm.sum(axis=0)
+        st.sxx += np.einsum("ij,ij->j", Xm, Xm)
+        st.sy += float(ym.sum())
+        syy = float(ym @ ym)
+        st.syy += syy
+        if self.average_rows > 1:
+            st.rows.append((Xm, ym))
+            return
+        W = self._design(Xm)
+        if self.grid is not None:
+            st.K = st.K + secure_noise.grid_sums(W, ym, self.grid)
+            return
+        st.S += W.T @ W
+        st.z += W.T @ ym
+        st.yty += syy
+
+    def _design(self, X):
+        return np.column_stack([np.ones(len(X)), X]) if self.intercept else X
+
+    # --- merging ------------------------------------------------------------------------
+
+    def merge(self, other):
+        """The partial statistics of the rows of both (a new object; self and other unchanged).
+        Both must have the same d, bounds, intercept, average_rows, grid, feature names and
+        split; a holder in both gets the sums of both."""
+        if not isinstance(other, PartialStatistics):
+            raise BayesdpInputError(f"merge: expected PartialStatistics, got {type(other).__name__}")
+        self._check_open("merge")
+        other._check_open("merge")
+        for name in ("d", "bounds", "intercept", "average_rows", "grid", "feature_names",
+                     "split"):
+            a, b = getattr(self, name), getattr(other, name)
+            if a != b:
+                raise BayesdpInputError(
+                    f"merge: partial statistics with different {name} ({a!r} and {b!r}) cannot "
+                    "be merged; their sums are of different rows, clipping or design")
+        out = PartialStatistics(self.d, self.bounds, intercept=self.intercept,
+                                average_rows=self.average_rows, grid=self.grid,
+                                feature_names=self.feature_names, split=self.split)
+        for lab, st in self.stats.items():
+            out.stats[lab] = st.plus(other.stats[lab]) if lab in other.stats else st.plus(
+                out._new_sums())
+        for lab, st in other.stats.items():
+            if lab not in out.stats:
+                out.stats[lab] = st.plus(out._new_sums())
+        return out
+
+    def _new_sums(self):
+        D = self.d + int(self.intercept)
+        return _HolderSums(np.zeros((D, D)), np.zeros(D), 0.0, 0, 0, np.zeros(self.d),
+                           np.zeros(self.d), 0.0, 0.0, [])
+
+    def __add__(self, other):
+        if not isinstance(other, PartialStatistics):
+            return NotImplemented
+        return self.merge(other)
+
+    # --- reading (the raw sums: not private) ----------------------------------------------
+
+    @property
+    def holders(self):
+        """The holder labels in release order."""
+        return list(self.stats)
+
+    @property
+    def n(self):
+        """Rows of each holder (J,)."""
+        return np.array([st.n for st in self.stats.values()], dtype=np.int64)
+
+    @property
+    def n_clipped(self):
+        """Rows of each holder changed by clipping (J,)."""
+        return np.array([st.n_clipped for st in self.stats.values()], dtype=np.int64)
+
+    def _sums(self, what):
+        if self.average_rows > 1 or self.grid is not None:
+            raise BayesdpInputError(
+                f"{what}: with average_rows > 1 the sums are formed over random groups at "
+                "release, and with a secure-noise grid they are integers (grid_sums)")
+        return [getattr(st, what) for st in self.stats.values()]
+
+    @property
+    def xtx(self):
+        """S_j = W_j^T W_j of each holder (J, D, D), D = d (+1 with the intercept)."""
+        return np.stack(self._sums("S"))
+
+    @property
+    def xty(self):
+        """z_j = W_j^T y_j of each holder (J, D)."""
+        return np.stack(self._sums("z"))
+
+    @property
+    def yty(self):
+        """y_j^T y_j of each holder (J,)."""
+        return np.array(self._sums("yty"))
+
+    @property
+    def grid_sums(self):
+        """With a secure-noise grid: the exact integer sums [vech(S), z, y^T y] / grid of each
+        holder (a list of object arrays)."""
+        if self.grid is None:
+            raise BayesdpInputError("grid_sums: these statistics have no secure-noise grid")
+        return [st.K for st in self.stats.values()]
+
+    # --- the one noisy release ----------------------------------------------------------
+
+    def release(self, *, epsilon, delta, seed=None, calibration="exact", include_yty=False,
+                holder_name=None):
+        """The (eps, delta)-DP :class:`~bayesdp.releases.release_object.Release` of these
+        statistics: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
+        Delta * sigma(eps, delta), as :func:`bayesdp.release` makes it (same noise for the same
+        seed). With a secure-noise grid the noise is the discrete Gaussian (no seed). Can be
+        called once."""
+        from .holders import check_holder_name
+        from .mechanism import check_noise, noisy_release, secure_plan
+
+        noise = "float" if self.grid is None else "secure"
+        check_noise(noise, seed, calibration)
+        check_holder_name(holder_name, len(self.stats))
+        plan = None
+        if self.grid is not None:
+            plan = secure_plan(epsilon, delta, self.bounds, self.d, intercept=self.intercept,
+                               average_rows=self.average_rows, include_yty=include_yty)
+            if plan["grid"] != self.grid:
+                raise BayesdpInputError(
+                    f"these statistics were summed on the grid {self.grid!r}, but the secure "
+                    f"noise for epsilon={epsilon!r}, delta={delta!r} needs {plan['grid']!r}")
+        if not self.stats or sum(st.n for st in self.stats.values()) == 0:
+            raise BayesdpInputError("these partial statistics hold no rows")
+        names = self.feature_names or [f"x{i}" for i in range(self.d)]
+        return noisy_release(self, epsilon=epsilon, delta=delta, calibration=calibration,
+                             include_yty=include_yty, seed=seed, feature_names=names,
+                             private_bounds=True, source="partial statistics", split=self.split,
+                             holder_name=holder_name, plan=plan)
+
+    def finish(self, permutation):
+        """Called once by the release. With ``average_rows`` = k > 1: for each holder (in release
+        order), a uniformly random partition of its rows (``permutation(n_j)``) into
+        floor(n_j / k) groups of k, the n_j mod k rows left over dropped; each group contributes
+        a = sum(w_i) / sqrt(k), b = sum(y_i) / sqrt(k) (w_i the design rows) to S, z and y^T y.
+        Sets ``n_used``."""
+        self._check_open("release")
+        self.released = True
+        k = self.average_rows
+        for st in self.stats.values():
+            if k == 1:
+                st.n_used = st.n
+                continue
+            X = np.concatenate([r[0] for r in st.rows]) if st.rows else np.zeros((0, self.d))
+            y = np.concatenate([r[1] for r in st.rows]) if st.rows else np.zeros(0)
+            st.rows = []
+            m = st.n // k
+            groups = np.asarray(permutation(st.n))[: m * k].reshape(m, k)
+            A = self._design(X)[groups].sum(axis=1) / math.sqrt(k)
+            b = y[groups].sum(axis=1) / math.sqrt(k)
+            st.n_used = m
+            if self.grid is not None:
+                st.K = secure_noise.grid_sums(A, b, self.grid)
+            else:
+                st.S, st.z, st.yty = A.T @ A, A.T @ b, float(b @ b)
+
+    def uncentred_columns(self, names, y_name="y"):
+        """Columns (features and y, over all holders) whose |mean| exceeds their sd, as text
+        ("x0 (mean 5.02, sd 1.01)"); the data holder's own check, not part of the release."""
+        sts = list(self.stats.values())
+        n = sum(st.n for st in sts)
+        if n < 2:
+            return []
+        sx = sum(st.sx for st in sts) / n
+        sxx = sum(st.sxx for st in sts) / n
+        sy = sum(st.sy for st in sts) / n
+        syy = sum(st.syy for st in sts) / n
+        out = []
+        for name, mean, sq in [*zip(names, sx, sxx), (y_name, sy, syy)]:
+            sd = math.sqrt(max(sq - mean * mean, 0.0))
+            if abs(mean) > sd:
+                out.append(f"{name} (mean {mean:.3g}, sd {sd:.3g})")
+        return out
+
+    def __repr__(self):
+        return (f"PartialStatistics(d={self.d}, bounds={self.bounds}, holders={len(self.stats)}, "
+                f"rows={sum(st.n for st in self.stats.values())}; exact sums, NOT private)")
+
+
+def clip_rows(X, y, bound_x, bound_y):
+    """:func:`bayesdp.privacy.clip_rows`, with the same result, faster: rows whose plain
+    ||x||^2 is below (B_x (1 - 1e-9))^2 and |y| <= B_y are certainly inside the bounds and kept
+    as they are; only the others go through :func:`bayesdp.privacy.clip_rows` (which is
+    overflow-safe)."""
+    if not 1e-140 < bound_x < 1e140:  # squares near underflow or overflow: the safe path only
+        return privacy.clip_rows(X, y, bound_x, bound_y)
+    limit = (bound_x * (1.0 - 1e-9)) ** 2
+    with np.errstate(over="ignore"):  # an overflowing ||x||^2 is inf: clipped below
+        sq = np.einsum("ij,ij->i", X, X)
+    inside = (sq < limit) & (np.abs(y) <= bound_y)
+    if inside.all():
+        return X, y, np.zeros(len(y), dtype=bool)
+    edge = np.flatnonzero(~inside)
+    Xe = X[edge]
+    if X.flags.f_contiguous and not X.flags.c_contiguous:  # the layout of X, as the norms'
+        Xe = np.asfortranarray(Xe)                         # rounding depends on it
+    Xe, ye, ce = privacy.clip_rows(Xe, y[edge], bound_x, bound_y)
+    Xc, yc = X.copy(), y.copy()
+    Xc[edge], yc[edge] = Xe, ye
+    clipped = np.zeros(len(y), dtype=bool)
+    clipped[edge] = ce
+    return Xc, yc, clipped
