@@ -24,7 +24,8 @@ from .privacy import (
     paper_code_gaussian_sigma,
     true_epsilon,
 )
-from .releases import Release, combine_releases, load_release, release, release_file
+from .releases import (PartialStatistics, Release, combine_releases, load_release, release,
+                       release_dask, release_file)
 from .simulate import SimulatedData, simulate
 from .models.priors import Priors
 from .inference import METHODS, adassp, closed_form_moments, fit, fit_nonprivate
@@ -43,6 +44,7 @@ __all__ = [
     "CombineError",
     "ConvergenceWarning",
     "METHODS",
+    "PartialStatistics",
     "Priors",
     "Release",
     "ReleaseFormatError",
@@ -66,6 +68,7 @@ __all__ = [
     "predict",
     "prediction_summary",
     "release",
+    "release_dask",
     "release_file",
     "simulate",
     "true_epsilon",

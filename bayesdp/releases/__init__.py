@@ -5,8 +5,10 @@ The modules in the order the data passes through them:
     layout.py             the data layout [vech(S), z, y^T y] and the noise model of a release
     rows.py, holders.py   checks of the rows, bounds and design; which rows go to which holder
     data_files.py         a CSV or Parquet data file read in chunks
-    mechanism.py          clipping, exact per-holder sums, the Gaussian or discrete Gaussian noise
+    partial.py            PartialStatistics: clipping and the exact per-holder sums (mergeable)
+    mechanism.py          the Gaussian or discrete Gaussian noise on those sums
     from_rows.py          release() and release_file(): the one place rows become a Release
+    from_dask.py          release_dask(): the same from a Dask DataFrame, map/reduce
     release_object.py     the Release object and the checks of its fields
     files.py              its JSON file format (docs/release-format.md); the atomic write
     combine.py            combine_releases(): holders' releases put together
@@ -14,18 +16,23 @@ The modules in the order the data passes through them:
 
 from .combine import combine_releases
 from .files import load_release, write_text_atomic
+from .from_dask import partial_statistics_dask, release_dask
 from .from_rows import release, release_file
 from .holders import contiguous_split, hash_split, row_hash
+from .partial import PartialStatistics
 from .release_object import INTERCEPT_NAME, Release
 
 __all__ = [
     "INTERCEPT_NAME",
+    "PartialStatistics",
     "Release",
     "combine_releases",
     "contiguous_split",
     "hash_split",
     "load_release",
+    "partial_statistics_dask",
     "release",
+    "release_dask",
     "release_file",
     "row_hash",
     "write_text_atomic",

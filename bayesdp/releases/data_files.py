@@ -43,23 +43,44 @@ def numeric_column(col):
 def iter_columns(path, header, chunksize, y_column, node_column, progress=False, desc=None):
     """Chunks of a data file with the feature, response and node column names resolved."""
     for chunk in _iter_chunks(path, header, chunksize, progress, desc):
-        cols = list(chunk.columns)
-        ncol = None if node_column is None else _pick_column(cols, node_column, "node_column")
-        if y_column is None:
-            rest = [c for c in cols if c != ncol]
-            if not rest:
-                raise BayesdpInputError(f"{path}: no column besides node_column={ncol!r}")
-            ycol = rest[-1]
-        else:
-            ycol = _pick_column(cols, y_column, "y_column")
-        if ncol is not None and ycol == ncol:
-            raise BayesdpInputError(
-                f"{path}: y_column={y_column!r} and node_column={node_column!r} are the same "
-                f"column {ycol!r}; the response and the holder labels must be different columns")
-        feats = [c for c in cols if c != ycol and c != ncol]
-        if not feats:
-            raise BayesdpInputError(f"{path}: no feature columns besides y_column={ycol!r}")
-        yield chunk, feats, ycol, ncol
+        yield (chunk, *pick_columns(list(chunk.columns), y_column, node_column, path))
+
+
+def pick_columns(cols, y_column, node_column, where):
+    """(feature columns, y column, node column or None) of a table with columns ``cols``:
+    ``y_column`` names (or indexes) the response, by default the last column that is not
+    ``node_column``; every other column except ``node_column`` is a feature."""
+    ncol = None if node_column is None else _pick_column(cols, node_column, "node_column")
+    if y_column is None:
+        rest = [c for c in cols if c != ncol]
+        if not rest:
+            raise BayesdpInputError(f"{where}: no column besides node_column={ncol!r}")
+        ycol = rest[-1]
+    else:
+        ycol = _pick_column(cols, y_column, "y_column")
+    if ncol is not None and ycol == ncol:
+        raise BayesdpInputError(
+            f"{where}: y_column={y_column!r} and node_column={node_column!r} are the same "
+            f"column {ycol!r}; the response and the holder labels must be different columns")
+    feats = [c for c in cols if c != ycol and c != ncol]
+    if not feats:
+        raise BayesdpInputError(f"{where}: no feature columns besides y_column={ycol!r}")
+    return feats, ycol, ncol
+
+
+def frame_rows(chunk, feats, ycol, where, rows=""):
+    """(X, y) of a DataFrame chunk as float64 arrays; non-numeric columns are refused naming
+    them (``where``: the file or table, ``rows``: which rows, for the message)."""
+    try:
+        return chunk[feats].to_numpy(dtype=np.float64), chunk[ycol].to_numpy(dtype=np.float64)
+    except (TypeError, ValueError):
+        bad = [c for c in [*feats, ycol] if not numeric_column(chunk[c])]
+        what = ", ".join(f"{c!r}" + (" (y_column)" if c == ycol else "") for c in bad)
+        raise BayesdpInputError(
+            f"{where}: non-numeric values in column(s) {what or '?'}{rows}"
+            + (f"; columns: {list(chunk.columns)} (holder labels go in node_column)"
+               if bad else "")
+        ) from None
 
 
 def _pick_column(cols, key, what):

@@ -14,14 +14,14 @@ import numpy as np
 
 from .. import privacy
 from ..errors import BayesdpInputError, check_seed
-from .data_files import check_csv_header, iter_columns, numeric_column
+from .data_files import check_csv_header, frame_rows, iter_columns
 from .holders import check_holder_name, check_split, hash_split, holder_count, node_labels
 from .mechanism import (check_noise, estimate_bounds, noisy_release, private_bounds_setup,
                         secure_plan)
 from .partial import PartialStatistics
 from .release_object import Release
-from .rows import (DATA_BOUNDS_WARNING, check_design, check_feature_names, check_rows,
-                   dataframe_names, resolve_bounds)
+from .rows import (DATA_BOUNDS_WARNING, all_finite, check_design, check_feature_names,
+                   check_rows, dataframe_names, resolve_bounds)
 
 
 def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="exact",
@@ -244,23 +244,11 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
             acc = PartialStatistics(len(feats), bnds, None if J is None else list(range(J)),
                                intercept=intercept, average_rows=k,
                                grid=None if plan is None else plan["grid"])
-        try:
-            Xc = chunk[feats].to_numpy(dtype=np.float64)
-            yc = chunk[ycol].to_numpy(dtype=np.float64)
-        except (TypeError, ValueError):
-            bad = [c for c in [*feats, ycol] if not numeric_column(chunk[c])]
-            what = ", ".join(f"{c!r}" + (" (y_column)" if c == ycol else "") for c in bad)
-            raise BayesdpInputError(
-                f"{path}: non-numeric values in column(s) {what or '?'} in rows "
-                f"{start}..{start + len(chunk) - 1}"
-                + (f"; columns: {list(chunk.columns)} (holder labels go in node_column)"
-                   if bad else "")
-            ) from None
+        Xc, yc = frame_rows(chunk, feats, ycol, path, f" in rows {start}..{start + len(chunk) - 1}")
         if ncol is None and split == "contiguous":
             labels = np.minimum((start + np.arange(len(chunk))) // size, J - 1)
         elif ncol is None:
-            labels = hash_split(Xc, yc, J) if np.isfinite(Xc).all() and np.isfinite(yc).all() \
-                else np.zeros(len(chunk), dtype=np.int64)  # NaN rows: refused by acc.add
+            labels = hash_labels(Xc, yc, J)
         else:
             labels = chunk[ncol].to_numpy()
         try:
@@ -277,3 +265,11 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
                           private_bounds=not data_bounds, source=f"file {path.name}",
                           split="labels" if J is None else split, holder_name=holder_name,
                           plan=plan, bounds_part=part)
+
+
+def hash_labels(X, y, J):
+    """:func:`~bayesdp.releases.holders.hash_split` of a chunk; rows with NaN or infinite
+    values all get label 0 (the sums refuse them with an error naming the rows)."""
+    if all_finite(X) and all_finite(y):
+        return hash_split(X, y, J)
+    return np.zeros(len(y), dtype=np.int64)

@@ -57,27 +57,49 @@ def node_labels(nodes, X, y, split="hash"):
     return labels, None
 
 
-def _mix64(h):
-    """The splitmix64 finaliser on a uint64 array (wrapping arithmetic)."""
-    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return h ^ (h >> np.uint64(31))
+def _mix64(h, t):
+    """The splitmix64 finaliser on a uint64 array, in place (wrapping arithmetic); ``t`` is
+    scratch space of the same shape."""
+    for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+        np.right_shift(h, np.uint64(shift), out=t)
+        np.bitwise_xor(h, t, out=h)
+        np.multiply(h, np.uint64(mult), out=h)
+    np.right_shift(h, np.uint64(31), out=t)
+    np.bitwise_xor(h, t, out=h)
+    return h
+
+
+HASH_BLOCK = 1 << 15  # rows hashed at a time (the temporaries stay in cache)
 
 
 def row_hash(X, y):
     """A 64-bit hash of each row's own values [x_1, ..., x_d, y] (float64 bit patterns).
 
+    h = K; for each value v of the row in turn: h = mix(h xor bits(v)); finally
+    h = mix(h xor (d + 1)), with mix the splitmix64 finaliser and K = SPLIT_HASH_KEY.
     It depends on that row only: on no other row, on no row position and on no row count.
     -0.0 and 0.0 hash alike. Not cryptographic, and it needs no secret: the privacy argument only
     uses that a row's holder is a function of the row itself.
     """
-    A = np.ascontiguousarray(np.column_stack([np.asarray(X, dtype=np.float64),
-                                              np.asarray(y, dtype=np.float64)]) + 0.0)
-    W = A.view(np.uint64)
-    h = np.full(A.shape[0], SPLIT_HASH_KEY, dtype=np.uint64)
-    for k in range(W.shape[1]):
-        h = _mix64(h ^ W[:, k])
-    return _mix64(h ^ np.uint64(W.shape[1]))
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    n, p = X.shape[0], X.shape[1] + 1
+    out = np.empty(n, dtype=np.uint64)
+    for lo in range(0, n, HASH_BLOCK):
+        hi = min(lo + HASH_BLOCK, n)
+        # columns contiguous; + 0.0 turns -0.0 into 0.0
+        A = np.empty((p, hi - lo))
+        np.add(X[lo:hi].T, 0.0, out=A[:-1])
+        np.add(y[lo:hi], 0.0, out=A[-1])
+        W = A.view(np.uint64)
+        h, t = out[lo:hi], np.empty(hi - lo, dtype=np.uint64)
+        h[:] = SPLIT_HASH_KEY
+        for k in range(p):
+            np.bitwise_xor(h, W[k], out=h)
+            _mix64(h, t)
+        np.bitwise_xor(h, np.uint64(p), out=h)
+        _mix64(h, t)
+    return out
 
 
 def hash_split(X, y, J):

@@ -162,31 +162,23 @@ class PartialStatistics:
                                     f"shape {labels.shape}")
         X, y, clipped = clip_rows(X, y, *self.bounds)
         X = np.ascontiguousarray(X)
-        holders = unique_in_order(labels, what)
-        if len(holders) == 1:
-            self._add_holder(holders[0], X, y, clipped)
-            return self
-        order = np.argsort(labels, kind="stable")  # each holder's rows, in their order
-        sorted_labels = labels[order]
-        starts = np.flatnonzero(np.concatenate([[True], sorted_labels[1:] != sorted_labels[:-1]]))
-        ends = np.append(starts[1:], len(order))
-        where = {sorted_labels[a].item() if hasattr(sorted_labels[a], "item")
-                 else sorted_labels[a]: (a, b) for a, b in zip(starts, ends)}
-        for lab in holders:
-            a, b = where[lab]
-            idx = order[a:b]
-            self._add_holder(lab, X[idx], y[idx], clipped[idx])
+        for lab, idx in holder_rows(labels, what):
+            if idx is None:
+                self._add_holder(lab, X, y, clipped)
+            else:
+                self._add_holder(lab, X.take(idx, axis=0), y[idx], clipped[idx])
         return self
 
     def _add_holder(self, lab, Xm, ym, clipped):
         st = self._new(lab)
         st.n += len(ym)
         st.n_clipped += int(np.count_nonzero(clipped))
-        st.sx += Xm.sum(axis=0)
-        st.sxx += np.einsum("ij,ij->j", Xm, Xm)
-        st.sy += float(ym.sum())
         syy = float(ym @ ym)
-        st.syy += syy
+        if not self.intercept:  # for the centring check (uncentred_columns)
+            st.sx += Xm.sum(axis=0)
+            st.sxx += np.einsum("ij,ij->j", Xm, Xm)
+            st.sy += float(ym.sum())
+            st.syy += syy
         if self.average_rows > 1:
             st.rows.append((Xm, ym))
             return
@@ -364,6 +356,32 @@ class PartialStatistics:
     def __repr__(self):
         return (f"PartialStatistics(d={self.d}, bounds={self.bounds}, holders={len(self.stats)}, "
                 f"rows={sum(st.n for st in self.stats.values())}; exact sums, NOT private)")
+
+
+def holder_rows(labels, what="nodes"):
+    """(label, row indices) of each holder in ``labels``, in order of first appearance, the
+    indices in row order; indices None when all rows have one label. Small integer labels
+    (a hash split) are found with one comparison per label, others by a stable sort."""
+    if len(labels) == 0:
+        return []
+    if labels.dtype.kind in "iu":
+        lo, hi = int(labels.min()), int(labels.max())
+        if lo == hi:
+            return [(lo, None)]
+        if hi - lo < 64:
+            found = [(lab, np.flatnonzero(labels == lab)) for lab in range(lo, hi + 1)]
+            found = [(lab, idx) for lab, idx in found if len(idx)]
+            return sorted(found, key=lambda f: f[1][0])
+    holders = unique_in_order(labels, what)
+    if len(holders) == 1:
+        return [(holders[0], None)]
+    order = np.argsort(labels, kind="stable")
+    sorted_labels = labels[order]
+    starts = np.flatnonzero(np.concatenate([[True], sorted_labels[1:] != sorted_labels[:-1]]))
+    ends = np.append(starts[1:], len(order))
+    at = {sorted_labels[a].item() if hasattr(sorted_labels[a], "item") else sorted_labels[a]:
+          order[a:b] for a, b in zip(starts, ends)}
+    return [(lab, at[lab]) for lab in holders]
 
 
 def clip_rows(X, y, bound_x, bound_y):

@@ -38,17 +38,32 @@ def check_rows(X, y, d=None):
                 f"{name} has complex values; bayesdp needs real numbers (the imaginary part "
                 "would otherwise be dropped silently)")
     try:
-        X = X.astype(np.float64)
-        y = y.astype(np.float64)
+        X, y = as_float64(X), as_float64(y)
     except (TypeError, ValueError):
         raise BayesdpInputError("X and y must be numeric") from None
-    bad = ~np.isfinite(X).all(axis=1) | ~np.isfinite(y)
-    if bad.any():
+    bad = None if all_finite(X) and all_finite(y) else ~np.isfinite(X).all(axis=1) | ~np.isfinite(y)
+    if bad is not None and bad.any():
         raise BayesdpInputError(
             f"X or y contains NaN or infinite values in {int(bad.sum())} rows (first row "
             f"{int(np.flatnonzero(bad)[0])}); remove or impute them before releasing"
         )
     return X, y
+
+
+def all_finite(a):
+    """True when every value of the float array ``a`` is finite: at once when its sum is
+    finite (a NaN or inf makes the sum NaN or inf), else value by value (the sum of finite
+    values can overflow)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(np.sum(a))) or bool(np.isfinite(a).all())
+
+
+def as_float64(a):
+    """``a`` as a contiguous float64 array: ``a`` itself when it is one already (never
+    changed in place by bayesdp), otherwise a copy in its own memory order."""
+    if a.dtype == np.float64 and (a.flags.c_contiguous or a.flags.f_contiguous):
+        return a
+    return a.astype(np.float64)
 
 
 def resolve_bounds(bounds, X, y):
