@@ -160,6 +160,7 @@ def release_dask(data, y=None, *, epsilon, delta, bounds, nodes=1, y_column=None
     The workers see the rows and the exact sums, which are NOT private; only the returned
     release is. Needs Dask: ``pip install bayesdp[dask]``.
     """
+    _dask()
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
     check_seed(seed)
     check_noise(noise, seed, calibration)
