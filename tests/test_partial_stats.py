@@ -21,7 +21,6 @@ from bayesdp import privacy
 from bayesdp.errors import BayesdpInputError
 from bayesdp.releases import PartialStatistics, hash_split
 from bayesdp.releases.mechanism import secure_plan
-from bayesdp.releases.partial import clip_rows
 
 BOUNDS = (2.5, 3.0)
 ATOL = 1e-9
@@ -215,22 +214,35 @@ def test_bad_input_is_named():
         PartialStatistics(2, BOUNDS).release(epsilon=1.0, delta=1e-5)
 
 
-def test_fast_clipping_is_the_clipping():
-    """clip_rows of partial.py returns bit for bit what privacy.clip_rows does, in C and
-    Fortran order, for rows just inside, on and just outside the bounds and for huge rows."""
+def test_clipping_is_privacy_clip_rows():
+    """The clipping of PartialStatistics returns bit for bit what privacy.clip_rows does, in C
+    and Fortran order, for rows just inside, on and just outside the bounds and for huge rows;
+    the caller's arrays are left as they were."""
     rng = np.random.default_rng(2)
     X = rng.normal(size=(3000, 4)) * 1.5
     u = X[:6] / np.linalg.norm(X[:6], axis=1, keepdims=True)
     X[:6] = u * (BOUNDS[0] * np.array([1 - 1e-12, 1.0, 1 + 1e-12, 1 - 1e-9, 1e200, 1e-300]))[:, None]
     y = rng.normal(size=3000) * 2
     y[:3] = [BOUNDS[1], -BOUNDS[1] * (1 + 1e-15), 1e300]
+    X0, y0 = X.copy(), y.copy()
     for A in (X, np.asfortranarray(X)):
-        mine, ref = clip_rows(A, y, *BOUNDS), privacy.clip_rows(A, y, *BOUNDS)
-        for m, r in zip(mine, ref):
+        mine = PartialStatistics(4, BOUNDS)._clip(A, y, overwrite=False)
+        for m, r in zip(mine, privacy.clip_rows(A, y, *BOUNDS)):
             assert m.tobytes() == r.tobytes()
+    assert X.tobytes() == X0.tobytes() and y.tobytes() == y0.tobytes()
     for bx in (1e-200, 1e200):  # squares out of range: the safe path
-        for m, r in zip(clip_rows(X, y, bx, 1.0), privacy.clip_rows(X, y, bx, 1.0)):
+        mine = PartialStatistics(4, (bx, 1.0))._clip(X, y, overwrite=False)
+        for m, r in zip(mine, privacy.clip_rows(X, y, bx, 1.0)):
             assert m.tobytes() == r.tobytes()
+
+
+def test_column_sums_are_of_the_clipped_rows(data):
+    X, y, labels = data
+    Xc, yc, _ = privacy.clip_rows(X, y, *BOUNDS)
+    p = parts(X, y, labels, [100, 2600])
+    got = (p[0] + p[1] + p[2]).column_sums
+    want = np.concatenate([Xc.sum(0), (Xc * Xc).sum(0), [yc.sum(), yc @ yc]])
+    np.testing.assert_allclose(got, want, rtol=0, atol=ATOL)
 
 
 def test_bayesdp_imports_without_dask():

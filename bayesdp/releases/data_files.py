@@ -32,6 +32,10 @@ def check_csv_header(path):
         )
 
 
+def _own(a):
+    return a if a.flags.owndata and a.flags.writeable else a.copy(order="K")
+
+
 def numeric_column(col):
     try:
         col.to_numpy(dtype=np.float64)
@@ -69,10 +73,12 @@ def pick_columns(cols, y_column, node_column, where):
 
 
 def frame_rows(chunk, feats, ycol, where, rows=""):
-    """(X, y) of a DataFrame chunk as float64 arrays; non-numeric columns are refused naming
-    them (``where``: the file or table, ``rows``: which rows, for the message)."""
+    """(X, y) of a DataFrame chunk as float64 arrays of their own (never views of the chunk's
+    data, so they may be changed in place); non-numeric columns are refused naming them
+    (``where``: the file or table, ``rows``: which rows, for the message)."""
     try:
-        return chunk[feats].to_numpy(dtype=np.float64), chunk[ycol].to_numpy(dtype=np.float64)
+        return (_own(chunk[feats].to_numpy(dtype=np.float64)),
+                _own(chunk[ycol].to_numpy(dtype=np.float64)))
     except (TypeError, ValueError):
         bad = [c for c in [*feats, ycol] if not numeric_column(chunk[c])]
         what = ", ".join(f"{c!r}" + (" (y_column)" if c == ycol else "") for c in bad)

@@ -108,7 +108,7 @@ def _frame_partial(frame, i, feats, ycol, ncol, cfg):
     X, y = frame_rows(frame, feats, ycol, where)
     labels = hash_labels(X, y, cfg[2]) if ncol is None else frame[ncol].to_numpy()
     try:
-        acc.add(X, y, labels, "node_column" if ncol is not None else "nodes")
+        acc.add(X, y, labels, "node_column" if ncol is not None else "nodes", overwrite=True)
     except BayesdpInputError as exc:
         raise BayesdpInputError(f"{where}: {exc}") from None
     return acc

@@ -252,7 +252,8 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
         else:
             labels = chunk[ncol].to_numpy()
         try:
-            acc.add(Xc, yc, labels, "node_column" if ncol is not None else "nodes")
+            acc.add(Xc, yc, labels, "node_column" if ncol is not None else "nodes",
+                    overwrite=True)
         except BayesdpInputError as exc:
             raise BayesdpInputError(f"{path}, rows {start}..{start + len(chunk) - 1}: {exc}") from None
         start += len(chunk)
@@ -270,6 +271,8 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
 def hash_labels(X, y, J):
     """:func:`~bayesdp.releases.holders.hash_split` of a chunk; rows with NaN or infinite
     values all get label 0 (the sums refuse them with an error naming the rows)."""
+    if J == 1:
+        return np.zeros(len(y), dtype=np.int64)
     if all_finite(X) and all_finite(y):
         return hash_split(X, y, J)
     return np.zeros(len(y), dtype=np.int64)

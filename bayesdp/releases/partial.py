@@ -27,7 +27,7 @@ import numpy as np
 from .. import privacy, secure_noise
 from ..errors import BayesdpInputError
 from .holders import check_split, unique_in_order
-from .rows import check_design, check_feature_names, check_rows
+from .rows import check_design, check_feature_names, check_finite, check_rows
 
 #: rows per block of the clipping and per-holder sums: large enough to amortise numpy's call
 #: overhead, small enough for the temporaries to stay in cache
@@ -41,10 +41,6 @@ class _HolderSums:
     yty: float
     n: int  # rows
     n_clipped: int
-    sx: np.ndarray  # sum of the (clipped) feature columns, for the centring check
-    sxx: np.ndarray
-    sy: float
-    syy: float
     rows: list  # (X, y) chunks kept for averaging
     n_used: int = 0  # rows (or groups, when averaging) in S, z
     K: object = 0  # secure noise: integer sums [vech(S), z, y^T y] / grid (an object array)
@@ -53,8 +49,7 @@ class _HolderSums:
         """The sums over the rows of both (new arrays; the inputs are left as they are)."""
         return _HolderSums(self.S + other.S, self.z + other.z, self.yty + other.yty,
                            self.n + other.n, self.n_clipped + other.n_clipped,
-                           self.sx + other.sx, self.sxx + other.sxx, self.sy + other.sy,
-                           self.syy + other.syy, self.rows + other.rows, 0, self.K + other.K)
+                           self.rows + other.rows, 0, self.K + other.K)
 
 
 class PartialStatistics:
@@ -123,6 +118,9 @@ class PartialStatistics:
                 "add/remove-one private")
         self.split = split
         self.released = False
+        # over all rows, after clipping: [sum x, sum x^2 (per column), sum y, sum y^2], for the
+        # centring check (uncentred_columns)
+        self.column_sums = np.zeros(2 * self.d + 2)
         self.stats = {}  # holder label -> _HolderSums
         if isinstance(holders, (int, np.integer)) and not isinstance(holders, bool):
             holders = range(int(holders))
@@ -134,8 +132,7 @@ class PartialStatistics:
     def _new(self, lab):
         if lab not in self.stats:
             D = self.d + int(self.intercept)
-            self.stats[lab] = _HolderSums(np.zeros((D, D)), np.zeros(D), 0.0, 0, 0,
-                                          np.zeros(self.d), np.zeros(self.d), 0.0, 0.0, [])
+            self.stats[lab] = _HolderSums(np.zeros((D, D)), np.zeros(D), 0.0, 0, 0, [])
         return self.stats[lab]
 
     def _check_open(self, what):
@@ -145,12 +142,13 @@ class PartialStatistics:
                 "same rows would spend the privacy budget again. Accumulate a new "
                 "PartialStatistics for another release")
 
-    def add(self, X, y, labels=None, what="nodes"):
+    def add(self, X, y, labels=None, what="nodes", overwrite=False):
         """Add the rows (X, y) (n x d and n), clipped to the bounds; ``labels``: one holder
         label per row (None: all rows to the single holder, which must be the only one).
+        ``overwrite``: X and y are the caller's own float64 copies and may be clipped in place.
         Returns self."""
         self._check_open("add")
-        X, y = check_rows(X, y, self.d)
+        X, y = check_rows(X, y, self.d, finite=False)
         if labels is None:
             if len(self.stats) > 1:
                 raise BayesdpInputError(f"{what}: these statistics have {len(self.stats)} "
@@ -160,7 +158,7 @@ class PartialStatistics:
         if labels.shape != (len(y),):
             raise BayesdpInputError(f"{what}: expected one holder label per row ({len(y)}), got "
                                     f"shape {labels.shape}")
-        X, y, clipped = clip_rows(X, y, *self.bounds)
+        X, y, clipped = self._clip(X, y, overwrite)
         X = np.ascontiguousarray(X)
         for lab, idx in holder_rows(labels, what):
             if idx is None:
@@ -169,16 +167,62 @@ class PartialStatistics:
                 self._add_holder(lab, X.take(idx, axis=0), y[idx], clipped[idx])
         return self
 
+    def _clip(self, X, y, overwrite):
+        """Rows clipped to the bounds, as :func:`bayesdp.privacy.clip_rows` clips them, and the
+        mask of rows changed; one pass over the rows in blocks checks that they are finite,
+        finds the rows that may be outside the bounds (plain ||x||^2 >= (B_x (1 - 1e-9))^2 or
+        |y| > B_y) and adds up the column sums. Only those rows go through
+        :func:`bayesdp.privacy.clip_rows` (overflow-safe), in X's memory order, on which the
+        rounding of its norms depends."""
+        bx, by = self.bounds
+        d, n = self.d, len(y)
+        if not 1e-140 < bx < 1e140:  # squares near underflow or overflow: the safe path only
+            check_finite(X, y)
+            Xc, yc, clipped = privacy.clip_rows(X, y, bx, by)
+            self._column_sums(Xc, yc)
+            return Xc, yc, clipped
+        limit = (bx * (1.0 - 1e-9)) ** 2
+        inside = np.empty(n, dtype=bool)
+        sums = np.zeros(2 * d + 2)
+        finite = True
+        for lo in range(0, n, BLOCK_ROWS):
+            B, yb = X[lo:lo + BLOCK_ROWS], y[lo:lo + BLOCK_ROWS]
+            with np.errstate(over="ignore", invalid="ignore"):
+                sq = np.einsum("ij,ij->i", B, B)
+                sums[:d] += B.sum(axis=0)
+                sums[d:2 * d] += np.einsum("ij,ij->j", B, B)
+                sums[2 * d:] += yb.sum(), yb @ yb
+            finite = finite and bool(np.isfinite(sq).all() and np.isfinite(yb).all())
+            np.less(sq, limit, out=inside[lo:lo + BLOCK_ROWS])
+            inside[lo:lo + BLOCK_ROWS] &= np.abs(yb) <= by
+        if not finite:  # a NaN or inf, or a finite row whose ||x||^2 overflows
+            check_finite(X, y)
+        clipped = np.zeros(n, dtype=bool)
+        edge = np.flatnonzero(~inside)
+        if len(edge):
+            Xe, ye = X[edge], y[edge]
+            if X.flags.f_contiguous and not X.flags.c_contiguous:
+                Xe = np.asfortranarray(Xe)
+            Xe_c, ye_c, clipped[edge] = privacy.clip_rows(Xe, ye, bx, by)
+            if not (overwrite and X.flags.writeable and y.flags.writeable):
+                X, y = X.copy(order="K"), y.copy()
+            X[edge], y[edge] = Xe_c, ye_c
+            with np.errstate(over="ignore", invalid="ignore"):
+                sums += np.concatenate([Xe_c.sum(axis=0) - Xe.sum(axis=0),
+                                        np.einsum("ij,ij->j", Xe_c, Xe_c)
+                                        - np.einsum("ij,ij->j", Xe, Xe),
+                                        [ye_c.sum() - ye.sum(), ye_c @ ye_c - ye @ ye]])
+        self.column_sums += sums
+        return X, y, clipped
+
+    def _column_sums(self, X, y):
+        self.column_sums += np.concatenate([X.sum(axis=0), np.einsum("ij,ij->j", X, X),
+                                            [y.sum(), y @ y]])
+
     def _add_holder(self, lab, Xm, ym, clipped):
         st = self._new(lab)
         st.n += len(ym)
         st.n_clipped += int(np.count_nonzero(clipped))
-        syy = float(ym @ ym)
-        if not self.intercept:  # for the centring check (uncentred_columns)
-            st.sx += Xm.sum(axis=0)
-            st.sxx += np.einsum("ij,ij->j", Xm, Xm)
-            st.sy += float(ym.sum())
-            st.syy += syy
         if self.average_rows > 1:
             st.rows.append((Xm, ym))
             return
@@ -188,7 +232,7 @@ class PartialStatistics:
             return
         st.S += W.T @ W
         st.z += W.T @ ym
-        st.yty += syy
+        st.yty += float(ym @ ym)
 
     def _design(self, X):
         return np.column_stack([np.ones(len(X)), X]) if self.intercept else X
@@ -219,12 +263,12 @@ class PartialStatistics:
         for lab, st in other.stats.items():
             if lab not in out.stats:
                 out.stats[lab] = st.plus(out._new_sums())
+        out.column_sums = self.column_sums + other.column_sums
         return out
 
     def _new_sums(self):
         D = self.d + int(self.intercept)
-        return _HolderSums(np.zeros((D, D)), np.zeros(D), 0.0, 0, 0, np.zeros(self.d),
-                           np.zeros(self.d), 0.0, 0.0, [])
+        return _HolderSums(np.zeros((D, D)), np.zeros(D), 0.0, 0, 0, [])
 
     def __add__(self, other):
         if not isinstance(other, PartialStatistics):
@@ -338,14 +382,12 @@ class PartialStatistics:
     def uncentred_columns(self, names, y_name="y"):
         """Columns (features and y, over all holders) whose |mean| exceeds their sd, as text
         ("x0 (mean 5.02, sd 1.01)"); the data holder's own check, not part of the release."""
-        sts = list(self.stats.values())
-        n = sum(st.n for st in sts)
+        n = sum(st.n for st in self.stats.values())
         if n < 2:
             return []
-        sx = sum(st.sx for st in sts) / n
-        sxx = sum(st.sxx for st in sts) / n
-        sy = sum(st.sy for st in sts) / n
-        syy = sum(st.syy for st in sts) / n
+        d = self.d
+        sx, sxx = self.column_sums[:d] / n, self.column_sums[d:2 * d] / n
+        sy, syy = self.column_sums[2 * d:] / n
         out = []
         for name, mean, sq in [*zip(names, sx, sxx), (y_name, sy, syy)]:
             sd = math.sqrt(max(sq - mean * mean, 0.0))
@@ -382,28 +424,3 @@ def holder_rows(labels, what="nodes"):
     at = {sorted_labels[a].item() if hasattr(sorted_labels[a], "item") else sorted_labels[a]:
           order[a:b] for a, b in zip(starts, ends)}
     return [(lab, at[lab]) for lab in holders]
-
-
-def clip_rows(X, y, bound_x, bound_y):
-    """:func:`bayesdp.privacy.clip_rows`, with the same result, faster: rows whose plain
-    ||x||^2 is below (B_x (1 - 1e-9))^2 and |y| <= B_y are certainly inside the bounds and kept
-    as they are; only the others go through :func:`bayesdp.privacy.clip_rows` (which is
-    overflow-safe)."""
-    if not 1e-140 < bound_x < 1e140:  # squares near underflow or overflow: the safe path only
-        return privacy.clip_rows(X, y, bound_x, bound_y)
-    limit = (bound_x * (1.0 - 1e-9)) ** 2
-    with np.errstate(over="ignore"):  # an overflowing ||x||^2 is inf: clipped below
-        sq = np.einsum("ij,ij->i", X, X)
-    inside = (sq < limit) & (np.abs(y) <= bound_y)
-    if inside.all():
-        return X, y, np.zeros(len(y), dtype=bool)
-    edge = np.flatnonzero(~inside)
-    Xe = X[edge]
-    if X.flags.f_contiguous and not X.flags.c_contiguous:  # the layout of X, as the norms'
-        Xe = np.asfortranarray(Xe)                         # rounding depends on it
-    Xe, ye, ce = privacy.clip_rows(Xe, y[edge], bound_x, bound_y)
-    Xc, yc = X.copy(), y.copy()
-    Xc[edge], yc[edge] = Xe, ye
-    clipped = np.zeros(len(y), dtype=bool)
-    clipped[edge] = ce
-    return Xc, yc, clipped

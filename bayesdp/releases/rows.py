@@ -18,7 +18,9 @@ DATA_BOUNDS_WARNING = (
 )
 
 
-def check_rows(X, y, d=None):
+def check_rows(X, y, d=None, finite=True):
+    """(X, y) as float64 arrays (X itself when it is one), after checking shapes and types and,
+    with ``finite``, that every value is finite (:func:`check_finite`)."""
     X = np.asarray(X)
     y = np.asarray(y)
     if X.ndim != 2:
@@ -41,13 +43,19 @@ def check_rows(X, y, d=None):
         X, y = as_float64(X), as_float64(y)
     except (TypeError, ValueError):
         raise BayesdpInputError("X and y must be numeric") from None
-    bad = None if all_finite(X) and all_finite(y) else ~np.isfinite(X).all(axis=1) | ~np.isfinite(y)
-    if bad is not None and bad.any():
+    if finite and not (all_finite(X) and all_finite(y)):
+        check_finite(X, y)
+    return X, y
+
+
+def check_finite(X, y):
+    """Refuse rows with NaN or infinite values, naming how many and the first."""
+    bad = ~np.isfinite(X).all(axis=1) | ~np.isfinite(y)
+    if bad.any():
         raise BayesdpInputError(
             f"X or y contains NaN or infinite values in {int(bad.sum())} rows (first row "
             f"{int(np.flatnonzero(bad)[0])}); remove or impute them before releasing"
         )
-    return X, y
 
 
 def all_finite(a):
