@@ -302,6 +302,25 @@ def test_dask_local_scheduler(frame, data):
     _dask_checks(frame, data)
 
 
+def test_dask_secure_noise_sums_exactly(frame, data):
+    """With noise="secure" the partitions' integer grid sums add up to the in-memory ones
+    exactly, and the release is on the grid."""
+    dd = pytest.importorskip("dask.dataframe")
+    X, y, labels = data
+    grid = secure_plan(1.0, 1e-5, BOUNDS, 3, intercept=True, average_rows=1,
+                       include_yty=False)["grid"]
+    ddf = dd.from_pandas(frame, npartitions=5)
+    got = bayesdp.releases.partial_statistics_dask(ddf, bounds=BOUNDS, node_column="who",
+                                                   intercept=True, grid=grid)
+    ref = one_pass(X, y, labels, intercept=True, grid=grid)
+    assert got.holders == ref.holders
+    for a, b in zip(got.grid_sums, ref.grid_sums):
+        assert list(a) == list(b)
+    rel = bayesdp.release_dask(ddf, epsilon=1.0, delta=1e-5, bounds=BOUNDS, node_column="who",
+                               intercept=True, noise="secure")
+    assert rel.noise_grid == grid and np.all(np.rint(rel.S_hat / grid) * grid == rel.S_hat)
+
+
 def test_dask_distributed_cluster(frame, data):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
