@@ -221,7 +221,8 @@ def test_clipping_is_privacy_clip_rows():
     rng = np.random.default_rng(2)
     X = rng.normal(size=(3000, 4)) * 1.5
     u = X[:6] / np.linalg.norm(X[:6], axis=1, keepdims=True)
-    X[:6] = u * (BOUNDS[0] * np.array([1 - 1e-12, 1.0, 1 + 1e-12, 1 - 1e-9, 1e200, 1e-300]))[:, None]
+    scale = BOUNDS[0] * np.array([1 - 1e-12, 1.0, 1 + 1e-12, 1 - 1e-9, 1e200, 1e-300])
+    X[:6] = u * scale[:, None]
     y = rng.normal(size=3000) * 2
     y[:3] = [BOUNDS[1], -BOUNDS[1] * (1 + 1e-15), 1e300]
     X0, y0 = X.copy(), y.copy()

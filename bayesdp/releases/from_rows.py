@@ -131,7 +131,7 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         epsilon, delta, bnds, X.shape[1], intercept=intercept, average_rows=k,
         include_yty=include_yty)
     acc = PartialStatistics(X.shape[1], bnds, holders, intercept=intercept, average_rows=k,
-                       grid=None if plan is None else plan["grid"])
+                            grid=None if plan is None else plan["grid"])
     acc.add(X, y, labels)
     return noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
                           include_yty=include_yty, seed=seed, feature_names=names,
@@ -242,9 +242,10 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
                 epsilon, delta, bnds, len(feats), intercept=intercept, average_rows=k,
                 include_yty=include_yty)
             acc = PartialStatistics(len(feats), bnds, None if J is None else list(range(J)),
-                               intercept=intercept, average_rows=k,
-                               grid=None if plan is None else plan["grid"])
-        Xc, yc = frame_rows(chunk, feats, ycol, path, f" in rows {start}..{start + len(chunk) - 1}")
+                                    intercept=intercept, average_rows=k,
+                                    grid=None if plan is None else plan["grid"])
+        rows = f" in rows {start}..{start + len(chunk) - 1}"
+        Xc, yc = frame_rows(chunk, feats, ycol, path, rows)
         if ncol is None and split == "contiguous":
             labels = np.minimum((start + np.arange(len(chunk))) // size, J - 1)
         elif ncol is None:

@@ -131,8 +131,7 @@ class PartialStatistics:
 
     def _new(self, lab):
         if lab not in self.stats:
-            D = self.d + int(self.intercept)
-            self.stats[lab] = _HolderSums(np.zeros((D, D)), np.zeros(D), 0.0, 0, 0, [])
+            self.stats[lab] = self._new_sums()
         return self.stats[lab]
 
     def _check_open(self, what):
@@ -244,7 +243,8 @@ class PartialStatistics:
         Both must have the same d, bounds, intercept, average_rows, grid, feature names and
         split; a holder in both gets the sums of both."""
         if not isinstance(other, PartialStatistics):
-            raise BayesdpInputError(f"merge: expected PartialStatistics, got {type(other).__name__}")
+            raise BayesdpInputError(
+                f"merge: expected PartialStatistics, got {type(other).__name__}")
         self._check_open("merge")
         other._check_open("merge")
         for name in ("d", "bounds", "intercept", "average_rows", "grid", "feature_names",
