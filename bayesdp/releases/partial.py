@@ -190,7 +190,7 @@ class PartialStatistics:
                 sq = np.einsum("ij,ij->i", B, B)
                 sums[:d] += B.sum(axis=0)
                 sums[d:2 * d] += np.einsum("ij,ij->j", B, B)
-                sums[2 * d:] += yb.sum(), yb @ yb
+                sums[2 * d:] += yb.sum(), np.einsum("i,i->", yb, yb)  # no BLAS threads
             finite = finite and bool(np.isfinite(sq).all() and np.isfinite(yb).all())
             np.less(sq, limit, out=inside[lo:lo + BLOCK_ROWS])
             inside[lo:lo + BLOCK_ROWS] &= np.abs(yb) <= by
@@ -210,7 +210,9 @@ class PartialStatistics:
                 sums += np.concatenate([Xe_c.sum(axis=0) - Xe.sum(axis=0),
                                         np.einsum("ij,ij->j", Xe_c, Xe_c)
                                         - np.einsum("ij,ij->j", Xe, Xe),
-                                        [ye_c.sum() - ye.sum(), ye_c @ ye_c - ye @ ye]])
+                                        [ye_c.sum() - ye.sum(),
+                                         np.einsum("i,i->", ye_c, ye_c)
+                                         - np.einsum("i,i->", ye, ye)]])
         self.column_sums += sums
         return X, y, clipped
 
