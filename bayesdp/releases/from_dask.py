@@ -45,7 +45,12 @@ def partial_statistics_dask(data, y=None, *, bounds, nodes=1, y_column=None, nod
     import dask.dataframe as dd
 
     bnds = privacy.check_bounds(bounds)
-    J = holder_count(nodes) if not isinstance(nodes, da.Array) else None
+    J = None if isinstance(nodes, da.Array) else holder_count(nodes)
+    if J is None and not isinstance(nodes, da.Array) and node_column is None:
+        raise BayesdpInputError(
+            f"nodes must be a holder count (whole number >= 1) or, with Dask arrays, a Dask "
+            f"array of labels, got {type(nodes).__name__}; with a Dask DataFrame per-row holder "
+            "labels go in node_column")
     if isinstance(split_every, bool) or not isinstance(split_every, (int, np.integer)) \
             or split_every < 2:
         raise BayesdpInputError(f"split_every must be a whole number >= 2, got {split_every!r}")
@@ -54,8 +59,8 @@ def partial_statistics_dask(data, y=None, *, bounds, nodes=1, y_column=None, nod
             raise BayesdpInputError("y: with a Dask DataFrame the response is a column "
                                     "(y_column), not a separate y")
         if node_column is None and J is None:
-            raise BayesdpInputError(f"nodes must be a holder count (whole number >= 1), got "
-                                    f"{nodes!r}; per-row holder labels go in node_column")
+            raise BayesdpInputError("nodes: with a Dask DataFrame per-row holder labels go in "
+                                    "node_column")
         feats, ycol, ncol = pick_columns(list(data.columns), y_column, node_column,
                                          "the Dask DataFrame")
         names = dataframe_names(data[feats])
@@ -87,6 +92,8 @@ def partial_statistics_dask(data, y=None, *, bounds, nodes=1, y_column=None, nod
     else:
         raise BayesdpInputError(f"data must be a Dask DataFrame or a Dask array (X with y), got "
                                 f"{type(data).__name__}")
+    if not parts:
+        raise BayesdpInputError("the Dask data has no partitions")
     while len(parts) > 1:  # the tree reduction, partitions kept in order
         parts = [dask.delayed(_merge)(*parts[i:i + split_every])
                  for i in range(0, len(parts), split_every)]
