@@ -27,7 +27,7 @@ from .privacy import (
 from .releases import Release, combine_releases, load_release, release, release_file
 from .simulate import SimulatedData, simulate
 from .models.priors import Priors
-from .inference import METHODS, adassp, closed_form_moments, fit, fit_nonprivate
+from .inference import METHODS, adassp, closed_form_moments, fit, fit_batch, fit_nonprivate
 from .diagnostics import diagnose
 from .predict import predict, prediction_summary
 from .estimator import BayesDPRegressor
@@ -57,6 +57,7 @@ __all__ = [
     "Dataset",
     "diagnose",
     "fit",
+    "fit_batch",
     "fit_nonprivate",
     "gaussian_sigma",
     "load_dataset",
