@@ -44,8 +44,10 @@ def fit_batch(releases, method="fast", *, seeds=None, priors=None, num_samples=1
     fitted = fit_batch_results(releases, method, seeds=seeds, priors=priors,
                                num_samples=num_samples, num_chains=num_chains,
                                num_warmup=num_warmup, progress_bar=progress_bar, **options)
-    return [finish_fit(f.release, method, f.seed, f.priors, f.result, stacklevel=4)
-            for f in fitted]
+    out = []
+    for f in fitted:  # a loop, not a comprehension: the warnings' stacklevel names the caller
+        out.append(finish_fit(f.release, method, f.seed, f.priors, f.result, stacklevel=4))
+    return out
 
 
 class Fitted(NamedTuple):
