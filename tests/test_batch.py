@@ -39,7 +39,7 @@ def _differs(a, b):
 
 
 @pytest.mark.parametrize("method,chains", [("fast", 2), ("fixeds", 1), ("fixeds", 2),
-                                           ("fixeds-paper", 1)])
+                                           ("fixeds-paper", 1), ("normalx-paper", 1)])
 def test_batch_equals_one_by_one(method, chains):
     import warnings
 
@@ -90,6 +90,8 @@ def test_fit_batch_checks_like_fit():
         bayesdp.fit_batch(rels, method="fast", seeds=[1, 2], sigma_y_rule="x", **KW)
     with pytest.raises(BayesdpInputError, match="num_samples"):
         bayesdp.fit_batch(rels, seeds=[1, 2], priors=KW["priors"], num_samples=0)
+    with pytest.raises(BayesdpInputError, match="list of releases"):
+        bayesdp.fit_batch(rels[0], seeds=[1], **KW)
     with pytest.raises(BayesdpInputError, match="empty"):
         bayesdp.fit_batch([], seeds=[])
     # seeds=None: each drawn and recorded, as fit does

@@ -21,6 +21,7 @@ priors are checked by ``fit``'s own :func:`.fit.prepare_fit` and the InferenceDa
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 import numpy as np
@@ -37,7 +38,8 @@ def fit_batch(releases, method="fast", *, seeds=None, priors=None, num_samples=1
     path ("fast" and the hand-written kernels; see ``bayesdp.inference.batch``).
 
     Parameters are those of :func:`bayesdp.fit`; ``seeds`` is one seed per release (None: each
-    drawn from OS entropy and recorded in its attrs). Returns a list of arviz.InferenceData, one
+    drawn from OS entropy and recorded in its attrs). A batched run draws no progress bar.
+    Returns a list of arviz.InferenceData, one
     per release, in order; release r's equals ``fit``'s for the same seed up to floating-point
     rounding (1e-10 relative; the vectorised program may order its sums differently).
     """
@@ -66,7 +68,10 @@ def fit_batch_results(releases, method="fast", *, seeds=None, priors=None, num_s
     need only the draws, e.g. ``bayesdp.compare``). The draws are checked to be finite."""
     from .fit import check_finite_posterior
 
-    releases = list(releases) if not isinstance(releases, (str, bytes)) else [releases]
+    if isinstance(releases, (str, bytes, os.PathLike)) or hasattr(releases, "S_hat"):
+        raise BayesdpInputError("releases: give a list of releases or release files (for one "
+                                "release, use fit)")
+    releases = list(releases)
     if not releases:
         raise BayesdpInputError("releases must not be empty")
     if seeds is None:
