@@ -7,8 +7,9 @@
 For every cell (epsilon, J, rep) the data are released once for the [S, z] methods and once, with
 the larger sensitivity of appendix C.1, for MCMC-B&S (``include_yty=True``); adaSSP adds its own
 noise to the raw statistics; "nonprivate" is the normal-inverse-gamma posterior from the raw rows.
-Every DP method is called through ``bayesdp.fit(release, method=name)``, so any method registered
-in ``bayesdp.METHODS`` can be compared.
+Every DP method is called through ``bayesdp.fit(release, method=name)`` (with ``batch_reps=True``,
+the replications of one (epsilon, J) through ``bayesdp.fit_batch`` where the method has a batched
+fit), so any method registered in ``bayesdp.METHODS`` can be compared.
 
 Metrics (``bayesdp.metrics``; docs/compare.md, "Metrics"):
 ``estimation_mse`` (posterior mean vs the true theta, or the training least-squares fit on real
