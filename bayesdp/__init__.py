@@ -28,7 +28,7 @@ from .releases import (PartialStatistics, Release, combine_releases, load_releas
                        release_dask, release_file)
 from .simulate import SimulatedData, simulate
 from .models.priors import Priors
-from .inference import METHODS, adassp, closed_form_moments, fit, fit_nonprivate
+from .inference import METHODS, adassp, closed_form_moments, fit, fit_batch, fit_nonprivate
 from .diagnostics import diagnose
 from .predict import predict, prediction_summary
 from .estimator import BayesDPRegressor
@@ -59,6 +59,7 @@ __all__ = [
     "Dataset",
     "diagnose",
     "fit",
+    "fit_batch",
     "fit_nonprivate",
     "gaussian_sigma",
     "load_dataset",

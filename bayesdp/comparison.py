@@ -7,8 +7,9 @@
 For every cell (epsilon, J, rep) the data are released once for the [S, z] methods and once, with
 the larger sensitivity of appendix C.1, for MCMC-B&S (``include_yty=True``); adaSSP adds its own
 noise to the raw statistics; "nonprivate" is the normal-inverse-gamma posterior from the raw rows.
-Every DP method is called through ``bayesdp.fit(release, method=name)``, so any method registered
-in ``bayesdp.METHODS`` can be compared.
+Every DP method is called through ``bayesdp.fit(release, method=name)`` (with ``batch_reps=True``,
+the replications of one (epsilon, J) through ``bayesdp.fit_batch`` where the method has a batched
+fit), so any method registered in ``bayesdp.METHODS`` can be compared.
 
 Metrics (``bayesdp.metrics``; docs/compare.md, "Metrics"):
 ``estimation_mse`` (posterior mean vs the true theta, or the training least-squares fit on real
@@ -176,33 +177,61 @@ def _method_options(method, spec):
     return opts
 
 
-def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
-    """Run ``methods`` on one (epsilon, J, rep) cell; returns tidy rows (and writes cell files).
-
-    ``modules``: modules to import first (those that registered the methods, for worker processes).
-    """
+def _setup(modules):
+    """Float64 JAX and the modules that registered the methods (for worker processes)."""
     import importlib
 
     from ._jax import enable_x64
 
     enable_x64()
-    import bayesdp
-
     for mod in modules:
         importlib.import_module(mod)
 
+
+def _cell_seeds(spec, epsilon, J, rep):
+    """The seeds of one cell: releases (without and with y^T y), adaSSP, the non-private
+    reference and the fits, all derived from ``spec["seed"]``, epsilon, J and rep."""
+    eps_idx = int(round(math.log(epsilon) * 1e6))
+    ss = np.random.SeedSequence([spec["seed"], eps_idx % (2**31), J, rep])
+    return tuple(int(s.generate_state(1, np.uint64)[0] >> 1) for s in ss.spawn(5))
+
+
+def _design(spec):
+    return {"intercept": spec.get("intercept", False), "average_rows": spec.get("average_rows", 1)}
+
+
+def _cell_release(spec, ctx, epsilon, J, seed, include_yty=False):
+    """The release of one cell for the [S, z] methods (or, ``include_yty``, for B&S)."""
+    import bayesdp
+
+    return bayesdp.release(ctx["X"], ctx["y"], epsilon=epsilon, delta=ctx["delta"],
+                           bounds=_bounds(ctx, spec), nodes=J, seed=seed,
+                           split=spec.get("split", "contiguous"), calibration=spec["calibration"],
+                           include_yty=include_yty, feature_names=ctx["names"], **_design(spec))
+
+
+def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitted=None,
+             release=None):
+    """Run ``methods`` on one (epsilon, J, rep) cell; returns tidy rows (and writes cell files).
+
+    ``modules``: modules to import first (those that registered the methods, for worker
+    processes). ``fitted``: {method: (theta draws, point estimate or None, seconds)} of methods
+    already fitted for this cell (by :func:`run_cells_batched`), with ``release`` the cell's
+    release they were fitted to.
+    """
+    _setup(modules)
+    import bayesdp
+
+    fitted = fitted or {}
     ctx = _context(spec)
     X, y = ctx["X"], ctx["y"]
     bounds = _bounds(ctx, spec)
     split = spec.get("split", "contiguous")
-    design = {"intercept": spec.get("intercept", False), "average_rows": spec.get("average_rows", 1)}
+    design = _design(spec)
     dim = X.shape[1] + int(design["intercept"])
-    eps_idx = int(round(math.log(epsilon) * 1e6))
-    ss = np.random.SeedSequence([spec["seed"], eps_idx % (2**31), J, rep])
-    s_rel, s_rel_yty, s_ada, s_np, s_fit = (int(s.generate_state(1, np.uint64)[0] >> 1)
-                                            for s in ss.spawn(5))
+    s_rel, s_rel_yty, s_ada, s_np, s_fit = _cell_seeds(spec, epsilon, J, rep)
     rows = []
-    rel = rel_yty = None
+    rel, rel_yty = release, None
     ref = None
     need_ref = spec["mmd"] and any(m != "adassp" for m in methods)
     npv_draws = None
@@ -227,6 +256,9 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
                 point = bayesdp.closed_form_moments(npv)[0]
                 seconds = npv_time
                 m_ref = None
+            elif method in fitted:
+                draws, point, seconds = fitted[method]
+                m_ref = ref
             elif method == "adassp":
                 budget = "paper-code" if spec["calibration"] == "paper-code" else "paper"
                 Xa, ba = X, bounds
@@ -241,19 +273,11 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
             else:
                 if method == "bs":
                     if rel_yty is None:
-                        rel_yty = bayesdp.release(X, y, epsilon=epsilon, delta=ctx["delta"],
-                                                  bounds=bounds, nodes=J, seed=s_rel_yty,
-                                                  split=split,
-                                                  calibration=spec["calibration"],
-                                                  include_yty=True, feature_names=ctx["names"],
-                                                  **design)
+                        rel_yty = _cell_release(spec, ctx, epsilon, J, s_rel_yty, True)
                     r = rel_yty
                 else:
                     if rel is None:
-                        rel = bayesdp.release(X, y, epsilon=epsilon, delta=ctx["delta"],
-                                              bounds=bounds, nodes=J, seed=s_rel, split=split,
-                                              calibration=spec["calibration"],
-                                              feature_names=ctx["names"], **design)
+                        rel = _cell_release(spec, ctx, epsilon, J, s_rel)
                     r = rel
                 t0 = time.perf_counter()
                 idata = bayesdp.fit(r, method=method, seed=s_fit, priors=ctx["priors"],
@@ -273,6 +297,54 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=()):
         if path is not None:
             _write_atomic(path, cell)
         rows.append(cell)
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS)
+
+
+def batchable(method):
+    """Whether ``method`` has a batched fit (:func:`bayesdp.fit_batch` runs it vectorised)."""
+    from .inference import METHODS
+
+    return method in METHODS and METHODS[method].run_batch is not None
+
+
+def run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
+    """Run the replications ``reps`` = [(rep, methods), ...] of one (epsilon, J) cell: every
+    method with a batched fit (:func:`batchable`) is fitted to all the replications that need
+    it at once (:func:`bayesdp.inference.batch.fit_batch_results`, one compiled program), then
+    each replication is finished by :func:`run_cell`. Results equal those of one
+    :func:`run_cell` per replication up to floating-point rounding; a replication's
+    ``seconds`` of a batched method is the batch's wall time divided by its size."""
+    _setup(modules)
+    from .inference.batch import fit_batch_results
+
+    ctx = _context(spec)
+    dim = ctx["X"].shape[1] + int(_design(spec)["intercept"])
+    seeds = {r: _cell_seeds(spec, epsilon, J, r) for r, _ in reps}
+    releases, fitted = {}, {r: {} for r, _ in reps}
+    for method in dict.fromkeys(m for _, todo in reps for m in todo if batchable(m)):
+        todo = [r for r, ms in reps if method in ms and not (
+            cells_dir is not None and cell_path(cells_dir, method, epsilon, J, r).exists())]
+        if not todo:
+            continue
+        for r in todo:
+            if r not in releases:
+                releases[r] = _cell_release(spec, ctx, epsilon, J, seeds[r][0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            t0 = time.perf_counter()
+            out = fit_batch_results([releases[r] for r in todo], method,
+                                    seeds=[seeds[r][4] for r in todo], priors=ctx["priors"],
+                                    num_samples=spec["num_samples"],
+                                    num_warmup=spec["num_warmup"], num_chains=1,
+                                    progress_bar=False, **_method_options(method, spec))
+            seconds = (time.perf_counter() - t0) / len(todo)
+        for r, f in zip(todo, out):
+            point = f.result.attrs.get("closed_form_mean")
+            fitted[r][method] = (np.asarray(f.result.posterior["theta"]).reshape(-1, dim),
+                                 None if point is None else np.asarray(point, dtype=float),
+                                 seconds)
+    rows = [run_cell(spec, epsilon, J, r, todo, cells_dir, modules, fitted=fitted[r],
+                     release=releases.get(r)) for r, todo in reps]
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS)
 
 
@@ -301,7 +373,7 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
             bounds="data", mmd=None, mmd_draws=500, mmd_bandwidth=0.1, method_options=None,
             figures=True, verbose=False, split="contiguous", executor=None,
             progress=None, intercept=False, average_rows=1, x_mean=0.0,
-            true_intercept=0.0) -> pd.DataFrame:
+            true_intercept=0.0, batch_reps=False) -> pd.DataFrame:
     """Run every method over epsilons x nodes x reps; return the tidy results DataFrame.
 
     Parameters
@@ -322,6 +394,12 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         returning futures; e.g. ``ThreadPoolExecutor(2)``, your own ``ProcessPoolExecutor``, a
         dask ``Client.get_executor()``) that runs the cells instead; not shut down here. Not
         together with ``n_jobs`` > 1. Results do not depend on how the cells are run.
+    batch_reps : fit the replications of each (epsilon, J) together: the methods with a batched
+        fit ("fast" and the hand-written MCMC kernels such as "fixeds"; ``bayesdp.fit_batch``)
+        run all replications in one compiled program, the others one by one. One task per
+        (epsilon, J) then goes to the workers or ``executor``. Results equal the default's up
+        to floating-point rounding (1e-10 relative); ``seconds`` of a batched method is the
+        batch's wall time divided by the number of replications in it.
     num_samples, num_warmup : kept draws and burn-in of the MCMC methods (one chain per cell).
     n, d : simulated data size. data_dir : folder of the named data sets (else $BAYESDP_DATA_DIR).
     preprocessing : "paper" or "sound" (real data). bounds : "data" (read off the data, as the
@@ -449,11 +527,16 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     tasks = []
     for e in epsilons:
         for J in nodes:
+            group = []
             for r in range(int(reps)):
                 todo = [m for m in methods if cells_dir is None
                         or not cell_path(cells_dir, m, e, J, r).exists()]
                 if todo:
-                    tasks.append((e, J, r, todo))
+                    group.append((r, todo))
+            if batch_reps and group:  # one task: every replication of (e, J) still to do
+                tasks.append((e, J, tuple(r for r, _ in group), group))
+            else:
+                tasks += [(e, J, r, todo) for r, todo in group]
     n_jobs = (os.cpu_count() or 1) if n_jobs is None else int(n_jobs)
     label = "simulated" if spec["kind"] == "simulated" else Path(str(data)).name
     results = _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose,
@@ -497,12 +580,24 @@ def _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose, progr
         def done(k, e, J, r, todo):
             bar.update(1)
             if verbose:
-                pg.write(f"[{k}/{total}] eps={e:g} J={J} rep={r}: {', '.join(todo)} "
+                if isinstance(r, tuple):  # a batch of replications: todo is [(rep, methods)]
+                    reps = ",".join(str(i) for i in r)
+                    names = ", ".join(dict.fromkeys(m for _, ms in todo for m in ms))
+                    what = f"reps={reps}: {names}"
+                else:
+                    what = f"rep={r}: {', '.join(todo)}"
+                pg.write(f"[{k}/{total}] eps={e:g} J={J} {what} "
                          f"({time.perf_counter() - t0:.0f} s elapsed)", bar)
+
+        def task(e, J, r, todo):  # the function and arguments of one task
+            if isinstance(r, tuple):
+                return run_cells_batched, (spec, e, J, todo, cells_dir, modules)
+            return run_cell, (spec, e, J, r, todo, cells_dir, modules)
 
         if executor is None and (n_jobs <= 1 or total == 1):
             for k, (e, J, r, todo) in enumerate(tasks, 1):
-                results.append(run_cell(spec, e, J, r, todo, cells_dir, modules))
+                fn, args = task(e, J, r, todo)
+                results.append(fn(*args))
                 done(k, e, J, r, todo)
             return results
         pool = None
@@ -511,8 +606,7 @@ def _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose, progr
             pool = executor = cf.ProcessPoolExecutor(max_workers=min(n_jobs, total),
                                                      mp_context=ctx, initializer=_worker_init)
         try:
-            futs = {executor.submit(run_cell, spec, e, J, r, todo, cells_dir, modules):
-                    (e, J, r, todo) for e, J, r, todo in tasks}
+            futs = {executor.submit(fn, *args): t for t in tasks for fn, args in [task(*t)]}
             # futures of other executors (not concurrent.futures ones) are awaited in order
             order = (cf.as_completed(futs) if all(isinstance(f, cf.Future) for f in futs)
                      else list(futs))

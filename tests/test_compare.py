@@ -254,3 +254,89 @@ def test_progress_bar_forced_on_and_quiet_by_default(capsys):
     assert "4/4" in err and "compare simulated" in err  # count and total on stderr
     assert "[1/4] eps=1 J=1 rep=0: fast, adassp, nonprivate" in out
     assert "[4/4]" in out
+
+
+# -- cells on other executors (processes, a dask cluster), resume, batched replications --------
+
+
+def _stamps(cells):
+    """(inode, mtime) of every cell file: a rewritten file (os.replace of a new one) changes."""
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in Path(cells).glob("*.csv")}
+
+
+def _resume_recomputes_only_deleted(tmp_path, serial, **kw):
+    """Run into out_dir, delete one cell file, run again: only that cell is recomputed and
+    the results equal ``serial``."""
+    out = tmp_path / "run"
+    first = compare("simulated", out_dir=out, **TINY, **kw)
+    pd.testing.assert_frame_equal(_no_seconds(first), _no_seconds(serial))
+    gone = cell_path(out / "cells", "fast", 1.0, 2, 1)
+    before = _stamps(out / "cells")
+    gone.unlink()
+    again = compare("simulated", out_dir=out, **TINY, **kw)
+    after = _stamps(out / "cells")
+    assert set(after) == set(before)
+    changed = {name for name in after if after[name] != before[name]}
+    assert changed == {gone.name}
+    pd.testing.assert_frame_equal(_no_seconds(again), _no_seconds(serial))
+
+
+def test_process_pool_executor_matches_serial_and_resumes(tmp_path):
+    """A ProcessPoolExecutor with spawn workers (they re-import the caller and get the spec,
+    run_cell and the method modules by pickling) gives the in-process results; resume works."""
+    import concurrent.futures as cf
+    import multiprocessing
+
+    serial = compare("simulated", **TINY)
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(2, mp_context=ctx) as ex:
+        _resume_recomputes_only_deleted(tmp_path, serial, executor=ex)
+
+
+def test_dask_executor_matches_serial_and_resumes(tmp_path):
+    """A dask.distributed LocalCluster (worker processes) through Client.get_executor():
+    the in-process results, resume, and batched replications on it too."""
+    distributed = pytest.importorskip("distributed")
+    serial = compare("simulated", **TINY)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as client:
+        ex = client.get_executor()
+        _resume_recomputes_only_deleted(tmp_path, serial, executor=ex)
+        batched = compare("simulated", executor=ex, batch_reps=True, **TINY)
+    _assert_batched_equal(batched, serial)
+
+
+def _assert_batched_equal(batched, serial):
+    """Same rows; values equal up to the rounding of the vectorised fits (1e-10 relative)."""
+    a, b = _no_seconds(batched), _no_seconds(serial)
+    pd.testing.assert_frame_equal(a.drop(columns="value"), b.drop(columns="value"))
+    np.testing.assert_allclose(a["value"], b["value"], rtol=1e-10, atol=0)
+
+
+def test_batch_reps_matches_one_by_one_and_resumes(tmp_path):
+    """batch_reps=True: one task per (epsilon, J), the batchable methods (fast, fixeds) fitted
+    for all replications at once; the rows equal the one-by-one run's; resume recomputes only
+    missing cells; a different seed is not equal (the comparison can fail)."""
+    methods = ["fast", "fixeds", "adassp", "nonprivate"]
+    kw = dict(TINY, methods=methods, nodes=[2], reps=3, num_samples=100, num_warmup=100,
+              mmd=True)
+    serial = compare("simulated", **kw)
+    ex = CountingExecutor(1)
+    try:
+        batched = compare("simulated", batch_reps=True, executor=ex, out_dir=tmp_path, **kw)
+    finally:
+        ex.inner.shutdown()
+    assert ex.calls == 1  # one task for the three replications of (eps=1, J=2)
+    _assert_batched_equal(batched, serial)
+    assert set(batched["metric"]) == set(METRICS)
+    for name in ("fixeds", "fast"):
+        cell_path(tmp_path / "cells", name, 1.0, 2, 1).unlink()
+    before = _stamps(tmp_path / "cells")
+    again = compare("simulated", batch_reps=True, out_dir=tmp_path, **kw)
+    after = _stamps(tmp_path / "cells")
+    assert {n for n in after if after[n] != before.get(n)} == {
+        cell_path(tmp_path, m, 1.0, 2, 1).name for m in ("fixeds", "fast")}
+    _assert_batched_equal(again, serial)
+    other = compare("simulated", batch_reps=True, **dict(kw, seed=5))
+    assert not np.allclose(_no_seconds(other)["value"], _no_seconds(serial)["value"], rtol=1e-3)

@@ -161,15 +161,7 @@ def fast_posterior(release, priors, *, sigma_y2=None, sigma_y_rule="paper", fixe
     ``eiv_rtol`` (relative); a warning says when ``eiv_iterations`` passes were not enough.
     Returns a dict with mean, cov, sigma_y2, the fixed S, and the s_noise used.
     """
-    if sigma_y2 is None:
-        sigma_y2 = plugin_sigma_y2(release, sigma_y_rule)
-    elif not float(sigma_y2) > 0:
-        raise BayesdpInputError(f"sigma_y2 must be > 0, got {sigma_y2}")
-    if s_noise is None:
-        s_noise = (release.provenance or {}).get("s_noise", "conditional")
-    if s_noise not in S_NOISE:
-        raise BayesdpInputError(f"s_noise must be one of {S_NOISE}, got {s_noise!r}")
-    S = fixed_s_estimate(release, fixed_s)
+    sigma_y2, s_noise, S = fast_inputs(release, sigma_y2, sigma_y_rule, fixed_s, s_noise)
     if s_noise != "eiv":
         shift, Sig = z_given_s_noise(release, S, s_noise=s_noise)
         mean, cov, _ = gaussian_theta_posterior(
@@ -178,6 +170,20 @@ def fast_posterior(release, priors, *, sigma_y2=None, sigma_y_rule="paper", fixe
     else:
         mean, cov = _eiv_fixed_point(release, S, float(sigma_y2), priors, eiv_iterations, eiv_rtol)
     return {"mean": mean, "cov": cov, "sigma_y2": float(sigma_y2), "S": S, "s_noise": s_noise}
+
+
+def fast_inputs(release, sigma_y2=None, sigma_y_rule="paper", fixed_s="psd", s_noise=None):
+    """The checked options of :func:`fast_posterior`: ``(sigma_y2, s_noise, S)`` with the
+    plug-in sigma_y^2 when none is given, the s_noise used, and the fixed S_j."""
+    if sigma_y2 is None:
+        sigma_y2 = plugin_sigma_y2(release, sigma_y_rule)
+    elif not float(sigma_y2) > 0:
+        raise BayesdpInputError(f"sigma_y2 must be > 0, got {sigma_y2}")
+    if s_noise is None:
+        s_noise = (release.provenance or {}).get("s_noise", "conditional")
+    if s_noise not in S_NOISE:
+        raise BayesdpInputError(f"s_noise must be one of {S_NOISE}, got {s_noise!r}")
+    return float(sigma_y2), s_noise, fixed_s_estimate(release, fixed_s)
 
 
 def _eiv_fixed_point(release, S, sigma_y2, priors, iterations, rtol):

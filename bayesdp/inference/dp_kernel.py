@@ -6,6 +6,7 @@ hand-written method runs, so that importing bayesdp does not import JAX.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -30,6 +31,68 @@ class ChainState(NamedTuple):
     tuning: object
     info: object
     rng_key: object
+
+
+def chain_start(init, step, rng_key, data, position, log_alpha, log_step, step_kwargs=None,
+                info_shapes=None):
+    """The :class:`ChainState` a chain of the kernel ``(init, step)`` starts from at
+    ``position``; returns it, the kernel's state class and the shapes of its Info (pass them
+    back as ``info_shapes`` to skip tracing a sweep for them)."""
+    J, d = data.z_hat.shape
+    la = jnp.zeros(J) if log_alpha is None else jnp.asarray(log_alpha, dtype=jnp.float64)
+    state, tuning = init(position, la, jnp.asarray(log_step, dtype=jnp.float64))
+    if info_shapes is None:  # zeros shaped like the step's own Info (kernels report different fields)
+        info_shapes = jax.eval_shape(
+            lambda k: step(k, state, data, tuning, **(step_kwargs or {}))[1], rng_key)
+    info = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), info_shapes)
+    return (ChainState(jnp.zeros((), jnp.int32), state._asdict(), tuning, info, rng_key),
+            type(state), info_shapes)
+
+
+def chain_sweep(step, state_cls, targets, num_warmup, state: ChainState, data, step_kwargs=None):
+    """One sweep of the kernel ``step`` from ``state``, then the Robbins-Monro adaptation of its
+    tuning (:func:`.kernels.adaptation.adapt`) while ``state.i < num_warmup``."""
+    key, sub = jax.random.split(state.rng_key)
+    position = state_cls(**state.z)
+    new, info = step(sub, position, data, state.tuning, **(step_kwargs or {}))
+    d = data.z_hat.shape[-1]
+    adapted = adapt(state.tuning, info, state.i, *targets, min_log_alpha=math.log(d + 1.0))
+    warm = state.i < num_warmup
+    tuning = jax.tree.map(lambda a, b: jnp.where(warm, a, b), adapted, state.tuning)
+    return ChainState(state.i + 1, new._asdict(), tuning, info, key)
+
+
+@functools.partial(jax.jit, static_argnames=("init", "step", "targets", "num_warmup",
+                                             "num_samples"))
+def run_chains_batched(keys, data, position, log_alpha, log_step, *, init, step, targets,
+                       num_warmup, num_samples):
+    """Chains of the kernel ``(init, step)`` for R releases in one compiled program: what
+    ``numpyro.infer.MCMC`` with :class:`DPKernel` runs for each release, vmapped over them.
+
+    ``keys`` (R, 2), one chain per release, or (R, C, 2), C chains each (numpyro's
+    ``random.split(key, C)``); ``data``, ``position`` (dict), ``log_alpha`` (R, J) and
+    ``log_step`` (R,) stacked over the releases. Returns the kept draws ``z`` (dict), ``info`` and
+    ``tuning`` of sweeps num_warmup + 1 .. num_warmup + num_samples, shaped (R, [C,] K, ...)."""
+
+    def one_chain(key, data, position, la, ls):
+        state, state_cls, _ = chain_start(init, step, key, data, position, la, ls)
+
+        def sweep(s, _):
+            s = chain_sweep(step, state_cls, targets, num_warmup, s, data)
+            return s, None
+
+        def keep(s, _):
+            s = chain_sweep(step, state_cls, targets, num_warmup, s, data)
+            return s, (s.z, s.info, s.tuning)
+
+        state, _ = jax.lax.scan(sweep, state, None, length=num_warmup)
+        return jax.lax.scan(keep, state, None, length=num_samples)[1]
+
+    if keys.ndim == 3:  # C chains per release, vectorised like chain_method="vectorized"
+        one_release = jax.vmap(one_chain, in_axes=(0, None, None, None, None))
+    else:
+        one_release = one_chain
+    return jax.vmap(one_release)(keys, data, position, log_alpha, log_step)
 
 
 class DPKernel(MCMCKernel):
@@ -71,31 +134,17 @@ class DPKernel(MCMCKernel):
         return ("z",)
 
     def _init_one(self, rng_key, data):
-        J, d = data.z_hat.shape
-        la = (jnp.zeros(J) if self._log_alpha_init is None
-              else jnp.asarray(self._log_alpha_init, dtype=jnp.float64))
-        state, tuning = self._init(self._init_position, la,
-                                   jnp.asarray(self._log_step_init, dtype=jnp.float64))
-        self._state_cls = type(state)
-        # zeros shaped like the step's own Info (kernels report different fields)
-        key = (J, d)
-        if self._info_shapes is None or self._info_shapes[0] != key:
-            shapes = jax.eval_shape(
-                lambda k: self._step(k, state, data, tuning, **self._step_kwargs)[1], rng_key)
-            self._info_shapes = (key, shapes)
-        info = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), self._info_shapes[1])
-        return ChainState(jnp.zeros((), jnp.int32), state._asdict(), tuning, info, rng_key)
+        state, self._state_cls, shapes = chain_start(
+            self._init, self._step, rng_key, data, self._init_position, self._log_alpha_init,
+            self._log_step_init, self._step_kwargs,
+            None if self._info_shapes is None or self._info_shapes[0] != data.z_hat.shape
+            else self._info_shapes[1])
+        self._info_shapes = (data.z_hat.shape, shapes)
+        return state
 
     def _sample_one(self, state, data):
-        key, sub = jax.random.split(state.rng_key)
-        position = self._state_cls(**state.z)
-        new, info = self._step(sub, position, data, state.tuning, **self._step_kwargs)
-        d = data.z_hat.shape[-1]
-        adapted = adapt(state.tuning, info, state.i, *self._targets,
-                        min_log_alpha=math.log(d + 1.0))
-        warm = state.i < self._num_warmup
-        tuning = jax.tree.map(lambda a, b: jnp.where(warm, a, b), adapted, state.tuning)
-        return ChainState(state.i + 1, new._asdict(), tuning, info, key)
+        return chain_sweep(self._step, self._state_cls, self._targets, self._num_warmup, state,
+                           data, self._step_kwargs)
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         self._num_warmup = int(num_warmup)

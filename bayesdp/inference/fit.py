@@ -34,6 +34,10 @@ class Method:
     run: Callable
     description: str
     iid: bool = False  # independent draws (closed form): no convergence check
+    # run_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_warmup,
+    # progress_bar, **options) -> [MethodResult]: many releases of one shape at once
+    # (bayesdp.inference.batch), or None
+    run_batch: Optional[Callable] = None
 
 
 METHODS: dict = {}
@@ -46,10 +50,13 @@ METHODS: dict = {}
 INTERCEPT_METHODS = ("normalx", "nuts-normalx", "fixeds", "fast", "fixeds-paper", "nuts-fixeds")
 
 
-def register_method(name: str, run: Callable, description: str, *, iid: bool = False):
+def register_method(name: str, run: Callable, description: str, *, iid: bool = False,
+                    run_batch: Optional[Callable] = None):
     """Make ``fit(release, method=name)`` call ``run``. ``iid=True`` marks a method whose draws
-    are independent (closed form), so ``fit`` skips the MCMC convergence check."""
-    METHODS[name] = Method(name, run, description, bool(iid))
+    are independent (closed form), so ``fit`` skips the MCMC convergence check. ``run_batch``
+    fits many releases of the same shapes at once for :func:`bayesdp.fit_batch`; each of its
+    results must equal ``run``'s for the same release and seed (to floating-point rounding)."""
+    METHODS[name] = Method(name, run, description, bool(iid), run_batch)
 
 
 def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, num_samples=1000,
@@ -95,6 +102,19 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
         ``worst_parameter`` and a per-variable ``convergence`` summary (JSON). Closed-form
         methods ("fast") draw independently and skip the check.
     """
+    release, seed, priors = prepare_fit(release, method, seed, priors, num_samples, num_chains,
+                                        num_warmup)
+    result = METHODS[method].run(
+        release, priors, seed=seed, num_samples=int(num_samples),
+        num_chains=int(num_chains), num_warmup=int(num_warmup), progress_bar=progress_bar,
+        **options,
+    )
+    return finish_fit(release, method, seed, priors, result, stacklevel=4)
+
+
+def prepare_fit(release, method, seed, priors, num_samples, num_chains, num_warmup):
+    """The checks of :func:`fit` before a method runs: ``(release, seed, priors)`` with the
+    release loaded, the seed drawn if None, and the priors resolved against the release."""
     from ..releases import Release, load_release
 
     if not isinstance(release, Release):
@@ -114,11 +134,12 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
     priors = (priors or Priors()).resolve(release)
     if seed is None:
         seed = secrets.randbits(63)
-    result = METHODS[method].run(
-        release, priors, seed=int(seed), num_samples=int(num_samples),
-        num_chains=int(num_chains), num_warmup=int(num_warmup), progress_bar=progress_bar,
-        **options,
-    )
+    return release, int(seed), priors
+
+
+def finish_fit(release, method, seed, priors, result, stacklevel=3):
+    """The InferenceData of :func:`fit` from a method's :class:`MethodResult`: checks the draws
+    are finite, records the attrs, and runs the convergence check of the MCMC methods."""
     check_finite_posterior(result.posterior, method)
     attrs = {
         "method": method,
@@ -138,7 +159,7 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
         diagnostics.set_attrs(idata, {"convergence_checked": False, "converged": True,
                                       "convergence": "independent draws (closed form)"})
     else:
-        diagnostics.check_convergence(idata, method, stacklevel=3)
+        diagnostics.check_convergence(idata, method, stacklevel=stacklevel)
     return idata
 
 
@@ -234,6 +255,13 @@ def _run_fast(release, priors, *, seed, num_samples, num_chains, num_warmup, pro
     ``s_noise`` treats the S noise of a correlated ``noise_cov`` (closed_form.z_given_s_noise)."""
     post = closed_form.fast_posterior(release, priors, sigma_y2=sigma_y2,
                                       sigma_y_rule=sigma_y_rule, fixed_s=fixed_s, s_noise=s_noise)
+    return fast_result(post, seed, num_chains, num_samples, sigma_y_rule if sigma_y2 is None
+                       else "given", fixed_s)
+
+
+def fast_result(post, seed, num_chains, num_samples, sigma_y_rule, fixed_s):
+    """The :class:`MethodResult` of "fast" from its posterior moments (``fast_posterior``'s
+    dict): ``num_chains`` x ``num_samples`` iid Gaussian draws from ``seed``."""
     rng = np.random.default_rng(seed)
     theta = closed_form.draw_gaussian(rng, post["mean"], post["cov"], (num_chains, num_samples))
     return MethodResult(
@@ -242,15 +270,22 @@ def _run_fast(release, priors, *, seed, num_samples, num_chains, num_warmup, pro
             "closed_form_mean": post["mean"],
             "closed_form_cov": post["cov"].ravel(),
             "sigma_y2_plugin": post["sigma_y2"],
-            "sigma_y_rule": sigma_y_rule if sigma_y2 is None else "given",
+            "sigma_y_rule": sigma_y_rule,
             "fixed_s": fixed_s,
             "s_noise": post["s_noise"],
         },
     )
 
 
+def _run_fast_batch(releases, priors_list, **kw):
+    from .batch import run_fast_batch
+
+    return run_fast_batch(releases, priors_list, **kw)
+
+
 register_method("fast", _run_fast, "Bayes-fixedS-fast (Algorithm 3): closed-form Gaussian, "
-                "S_j fixed at the nearest PSD matrix, sigma_y fixed at a plug-in value", iid=True)
+                "S_j fixed at the nearest PSD matrix, sigma_y fixed at a plug-in value", iid=True,
+                run_batch=_run_fast_batch)
 
 
 def closed_form_moments(idata):

@@ -287,16 +287,31 @@ def _kernel(kind):
     }[kind]
 
 
-def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, num_warmup,
-                     progress_bar, target_accept=TARGET_ACCEPT, target_accept_sigma_y2=None,
-                     alpha_init=None, sigma_y2_step=None, fixed_s="psd", fix_sigma_y2=None,
-                     chain_method=None, s_noise=None, build_only=False):
-    enable_x64()
-    _compilation_cache_from_env()
-    from numpyro.infer import MCMC
+class _Handwritten(NamedTuple):
+    """A hand-written kernel's run for one release, after the options were checked: its model,
+    data and start, the kernel, and what its attrs record."""
 
+    kind: str
+    model: object
+    data: object
+    pos: dict
+    log_alpha: np.ndarray
+    log_step: float
+    init: object
+    step: object
+    slice_s2: bool
+    targets: tuple
+    s_noise: object
+    theta_eiv: object
+    fixed_s: str
+    fix_sigma_y2: object
+
+
+def _handwritten_setup(kind, release, priors, *, target_accept=TARGET_ACCEPT,
+                       target_accept_sigma_y2=None, alpha_init=None, sigma_y2_step=None,
+                       fixed_s="psd", fix_sigma_y2=None, s_noise=None):
+    """Check the options of a hand-written kernel and build its run (:class:`_Handwritten`)."""
     from ..models import regression as R
-    from .dp_kernel import DPKernel
 
     ta = _check_target("target_accept", target_accept)
     tsy = ta if target_accept_sigma_y2 is None else _check_target("target_accept_sigma_y2",
@@ -304,6 +319,7 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
     s2_0 = initial_sigma_y2(release, priors) if fix_sigma_y2 is None else float(fix_sigma_y2)
     if not s2_0 > 0:
         raise BayesdpInputError(f"fix_sigma_y2 must be > 0, got {fix_sigma_y2!r}")
+    theta_eiv = None
     if kind in ("fixeds", "fixeds-paper"):
         model, data, pos, s_noise, theta_eiv = _fixeds_setup(release, priors, s2_0, fixed_s,
                                                              s_noise)
@@ -322,38 +338,102 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
         sigma_y2_step = 1.0 if slice_s2 else 0.1 * s2_0  # slice: a width on the log scale
     elif not float(sigma_y2_step) > 0:
         raise BayesdpInputError(f"sigma_y2_step must be > 0, got {sigma_y2_step!r}")
+    return _Handwritten(kind, model, data, pos, la, math.log(float(sigma_y2_step)), init, step,
+                        slice_s2, (ta, tsy), s_noise, theta_eiv, fixed_s, fix_sigma_y2)
+
+
+def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, num_warmup,
+                     progress_bar, chain_method=None, build_only=False, **options):
+    enable_x64()
+    _compilation_cache_from_env()
+    from numpyro.infer import MCMC
+
+    from .dp_kernel import DPKernel
+
+    h = _handwritten_setup(kind, release, priors, **options)
+    (ta, tsy), pos, la, log_step0 = h.targets, h.pos, h.log_alpha, h.log_step
     cm, pb = _chain_method(chain_method, "vectorized"), _progress(progress_bar)
-    log_step0 = math.log(float(sigma_y2_step))
 
     def make():
-        kernel = DPKernel(model, init, step, pos, target_accept_S=ta, target_accept_sigma_y2=tsy,
-                          log_alpha_init=la, log_step_init=log_step0)
+        kernel = DPKernel(h.model, h.init, h.step, pos, target_accept_S=ta,
+                          target_accept_sigma_y2=tsy, log_alpha_init=la, log_step_init=log_step0)
         return MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples,
                     num_chains=num_chains, chain_method=cm, progress_bar=pb, jit_model_args=True)
 
     if build_only:  # for benchmarks: a fresh MCMC object and its data, not run
-        return make(), data
+        return make(), h.data
     # Reuse the compiled sampler of an earlier fit with the same kernel, options and shapes.
-    shapes = _data_shapes(data)
-    key = ("handwritten", step, model, ta, tsy, int(num_warmup), int(num_samples),
+    shapes = _data_shapes(h.data)
+    key = ("handwritten", h.step, h.model, ta, tsy, int(num_warmup), int(num_samples),
            int(num_chains), cm, pb, shapes)
     mcmc = _cached_mcmc(key, make)
     mcmc.sampler.set_initial_values(pos, la, log_step0)
-    _run_mcmc(mcmc, seed, data, ("info", "tuning"))
+    _run_mcmc(mcmc, seed, h.data, ("info", "tuning"))
     draws = mcmc.get_samples(group_by_chain=True)
     extra = mcmc.get_extra_fields(group_by_chain=True)
+    return _handwritten_result(h, draws, extra["info"], extra["tuning"], mcmc.chain_method,
+                               num_warmup)
+
+
+def _run_handwritten_batch(kind, releases, priors_list, *, seeds, num_samples, num_chains,
+                           num_warmup, progress_bar, chain_method=None, **options):
+    """:func:`_run_handwritten` for many releases of the same shapes in one compiled program
+    (:func:`.dp_kernel.run_chains_batched`): the chains of release r are those ``fit`` runs for
+    it with seed ``seeds[r]``, up to floating-point rounding (the batched program may order its
+    reductions differently). ``chain_method`` is checked and recorded; the C chains of each
+    release are vectorised."""
+    enable_x64()
+    import jax
+
+    from .dp_kernel import run_chains_batched
+
+    cm = _chain_method(chain_method, "vectorized")
+    runs = [_handwritten_setup(kind, rel, pri, **options)
+            for rel, pri in zip(releases, priors_list)]
+    h = runs[0]
+    shapes = {_data_shapes(r.data) for r in runs}
+    if len(shapes) > 1 or len({r.step for r in runs}) > 1:
+        raise BayesdpInputError("releases: a batch needs releases of one shape (J, d) and one "
+                                "kernel; fit the others separately")
+
+    def stack(*xs):
+        return np.stack([np.asarray(x) for x in xs])
+
+    keys = np.stack([np.asarray(_keys(s)) for s in seeds])
+    if num_chains > 1:  # numpyro's split of a run's key into one key per chain
+        keys = np.stack([np.asarray(jax.random.split(k, num_chains)) for k in keys])
+    data = jax.tree.map(stack, *[r.data for r in runs])
+    pos = {k: stack(*[r.pos[k] for r in runs]) for k, v in h.pos.items() if v is not None}
+    out = run_chains_batched(keys, data, pos, stack(*[r.log_alpha for r in runs]),
+                             np.array([r.log_step for r in runs]), init=h.init, step=h.step,
+                             targets=h.targets, num_warmup=int(num_warmup),
+                             num_samples=int(num_samples))
+    out = jax.tree.map(np.asarray, out)
+    if num_chains == 1:  # (R, K, ...) -> (R, 1, K, ...), as group_by_chain
+        out = jax.tree.map(lambda a: a[:, None], out)
+    z, info, tuning = out
+    return [_handwritten_result(run, {k: v[r] for k, v in z.items()},
+                                jax.tree.map(lambda a: a[r], info),
+                                jax.tree.map(lambda a: a[r], tuning), cm, num_warmup)
+            for r, run in enumerate(runs)]
+
+
+def _handwritten_result(h: _Handwritten, draws, info, tuning, chain_method, num_warmup):
+    """The :class:`MethodResult` of a hand-written kernel from its draws and its Info and
+    Tuning per sweep, shaped (chain, draw, ...)."""
+    kind = h.kind
+    ta, tsy = h.targets
     posterior = {k: _np(v) for k, v in draws.items()}
-    info, tuning = extra["info"], extra["tuning"]
     stats = {
         "acceptance_rate_sigma_y2": _np(info.accept_prob_sigma_y2),
         "step_size_sigma_y2": np.exp(_np(tuning.log_step)),
     }
     dims = {}
     attrs = {"sampler": f"bayesdp {kind} kernel", "target_accept": ta,
-             "target_accept_sigma_y2": tsy, "chain_method": mcmc.chain_method,
+             "target_accept_sigma_y2": tsy, "chain_method": chain_method,
              "num_warmup": num_warmup,
              "acceptance_rate_sigma_y2_mean": float(np.mean(_np(info.accept_prob_sigma_y2)))}
-    if slice_s2:
+    if h.slice_s2:
         stats = {"slice_width_log_sigma_y2": stats["step_size_sigma_y2"],
                  "n_evals_sigma_y2": _np(info.evals_sigma_y2)}
         attrs["sigma_y2_update"] = "slice sampler on log sigma_y2, theta integrated out"
@@ -379,9 +459,9 @@ def _run_handwritten(kind, release, priors, *, seed, num_samples, num_chains, nu
                 stats[scale] = np.exp(_np(tuning.log_group_step))
                 attrs[f"acceptance_rate_{name}_mean"] = float(np.mean(_np(prob)))
     else:
-        attrs.update(_s_noise_attrs(fixed_s, s_noise, theta_eiv))
-        if fix_sigma_y2 is not None:
-            attrs["fix_sigma_y2"] = float(fix_sigma_y2)
+        attrs.update(_s_noise_attrs(h.fixed_s, h.s_noise, h.theta_eiv))
+        if h.fix_sigma_y2 is not None:
+            attrs["fix_sigma_y2"] = float(h.fix_sigma_y2)
     attrs.update(_jax_versions())
     return MethodResult(posterior=posterior, sample_stats=stats, attrs=attrs, dims=dims)
 
@@ -475,6 +555,22 @@ def _runner(method):
                                     **{m.options[k]: v for k, v in options.items()})
     run.__doc__ = m.description
     return run
+
+
+def _batch_runner(method):
+    """The function ``fit_batch(method=method)`` calls (hand-written kernels), or None."""
+    m = MCMC_METHODS[method]
+    if m.sampler == "nuts":
+        return None
+
+    def run_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_warmup,
+                  progress_bar, **options):
+        _no_extra({k: v for k, v in options.items() if k not in m.options}, method)
+        return _run_handwritten_batch(m.kind, releases, priors_list, seeds=seeds,
+                                      num_samples=num_samples, num_chains=num_chains,
+                                      num_warmup=num_warmup, progress_bar=progress_bar,
+                                      **{m.options[k]: v for k, v in options.items()})
+    return run_batch
 
 
 def build_mcmc(method, release, priors, *, num_samples, num_warmup, num_chains=1, **options):
@@ -579,5 +675,6 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
 
 
 for _name in MCMC_METHODS:
-    register_method(_name, _runner(_name), MCMC_METHODS[_name].description)
+    register_method(_name, _runner(_name), MCMC_METHODS[_name].description,
+                    run_batch=_batch_runner(_name))
 del _name
