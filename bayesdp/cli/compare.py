@@ -23,6 +23,7 @@ def _cmd_compare(args):
         method_options=method_options, figures=not args.no_figures, verbose=args.verbose,
         split=args.split, progress=args.progress, intercept=args.intercept,
         average_rows=args.average_rows, x_mean=args.x_mean, true_intercept=args.true_intercept,
+        batch_reps=args.batch_reps,
     )
     print(summary_markdown(df[df["metric"].isin(["estimation_mse", "prediction_mse"])],
                            title=f"data={args.data}, calibration={args.calibration}"))
@@ -87,6 +88,10 @@ def register(subparsers):
                    help="simulated data: the true intercept added to y")
     p.add_argument("--mmd", default="auto", choices=["auto", "yes", "no"],
                    help="compute the MMD metrics ('auto': when d <= 5)")
+    p.add_argument("--batch-reps", action="store_true",
+                   help="fit the replications of each (epsilon, J) in one compiled program (the "
+                        "methods with a batched path: fast and the hand-written kernels; "
+                        "docs/compare.md)")
     p.add_argument("--no-figures", action="store_true", help="do not draw the figures")
     p.add_argument("--verbose", action="store_true",
                    help="print a line per finished cell: [k/total] eps J rep, methods, time")
