@@ -32,9 +32,10 @@ def test_weakly_informative_values_from_the_bounds():
     np.testing.assert_allclose(p.C, (2.5 * math.sqrt(d) * By / Bx) ** 2 * np.eye(d), rtol=1e-14)
     assert (p.a, p.b) == (0.5, pytest.approx((sd_y / 20) ** 2, rel=1e-14))
     assert p.kappa == d + 2
-    np.testing.assert_allclose(p.Lambda, sd_x**2 * np.eye(d), rtol=1e-14)
-    # Sigma_x's prior mean Lambda / (kappa - d - 1) is sd_x^2 I
-    np.testing.assert_allclose(p.Lambda / (p.kappa - d - 1), sd_x**2 * np.eye(d), rtol=1e-14)
+    np.testing.assert_allclose(p.Lambda, (sd_x / 100) ** 2 * np.eye(d), rtol=1e-14)
+    # Sigma_x's prior mean Lambda / (kappa - d - 1) is (sd_x / 100)^2 I
+    np.testing.assert_allclose(p.Lambda / (p.kappa - d - 1), (sd_x / 100) ** 2 * np.eye(d),
+                               rtol=1e-14)
     # a Release carries its bounds
     sim = bayesdp.simulate(500, d, seed=0)
     rel = bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-5, bounds=(Bx, By), seed=1)
