@@ -20,6 +20,9 @@ def main():
     ap.add_argument("--num-warmup", type=int, default=500)
     ap.add_argument("--num-samples", type=int, default=1000)
     ap.add_argument("--n-jobs", type=int, default=1)
+    ap.add_argument("--batch-reps", action="store_true",
+                    help="fit the replications of each cell in one compiled program "
+                         "(compare(batch_reps=True); same results to rounding)")
     ap.add_argument("--calibrations", nargs="+", default=["paper-code", "exact"])
     ap.add_argument("--methods", nargs="+", default=None)
     ap.add_argument("--seed", type=int, default=1,
@@ -48,7 +51,7 @@ def main():
                     reps=args.reps, calibration=cal, seed=args.seed, n=args.n, d=d,
                     n_jobs=args.n_jobs, num_samples=args.num_samples, num_warmup=args.num_warmup,
                     out_dir=f"{args.out_dir}/d{d}-{cal}{suffix}", verbose=True,
-                    progress=args.progress)
+                    progress=args.progress, batch_reps=args.batch_reps)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,9 @@ def main():
     ap.add_argument("--num-warmup", type=int, default=500)
     ap.add_argument("--num-samples", type=int, default=1000)
     ap.add_argument("--n-jobs", type=int, default=1)
+    ap.add_argument("--batch-reps", action="store_true",
+                    help="fit the replications of each cell in one compiled program "
+                         "(compare(batch_reps=True); same results to rounding)")
     ap.add_argument("--out-dir", default="runs/table1")
     ap.add_argument("--datasets", nargs="+", default=["powerplant", "bikesharing", "airquality"])
     ap.add_argument("--calibrations", nargs="+", default=["paper-code", "exact"])
@@ -63,7 +66,7 @@ def main():
             df = compare(ds, methods=methods, epsilons=[1.0], nodes=[1, 5, 10], reps=args.reps,
                          calibration=cal, seed=1, out_dir=out / f"{ds}-{cal}", n_jobs=args.n_jobs,
                          num_samples=args.num_samples, num_warmup=args.num_warmup, verbose=True,
-                         progress=args.progress)
+                         progress=args.progress, batch_reps=args.batch_reps)
             s = summarize(df[df["metric"] == "prediction_mse"])
             for J in (1, 5, 10):
                 cells = []
