@@ -382,13 +382,29 @@ def convergence_attrs(conv: dict) -> dict:
 def check_convergence(idata, method="?", *, rhat_max=RHAT_MAX, ess_min=ESS_MIN, warn=True,
                       stacklevel=3) -> dict:
     """Check every sampled variable, record the result in the attrs and warn
-    (:class:`~bayesdp.errors.ConvergenceWarning`) when the chains have not converged."""
+    (:class:`~bayesdp.errors.ConvergenceWarning`) when the chains have not converged, and
+    (a second warning) when any NUTS transition diverged."""
     conv = convergence_summary(idata, rhat_max=rhat_max, ess_min=ess_min)
     set_attrs(idata, convergence_attrs(conv))
     if warn and not conv["converged"]:
         warnings.warn(convergence_message(conv, method), ConvergenceWarning,
                       stacklevel=stacklevel)
+    n_div = divergences(idata)
+    if warn and n_div:
+        warnings.warn(
+            f"{method}: {n_div} of {conv['n_chains'] * conv['n_draws']} NUTS transitions "
+            "diverged: the sampler missed part of the posterior, so these draws may be biased "
+            "even where r_hat and ESS look fine; refit with a higher target_accept_prob (e.g. "
+            "0.99) and check that the divergences go away.", ConvergenceWarning,
+            stacklevel=stacklevel)
     return conv
+
+
+def divergences(idata) -> int:
+    """Number of divergent NUTS transitions in ``sample_stats.diverging`` (0 without it)."""
+    if "sample_stats" in idata.groups() and "diverging" in idata.sample_stats:
+        return int(np.asarray(idata.sample_stats["diverging"]).sum())
+    return 0
 
 
 def _plot_safely(fn, idata, path, var_names, problems):
@@ -474,11 +490,10 @@ def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=R
                     f"{v}: {label} effective sample size {s[key]:.0f} < {ess_min} (over all "
                     f"chains): estimates are noisy; draw more samples or use a better-mixing "
                     f"method.")
-    if "sample_stats" in idata.groups() and "diverging" in idata.sample_stats:
-        n_div = int(np.asarray(idata.sample_stats["diverging"]).sum())
-        if n_div:
-            problems.append(f"{n_div} divergent NUTS transitions: the posterior geometry is hard "
-                            "for NUTS here (typical for large n_j); do not trust these draws.")
+    n_div = divergences(idata)
+    if n_div:
+        problems.append(f"{n_div} divergent NUTS transitions: the posterior geometry is hard "
+                        "for NUTS here (typical for large n_j); do not trust these draws.")
     plots = []
     if out_dir is not None:
         out = Path(out_dir)

@@ -187,3 +187,31 @@ def test_diagnose_checks_sigma_x_and_s_by_default(capsys):
     assert any("Sigma_x[x2, x3]" in w for w in res["warnings"])
     res = diagnostics.diagnose(idata, var_names=["theta"], verbose=False)
     assert res["ok"]
+
+
+def test_divergent_transitions_are_not_silent():
+    """Well-mixed chains pass the r_hat / ESS check, but divergent NUTS transitions still warn;
+    the same draws without divergences do not (negative control)."""
+    rng = np.random.default_rng(1)
+    post = _draws(rng, 4, 500)
+    clean = np.zeros((4, 500), dtype=bool)
+    diverged = clean.copy()
+    diverged[1, [10, 300]] = True
+    for flags, expected in ((clean, 0), (diverged, 2)):
+        idata = diagnostics.to_inference_data(
+            post, sample_stats={"diverging": flags},
+            coords={"feature": ["x1", "x2", "x3"], "feature_": ["x1", "x2", "x3"],
+                    "holder": ["h0", "h1"]},
+            dims={"theta": ["feature"], "Sigma_x": ["feature", "feature_"],
+                  "S": ["holder", "feature", "feature_"]}, attrs={"method": "test"})
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            conv = diagnostics.check_convergence(idata, "test")
+        assert conv["converged"]  # r_hat and ESS are fine either way
+        msgs = [str(w.message) for w in rec if issubclass(w.category, ConvergenceWarning)]
+        assert diagnostics.divergences(idata) == expected
+        if expected:
+            assert len(msgs) == 1 and "2 of 2000 NUTS transitions diverged" in msgs[0]
+            assert "target_accept_prob" in msgs[0]
+        else:
+            assert msgs == []
