@@ -12,21 +12,15 @@ from .releases import load_release, release
 from .simulate import simulate
 
 
-#: what the demo's table and plot call each method
-METHOD_LABELS = {"normalx": "MCMC-normalX", "fast": "Bayes-fixedS-fast", "fixeds": "MCMC-fixedS"}
-
-
 def run_demo(*, n=100_000, d=5, nodes=5, epsilon=1.0, delta=1e-5, seed=0,
-             out_dir="bayesdp-demo", method="normalx", echo=print):
+             out_dir="bayesdp-demo", echo=print):
     """Run the paper's simulation end to end and write ``release.json`` and ``theta.png``.
 
     Data: Sigma_x ~ InvWishart(V^T V, d+1), theta ~ N(0, I), x ~ N(0, Sigma_x), sigma_y = 1,
     split over ``nodes`` holders, released with (epsilon, delta)-DP using public bounds derived
-    from the generating distribution. Fitted with ``method`` (default ``"normalx"``, MCMC-normalX,
-    whose 90% intervals cover the truth here; ``"fast"`` is milliseconds but ignores the noise
-    on S, docs/methods.md "Priors"), default weakly-informative priors scaled from the public
-    bounds, and adaSSP; the non-private posterior mean (same priors, raw rows) is shown for
-    reference.
+    from the generating distribution. Fitted with Bayes-fixedS-fast (default weakly-informative
+    priors, scaled from the public bounds) and adaSSP; the non-private posterior mean (same
+    priors, raw rows) is shown for reference.
     Returns a dict with the table (pandas), the release, the posterior and the file paths.
     """
     out = Path(out_dir)
@@ -43,9 +37,7 @@ def run_demo(*, n=100_000, d=5, nodes=5, epsilon=1.0, delta=1e-5, seed=0,
          f"{int(rel.n_clipped.sum())} rows clipped")
     echo(f"wrote {path} (seeded noise: a demo, not a real release)")
     rel = load_release(path)
-    label = METHOD_LABELS.get(method, method)
-    echo(f"fitting {label} ({method!r}; docs/methods.md)")
-    idata = fit(rel, method=method, seed=s_fit)
+    idata = fit(rel, method="fast", seed=s_fit)
     echo(f"priors: {idata.posterior.attrs['priors']} (docs/methods.md, 'Priors'; "
          f"Priors.paper() for the paper's)")
     est = adassp(sim.X, sim.y, epsilon=epsilon, delta=delta, bounds=sim.bounds, nodes=nodes,
@@ -54,11 +46,11 @@ def run_demo(*, n=100_000, d=5, nodes=5, epsilon=1.0, delta=1e-5, seed=0,
                                                    bounds=sim.bounds))[0]
     estimates = {"adaSSP": est, "non-private": reference}
     table = report.theta_table(idata, truth=sim.theta, estimates=estimates)
-    echo(f"\n{label} posterior of theta, with adaSSP (same eps, delta) and the "
+    echo("\nBayes-fixedS-fast posterior of theta, with adaSSP (same eps, delta) and the "
          "non-private posterior mean:")
     echo(report.format_table(table))
     plot = report.plot_theta(idata, out / "theta.png", truth=sim.theta, estimates=estimates,
-                             title=f"{label}, eps={epsilon:g}, J={nodes}, n={n}")
+                             title=f"Bayes-fixedS-fast, eps={epsilon:g}, J={nodes}, n={n}")
     echo(f"\nwrote {plot}")
     return {"table": table, "release": rel, "posterior": idata, "release_path": path,
             "plot_path": plot, "truth": sim.theta, "adassp": est}

@@ -32,10 +32,9 @@ def test_weakly_informative_values_from_the_bounds():
     np.testing.assert_allclose(p.C, (2.5 * math.sqrt(d) * By / Bx) ** 2 * np.eye(d), rtol=1e-14)
     assert (p.a, p.b) == (0.5, pytest.approx((sd_y / 20) ** 2, rel=1e-14))
     assert p.kappa == d + 2
-    np.testing.assert_allclose(p.Lambda, (sd_x / 100) ** 2 * np.eye(d), rtol=1e-14)
-    # Sigma_x's prior mean Lambda / (kappa - d - 1) is (sd_x / 100)^2 I
-    np.testing.assert_allclose(p.Lambda / (p.kappa - d - 1), (sd_x / 100) ** 2 * np.eye(d),
-                               rtol=1e-14)
+    np.testing.assert_allclose(p.Lambda, sd_x**2 * np.eye(d), rtol=1e-14)
+    # Sigma_x's prior mean Lambda / (kappa - d - 1) is sd_x^2 I
+    np.testing.assert_allclose(p.Lambda / (p.kappa - d - 1), sd_x**2 * np.eye(d), rtol=1e-14)
     # a Release carries its bounds
     sim = bayesdp.simulate(500, d, seed=0)
     rel = bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-5, bounds=(Bx, By), seed=1)
@@ -187,15 +186,3 @@ def test_fixeds_intervals_and_sigma_y2_with_the_default_priors(demo_problems):
     assert res["default"][1] >= 0.8, res
     assert res["paper"][0] < 0.5 and res["paper"][1] <= 0.1, res
     assert abs(res["paper"][2] - 0.5 / 19) < 0.02, res  # pinned at the prior mean
-
-
-def test_sigma_x_prior_scale_with_and_without_an_intercept():
-    """Sigma_x's default scale is (sd_x / 100)^2 without an intercept and sd_x^2 with one
-    (docs/methods.md, "Priors"), sd_x = B_x / (3 sqrt(p)) over the p features."""
-    Bx, By = 8.0, 12.0
-    plain = Priors().resolve(3, bounds=(Bx, By))
-    icpt = Priors().resolve(3, bounds=(Bx, By), intercept=True)  # theta = [theta_0, beta_1, beta_2]
-    sd3, sd2 = Bx / (3 * math.sqrt(3)), Bx / (3 * math.sqrt(2))
-    np.testing.assert_allclose(plain.Lambda, (sd3 / 100) ** 2 * np.eye(3), rtol=1e-14)
-    np.testing.assert_allclose(icpt.Lambda, sd2 ** 2 * np.eye(2), rtol=1e-14)
-    assert (plain.kappa, icpt.kappa) == (5.0, 4.0)

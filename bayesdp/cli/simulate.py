@@ -15,11 +15,11 @@ from .common import add_command
 
 def _cmd_demo(args):
     """The main job on the paper's simulation: n rows split over J holders, each releases noisy
-    X^T X and X^T y; fit (MCMC-normalX by default, --method) and adaSSP; table and plot."""
+    X^T X and X^T y; fit with Bayes-fixedS-fast and adaSSP; table and plot."""
     from ..demo import run_demo
 
     run_demo(n=args.n, d=args.d, nodes=args.nodes, epsilon=args.epsilon, delta=args.delta,
-             seed=args.seed, out_dir=args.out_dir, method=args.method)
+             seed=args.seed, out_dir=args.out_dir)
 
 
 def _cmd_simulate(args):
@@ -60,9 +60,6 @@ def register(subparsers):
     p.add_argument("--epsilon", type=float, default=1.0, help="privacy epsilon (default 1)")
     p.add_argument("--delta", type=float, default=1e-5, help="privacy delta (default 1e-5)")
     p.add_argument("--seed", type=int, default=0, help="seed of the whole demo (default 0)")
-    p.add_argument("--method", default="normalx",
-                   help="fit method (default normalx, about a minute; 'fast' takes milliseconds "
-                        "but its intervals ignore the noise on S)")
     p.add_argument("--out-dir", default="bayesdp-demo",
                    help="folder for release.json and theta.png (created if missing)")
 

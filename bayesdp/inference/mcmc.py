@@ -587,14 +587,8 @@ def build_mcmc(method, release, priors, *, num_samples, num_warmup, num_chains=1
 # ---------------------------------------------------------------------------------------------
 
 
-#: NUTS's target acceptance: 0.95 for ``normalx`` (with the default prior of Sigma_x, 0.8 let
-#: divergent transitions through on small data; at d = 5, J = 5 both took ~60 leapfrog steps
-#: per iteration, docs/methods.md), numpyro's 0.8 for the NUTS baselines
-NUTS_TARGET_ACCEPT = {"normalx-noncentred": 0.95}
-
-
 def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
-              target_accept_prob=None, max_tree_depth=10, fixed_s="psd", s_noise=None,
+              target_accept_prob=0.8, max_tree_depth=10, fixed_s="psd", s_noise=None,
               chain_method=None, build_only=False, **options):
     method = "normalx" if kind == "normalx-noncentred" else f"nuts-{kind}"
     _no_extra(options, method)
@@ -605,8 +599,6 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
 
     from ..models import regression as R
 
-    if target_accept_prob is None:
-        target_accept_prob = NUTS_TARGET_ACCEPT.get(kind, 0.8)
     tap = _check_target("target_accept_prob", target_accept_prob)
     s2_0 = initial_sigma_y2(release, priors)
     if kind == "fixeds":

@@ -12,17 +12,7 @@ Two families of defaults (docs/methods.md, "Priors"):
       m = 0,  C = s^2 I  with  s = 2.5 sd_y / sd_x = 2.5 sqrt(d) B_y / B_x   (rstanarm's rule)
       a = 1/2,  b = (sd_y / 20)^2        (sigma_y = sd_y / (10 sqrt(2) |Z|): median sd_y / 9.5,
                                           90% prior interval sd_y / 28 .. 1.1 sd_y)
-      kappa = d + 2,  Lambda = (sd_x / 100)^2 I  (prior mean of Sigma_x = (sd_x / 100)^2 I)
-
-  The prior of Sigma_x is small on purpose. An inverse Wishart has a light left tail: it keeps
-  every eigenvalue of Sigma_x above about Lambda / (kappa + d + 1), while its right tail is heavy.
-  The release measures an eigenvalue lambda of Sigma_x only where n_j lambda stands out of the
-  noise on S_hat_j; below that the prior decides. A prior that floors every direction at a
-  typical feature variance then claims that z_hat measures theta in nearly collinear directions
-  the release cannot resolve, and theta's intervals are overconfident (docs/methods.md,
-  "Priors": 48% coverage of nominal 90%). With the floor 10^4 times lower, unmeasured directions
-  stay small and leave theta there to its prior, while the heavy right tail leaves measured
-  directions to the data.
+      kappa = d + 2,  Lambda = sd_x^2 I  (prior mean of Sigma_x = sd_x^2 I)
 
   A release without bounds has no public scale: the paper's priors are used, with a warning.
 - ``Priors.paper()`` - the paper's priors for its rescaled data: a = 20, b = 0.5, m = 0,
@@ -35,10 +25,7 @@ Releases with an intercept (appendix B.2, ``release(..., intercept=True)``): the
 beta] has d = p + 1 entries, p the features; Sigma_x (p x p) and the mean mu of the feature rows
 belong to the features only. Weakly informative: the slopes as above with p; the intercept
 sd s_0 = s B_x = 2.5 sqrt(p) B_y (the prior sd of x^T beta at ||x|| = B_x, since theta_0 =
-E[y] - mu^T beta can be that large); Lambda = sd_x^2 I_p (not / 100: here the rows' second moment
-is n_j (mu mu^T + Sigma_x), so a Sigma_x the release does not measure, pulled small by the prior,
-would be made up by a biased mu - measured: mu 4.17 +- 0.03 against the true 4.0 with
-(sd_x / 100)^2, 3.92 +- 0.21 with sd_x^2, docs/methods.md), kappa = p + 2; mu ~ N(0, (c B_x /
+E[y] - mu^T beta can be that large); Lambda = sd_x^2 I_p, kappa = p + 2; mu ~ N(0, (c B_x /
 sqrt(p))^2 I_p), c the value of the ones column (1, or sqrt(k) with ``average_rows=k``, whose
 rows have mean sqrt(k) mu). Paper family: C = b/(a-1) I_d, Lambda = I_p, kappa = p + 1,
 mu ~ N(0, c^2 I_p) (the paper gives no prior for mu).
@@ -66,7 +53,6 @@ THETA_SCALE = 2.5  # s = 2.5 sd_y / sd_x (rstanarm, Gelman et al. 2008)
 SIGMA_SHAPE = 0.5  # a: one pseudo-observation
 SIGMA_SCALE_FRACTION = 1.0 / 20.0  # b = (sd_y / 20)^2
 KAPPA_EXTRA = 2.0  # kappa = d + 2: the smallest integer kappa with a finite prior mean
-SIGMA_X_SCALE_FRACTION = 1.0 / 100.0  # Lambda = (sd_x / 100)^2 I
 
 NO_BOUNDS_WARNING = (
     "priors: the release has no public bounds (B_x, B_y), so the weakly-informative default "
@@ -159,9 +145,7 @@ class Priors:
             b0 = (SIGMA_SCALE_FRACTION * sd_y) ** 2
             C0 = (THETA_SCALE * sd_y / sd_x) ** 2
             C00 = C0 * Bx**2  # intercept: s_0 = s B_x
-            # the intercept model keeps sd_x^2: there S_11 = n (mu mu^T + Sigma_x), so an
-            # unmeasured Sigma_x pulled small would bias mu (module docstring)
-            Lam0 = sd_x ** 2 if intercept else (SIGMA_X_SCALE_FRACTION * sd_x) ** 2
+            Lam0 = sd_x ** 2
             kappa0 = p + KAPPA_EXTRA
             mu0 = (column * Bx) ** 2 / p
             label = "weakly-informative (public bounds)"
