@@ -168,6 +168,9 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     clipped rows in memory (the groups are a random partition of all of a holder's rows).
     ``noise`` as in :func:`release`: "float" (default) or "secure" (discrete Gaussian on a grid
     from the OS CSPRNG; no seed).
+    The rows are summed chunk by chunk (:meth:`PartialStatistics.add_stacked`; a Parquet file
+    with numeric columns is read by pyarrow straight into float64, docs/scale-out.md "Speed"):
+    the sums are those of :func:`release` on the same rows up to floating-point rounding.
     """
     path = Path(path)
     if not path.exists():
