@@ -160,9 +160,10 @@ class PartialStatistics:
 
     def add_stacked(self, A, labels=None, what="nodes"):
         """Add the rows of A = [1, X, y] (n x (d + 2) float64, each column contiguous, e.g. rows
-        of a Fortran-order array), as :meth:`add` adds
-        (X, y). A is the caller's own: its rows are clipped in place. With average_rows = 1 and no
-        secure-noise grid, the sums of each holder are read off one product G = A_j^T A_j
+        of a Fortran-order array), as :meth:`add` adds (X, y). A is the caller's own: its rows
+        are clipped in place. With average_rows = 1 and no secure-noise grid (otherwise
+        :meth:`add` sums copies of X and y), the sums of each holder are read off one product
+        G = A_j^T A_j
         (A_j: the holder's rows, after clipping): n_j = G[0, 0], S_j = G[s, s], z_j = G[s, -1],
         y^T y = G[-1, -1], s = the rows of W (with the column of ones when ``intercept``). The
         sums are those of :meth:`add` summed in another order (equal to rounding, relative
