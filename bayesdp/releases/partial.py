@@ -163,11 +163,10 @@ class PartialStatistics:
         of a Fortran-order array), as :meth:`add` adds (X, y). A is the caller's own: its rows
         are clipped in place. With average_rows = 1 and no secure-noise grid (otherwise
         :meth:`add` sums copies of X and y), the sums of each holder are read off one product
-        G = A_j^T A_j
-        (A_j: the holder's rows, after clipping): n_j = G[0, 0], S_j = G[s, s], z_j = G[s, -1],
-        y^T y = G[-1, -1], s = the rows of W (with the column of ones when ``intercept``). The
-        sums are those of :meth:`add` summed in another order (equal to rounding, relative
-        ~1e-15 per addition). Returns self."""
+        G = A_j^T A_j (A_j: the holder's rows, after clipping): n_j = G[0, 0], S_j = G[s, s],
+        z_j = G[s, -1], y^T y = G[-1, -1], s = the rows of W (with the column of ones when
+        ``intercept``). The sums are those of :meth:`add` summed in another order (equal to
+        rounding, relative ~1e-15 per addition). Returns self."""
         self._check_open("add")
         d = self.d
         if A.ndim != 2 or A.shape[1] != d + 2 or A.dtype != np.float64 \
