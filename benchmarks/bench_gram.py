@@ -7,17 +7,18 @@ X.T @ X on the same rows as the ceiling, all measured in this run.
     --nodes > 1, the per-holder sums), and bayesdp.release;
 (b) bayesdp.release_file on a Parquet file of --rows rows in row groups of --row-group rows
     (written to a temporary folder first), with the default chunksize and with one row group
-    per chunk;
+    per chunk (pyarrow decodes the next record batch in a second thread meanwhile);
 (c) bayesdp.release_dask on the same Parquet file, on a distributed.LocalCluster of 1 and 2
     worker processes with one thread each (needs bayesdp[dask]).
 The ceiling is X.T @ X (BLAS, all cores) over rows already in memory; each line prints rows/s
-and its ratio to the ceiling. The rows are N(0, I) features with B_x = 4.5 (about 0.1% clipped).
-The timings depend on what else runs on the machine.
+and its ratio to the ceiling. The rows are N(0, I) features with B_x = 4.5 (at d = 10 about
+2.7% of the rows are clipped). The timings depend on what else runs on the machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 import warnings
@@ -72,6 +73,7 @@ def main(argv=None):
     n_file, n_mem, d, J = int(args.rows), int(args.memory_rows), args.d, args.nodes
     warnings.simplefilter("ignore")  # the data-holder warnings are not what is measured
 
+    print("load average (1, 5, 15 min): " + " ".join(f"{v:.2f}" for v in os.getloadavg()))
     X, y = rows_block(np.random.default_rng(1), n_mem, d)
     ceiling = n_mem / best_time(lambda: X.T @ X, args.repeat)
     out = [("numpy X.T @ X (ceiling)", ceiling)]

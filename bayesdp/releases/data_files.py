@@ -44,10 +44,108 @@ def numeric_column(col):
     return True
 
 
-def iter_columns(path, header, chunksize, y_column, node_column, progress=False, desc=None):
-    """Chunks of a data file with the feature, response and node column names resolved."""
+def iter_stacked(path, header, chunksize, y_column, node_column, progress=False, desc=None):
+    """Chunks of a data file as (A, feats, ycol, ncol, labels): A = [1, X, y] float64 with
+    contiguous columns (rows x (d + 2); the input of :meth:`PartialStatistics.add_stacked`), the
+    feature, response and node column names, and the node column's values (None without one).
+
+    A is a view of a reused buffer: it is valid until the next chunk is asked for. Parquet files
+    whose feature and response columns are integers or floats are read with pyarrow alone, the
+    next record batch decoded into a second buffer by a second thread meanwhile; other files go
+    through pandas (:func:`frame_rows`)."""
+    if path.suffix.lower() in (".parquet", ".pq"):
+        fast = _parquet_stacked(path, chunksize, y_column, node_column, progress, desc)
+        if fast is not None:
+            yield from fast
+            return
+    start, buf = 0, _Buffer()
     for chunk in _iter_chunks(path, header, chunksize, progress, desc):
-        yield (chunk, *pick_columns(list(chunk.columns), y_column, node_column, path))
+        feats, ycol, ncol = pick_columns(list(chunk.columns), y_column, node_column, path)
+        X, y = frame_rows(chunk, feats, ycol, path, f" in rows {start}..{start + len(chunk) - 1}")
+        A = buf.rows(len(y), len(feats))
+        A[:, 1:-1], A[:, -1] = X, y
+        yield A, feats, ycol, ncol, None if ncol is None else chunk[ncol].to_numpy()
+        start += len(chunk)
+
+
+class _Buffer:
+    """A Fortran-order float64 buffer [1, X, y], grown when a chunk needs more rows."""
+
+    def __init__(self):
+        self.buf = None
+
+    def rows(self, n, d):
+        """The first n rows, for d features (column 0 holds ones)."""
+        if self.buf is None or self.buf.shape[0] < n or self.buf.shape[1] != d + 2:
+            self.buf = np.empty((max(n, 1), d + 2), order="F")
+            self.buf[:, 0] = 1.0
+        return self.buf[:n]
+
+
+def _parquet_stacked(path, chunksize, y_column, node_column, progress, desc):
+    """The chunks of :func:`iter_stacked` read with pyarrow alone, or None when a feature or the
+    response column is not of an integer or floating-point type (pandas then reads the file, and
+    names the non-numeric columns)."""
+    pa, pq = _pyarrow()
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..progress import bar
+
+    pf = pq.ParquetFile(path, memory_map=True)
+    schema = pf.schema_arrow
+    try:
+        # the columns as pandas shows them (index columns stored by pandas are not among them)
+        cols = list(schema.empty_table().to_pandas().columns)
+        feats, ycol, ncol = pick_columns(cols, y_column, node_column, path)
+    except BaseException:
+        pf.close()
+        raise
+    names, used = schema.names, [*feats, ycol]
+    if any(not isinstance(c, str) or names.count(c) != 1 for c in used + [ncol]
+           if c is not None) or not all(
+            pa.types.is_integer(schema.field(c).type) or pa.types.is_floating(schema.field(c).type)
+            for c in used):
+        pf.close()
+        return None
+    d = len(feats)
+    batches = pf.iter_batches(batch_size=chunksize, columns=used + ([ncol] if ncol else []),
+                              use_threads=False)
+
+    def read(buf):
+        """The next record batch copied into ``buf`` (A, labels), or None at the end."""
+        batch = next(batches, None)
+        if batch is None:
+            return None
+        A = buf.rows(batch.num_rows, d)
+        for k in range(d + 1):
+            A[:, k + 1] = batch.column(k).to_numpy(zero_copy_only=False)
+        return A, None if ncol is None else batch.column(d + 1).to_pandas().to_numpy()
+
+    def chunks():
+        bufs = (_Buffer(), _Buffer())
+        with pf, ThreadPoolExecutor(1) as pool, \
+                bar(pf.metadata.num_rows, desc, progress=progress, unit="row",
+                    unit_scale=True) as pb:
+            ahead, k = pool.submit(read, bufs[0]), 0
+            try:
+                while (got := ahead.result()) is not None:
+                    k = 1 - k
+                    ahead = pool.submit(read, bufs[k])  # while the caller uses the other buffer
+                    pb.update(len(got[0]))
+                    yield got[0], feats, ycol, ncol, got[1]
+            finally:
+                ahead.cancel()
+
+    return chunks()
+
+
+def _pyarrow():
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:  # pragma: no cover - depends on the install
+        raise BayesdpInputError("reading Parquet needs pyarrow (pip install pyarrow)") from None
+    return pa, pq
 
 
 def pick_columns(cols, y_column, node_column, where):
@@ -117,11 +215,7 @@ def _iter_chunks(path, header, chunksize, progress=False, desc=None):
 
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:  # pragma: no cover - depends on the install
-            raise BayesdpInputError("reading Parquet needs pyarrow (pip install pyarrow)") from None
-        pf = pq.ParquetFile(path)
+        pf = _pyarrow()[1].ParquetFile(path)
         with bar(pf.metadata.num_rows, desc, progress=progress, unit="row",
                  unit_scale=True) as pb:
             for batch in pf.iter_batches(batch_size=chunksize):

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import privacy
 from ..errors import BayesdpInputError, check_seed
-from .data_files import check_csv_header, frame_rows, iter_columns
+from .data_files import check_csv_header, iter_stacked
 from .holders import check_holder_name, check_split, hash_split, holder_count, node_labels
 from .mechanism import (check_noise, estimate_bounds, noisy_release, private_bounds_setup,
                         secure_plan)
@@ -168,6 +168,9 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     clipped rows in memory (the groups are a random partition of all of a holder's rows).
     ``noise`` as in :func:`release`: "float" (default) or "secure" (discrete Gaussian on a grid
     from the OS CSPRNG; no seed).
+    The rows are summed chunk by chunk (:meth:`PartialStatistics.add_stacked`; a Parquet file
+    with numeric columns is read by pyarrow straight into float64, docs/scale-out.md "Speed"):
+    the sums are those of :func:`release` on the same rows up to floating-point rounding.
     """
     path = Path(path)
     if not path.exists():
@@ -207,11 +210,11 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
         # of the candidate grid for the private estimate
         n_rows, bx, by = 0, 0.0, 0.0
         hist = privacy.BoundsHistogram(private[1]) if private else None
-        for chunk, feats, ycol, _ in iter_columns(path, header, chunksize, y_column, node_column,
-                                                   progress, f"{path.name} (pass 1/2)"):
-            n_rows += len(chunk)
+        for A, *_ in iter_stacked(path, header, chunksize, y_column, node_column, progress,
+                                  f"{path.name} (pass 1/2)"):
+            n_rows += len(A)
             if data_bounds or private:
-                Xc, yc = check_rows(chunk[feats].to_numpy(), chunk[ycol].to_numpy())
+                Xc, yc = check_rows(A[:, 1:-1], A[:, -1])
             if data_bounds:
                 bx = max(bx, float(privacy.row_norms(Xc)[0].max(initial=0.0)))
                 by = max(by, float(np.abs(yc).max(initial=0.0)))
@@ -233,8 +236,8 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     start = 0
     names = None
     desc = path.name + (" (pass 2/2)" if passes == 2 else "")
-    for chunk, feats, ycol, ncol in iter_columns(path, header, chunksize, y_column, node_column,
-                                                  progress, desc):
+    for A, feats, ycol, ncol, labels in iter_stacked(path, header, chunksize, y_column,
+                                                      node_column, progress, desc):
         if names is None:
             names = [str(c) for c in feats]
             check_design(intercept, k, names)
@@ -244,20 +247,16 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
             acc = PartialStatistics(len(feats), bnds, None if J is None else list(range(J)),
                                     intercept=intercept, average_rows=k,
                                     grid=None if plan is None else plan["grid"])
-        rows = f" in rows {start}..{start + len(chunk) - 1}"
-        Xc, yc = frame_rows(chunk, feats, ycol, path, rows)
+        n = len(A)
         if ncol is None and split == "contiguous":
-            labels = np.minimum((start + np.arange(len(chunk))) // size, J - 1)
+            labels = np.minimum((start + np.arange(n)) // size, J - 1)
         elif ncol is None:
-            labels = hash_labels(Xc, yc, J)
-        else:
-            labels = chunk[ncol].to_numpy()
+            labels = None if J == 1 else hash_labels(A[:, 1:-1], A[:, -1], J)
         try:
-            acc.add(Xc, yc, labels, "node_column" if ncol is not None else "nodes",
-                    overwrite=True)
+            acc.add_stacked(A, labels, "node_column" if ncol is not None else "nodes")
         except BayesdpInputError as exc:
-            raise BayesdpInputError(f"{path}, rows {start}..{start + len(chunk) - 1}: {exc}") from None
-        start += len(chunk)
+            raise BayesdpInputError(f"{path}, rows {start}..{start + n - 1}: {exc}") from None
+        start += n
     if acc is None or start == 0:
         raise BayesdpInputError(f"{path}: no data rows")
     if J is not None and start < J:

@@ -27,7 +27,7 @@ import numpy as np
 from .. import privacy, secure_noise
 from ..errors import BayesdpInputError
 from .holders import check_split, unique_in_order
-from .rows import check_design, check_feature_names, check_finite, check_rows
+from .rows import all_finite, check_design, check_feature_names, check_finite, check_rows
 
 #: rows per block of the clipping and per-holder sums: large enough to amortise numpy's call
 #: overhead, small enough for the temporaries to stay in cache
@@ -148,31 +148,73 @@ class PartialStatistics:
         Returns self."""
         self._check_open("add")
         X, y = check_rows(X, y, self.d, finite=False)
-        if labels is None:
-            if len(self.stats) > 1:
-                raise BayesdpInputError(f"{what}: these statistics have {len(self.stats)} "
-                                        "holders; give one holder label per row")
-            labels = np.full(len(y), next(iter(self.stats), 0))
-        labels = np.asarray(labels)
-        if labels.shape != (len(y),):
-            raise BayesdpInputError(f"{what}: expected one holder label per row ({len(y)}), got "
-                                    f"shape {labels.shape}")
+        groups = self._groups(labels, len(y), what)
         X, y, clipped = self._clip(X, y, overwrite)
         X = np.ascontiguousarray(X)
-        for lab, idx in holder_rows(labels, what):
+        for lab, idx in groups:
             if idx is None:
                 self._add_holder(lab, X, y, clipped)
             else:
                 self._add_holder(lab, X.take(idx, axis=0), y[idx], clipped[idx])
         return self
 
-    def _clip(self, X, y, overwrite):
+    def add_stacked(self, A, labels=None, what="nodes"):
+        """Add the rows of A = [1, X, y] (n x (d + 2) float64, each column contiguous, e.g. rows
+        of a Fortran-order array), as :meth:`add` adds (X, y). A is the caller's own: its rows
+        are clipped in place. With average_rows = 1 and no secure-noise grid (otherwise
+        :meth:`add` sums copies of X and y), the sums of each holder are read off one product
+        G = A_j^T A_j (A_j: the holder's rows, after clipping): n_j = G[0, 0], S_j = G[s, s],
+        z_j = G[s, -1], y^T y = G[-1, -1], s = the rows of W (with the column of ones when
+        ``intercept``). The sums are those of :meth:`add` summed in another order (equal to
+        rounding, relative ~1e-15 per addition). Returns self."""
+        self._check_open("add")
+        d = self.d
+        if A.ndim != 2 or A.shape[1] != d + 2 or A.dtype != np.float64 \
+                or A.strides[0] != 8 or not A.flags.writeable:
+            raise BayesdpInputError(
+                f"add_stacked: expected a writeable float64 array of {d + 2} contiguous columns "
+                f"[1, X, y], got {A.dtype} of shape {A.shape}, strides {A.strides}")
+        X, y = A[:, 1:d + 1], A[:, d + 1]
+        if self.average_rows > 1 or self.grid is not None or not 1e-140 < self.bounds[0] < 1e140:
+            return self.add(np.array(X, order="C"), y.copy(), labels, what, overwrite=True)
+        groups = self._groups(labels, len(y), what)
+        # in place (X, y are views of A); the column sums are read off G
+        _, _, clipped = self._clip(X, y, overwrite=True, sums=False)
+        s = slice(0 if self.intercept else 1, d + 1)
+        for lab, idx in groups:
+            Aj = A if idx is None else A[idx]
+            G = Aj.T @ Aj
+            self.column_sums += np.concatenate([G[0, 1:d + 1], np.diag(G)[1:d + 1],
+                                                [G[0, -1], G[-1, -1]]])
+            st = self._new(lab)
+            st.n += Aj.shape[0]
+            st.n_clipped += int(np.count_nonzero(clipped if idx is None else clipped[idx]))
+            st.S += G[s, s]
+            st.z += G[s, d + 1]
+            st.yty += float(G[d + 1, d + 1])
+        return self
+
+    def _groups(self, labels, n, what):
+        """:func:`holder_rows` of one holder label per row of n rows; ``labels`` None: all rows
+        to the single holder."""
+        if labels is None:
+            if len(self.stats) > 1:
+                raise BayesdpInputError(f"{what}: these statistics have {len(self.stats)} "
+                                        "holders; give one holder label per row")
+            return [(next(iter(self.stats), 0), None)] if n else []
+        labels = np.asarray(labels)
+        if labels.shape != (n,):
+            raise BayesdpInputError(f"{what}: expected one holder label per row ({n}), got "
+                                    f"shape {labels.shape}")
+        return holder_rows(labels, what)
+
+    def _clip(self, X, y, overwrite, sums=True):
         """Rows clipped to the bounds, as :func:`bayesdp.privacy.clip_rows` clips them, and the
-        mask of rows changed; one pass over the rows in blocks checks that they are finite,
-        finds the rows that may be outside the bounds (plain ||x||^2 >= (B_x (1 - 1e-9))^2 or
-        |y| > B_y) and adds up the column sums. Only those rows go through
-        :func:`bayesdp.privacy.clip_rows` (overflow-safe), in X's memory order, on which the
-        rounding of its norms depends."""
+        mask of rows changed; one pass over the rows in blocks finds the rows that may be outside
+        the bounds (plain ||x||^2 >= (B_x (1 - 1e-9))^2 or |y| > B_y, or not finite) and, with
+        ``sums``, adds up the column sums. Only those rows are checked to be finite and go
+        through :func:`bayesdp.privacy.clip_rows` (overflow-safe), in X's memory order, on which
+        the rounding of its norms depends."""
         bx, by = self.bounds
         d, n = self.d, len(y)
         if not 1e-140 < bx < 1e140:  # squares near underflow or overflow: the safe path only
@@ -182,38 +224,39 @@ class PartialStatistics:
             return Xc, yc, clipped
         limit = (bx * (1.0 - 1e-9)) ** 2
         inside = np.empty(n, dtype=bool)
-        sums = np.zeros(2 * d + 2)
-        finite = True
+        total = np.zeros(2 * d + 2)
         for lo in range(0, n, BLOCK_ROWS):
             B, yb = X[lo:lo + BLOCK_ROWS], y[lo:lo + BLOCK_ROWS]
             with np.errstate(over="ignore", invalid="ignore"):
                 sq = np.einsum("ij,ij->i", B, B)
-                sums[:d] += B.sum(axis=0)
-                sums[d:2 * d] += np.einsum("ij,ij->j", B, B)
-                sums[2 * d:] += yb.sum(), np.einsum("i,i->", yb, yb)  # no BLAS threads
-            finite = finite and bool(np.isfinite(sq).all() and np.isfinite(yb).all())
+                if sums:
+                    total[:d] += B.sum(axis=0)
+                    total[d:2 * d] += np.einsum("ij,ij->j", B, B)
+                    total[2 * d:] += yb.sum(), np.einsum("i,i->", yb, yb)  # no BLAS threads
             np.less(sq, limit, out=inside[lo:lo + BLOCK_ROWS])
             inside[lo:lo + BLOCK_ROWS] &= np.abs(yb) <= by
-        if not finite:  # a NaN or inf, or a finite row whose ||x||^2 overflows
-            check_finite(X, y)
         clipped = np.zeros(n, dtype=bool)
-        edge = np.flatnonzero(~inside)
+        edge = np.flatnonzero(~inside)  # a NaN or inf makes its row an edge row
         if len(edge):
             Xe, ye = X[edge], y[edge]
+            if not (all_finite(Xe) and all_finite(ye)):
+                check_finite(X, y)
             if X.flags.f_contiguous and not X.flags.c_contiguous:
                 Xe = np.asfortranarray(Xe)
             Xe_c, ye_c, clipped[edge] = privacy.clip_rows(Xe, ye, bx, by)
             if not (overwrite and X.flags.writeable and y.flags.writeable):
                 X, y = X.copy(order="K"), y.copy()
             X[edge], y[edge] = Xe_c, ye_c
-            with np.errstate(over="ignore", invalid="ignore"):
-                sums += np.concatenate([Xe_c.sum(axis=0) - Xe.sum(axis=0),
-                                        np.einsum("ij,ij->j", Xe_c, Xe_c)
-                                        - np.einsum("ij,ij->j", Xe, Xe),
-                                        [ye_c.sum() - ye.sum(),
-                                         np.einsum("i,i->", ye_c, ye_c)
-                                         - np.einsum("i,i->", ye, ye)]])
-        self.column_sums += sums
+            if sums:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    total += np.concatenate([Xe_c.sum(axis=0) - Xe.sum(axis=0),
+                                             np.einsum("ij,ij->j", Xe_c, Xe_c)
+                                             - np.einsum("ij,ij->j", Xe, Xe),
+                                             [ye_c.sum() - ye.sum(),
+                                              np.einsum("i,i->", ye_c, ye_c)
+                                              - np.einsum("i,i->", ye, ye)]])
+        if sums:
+            self.column_sums += total
         return X, y, clipped
 
     def _column_sums(self, X, y):
