@@ -20,7 +20,8 @@ N(n_j mu, n_j Sigma), with (mu, Sigma) the exact moments of one row's statistic
 
 Lambda_0 = b/(a-1) I (the authors' and Bernstein & Sheldon's NIG prior; it is not the
 N(m, C) prior of the other methods). Every sweep costs O(J D'^3) = O(J d^6), D' = d(d+1)/2 + d + 1.
-The sweep is a pure function iterated by ``jax.lax.scan``; chains are ``vmap``-ed.
+The sweep is a pure function iterated by ``jax.lax.scan``; chains are ``vmap``-ed, and so are
+releases of one shape in ``bayesdp.fit_batch`` (:func:`run_bs_batch`).
 
 What the sweep targets. Step 3 is an exact Gibbs step of ``bayesdp.models.bs.bs_model``: it
 draws each ss_j from that model's conditional given (Sigma_x, theta, sigma_y^2, ss_hat_j)
