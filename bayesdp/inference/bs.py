@@ -126,8 +126,9 @@ def _build_sampler(d, num_iter, num_keep, batched=False):
             return (XXT, theta, s2), (theta, s2, Sigma_x)
 
         keys = jax.random.split(key, num_iter)
-        _, (th, s2, Sx) = jax.lax.scan(sweep, init, keys)
-        return th[-num_keep:], s2[-num_keep:], Sx[-num_keep:]
+        warm = num_iter - num_keep  # the warm-up sweeps keep nothing
+        state, _ = jax.lax.scan(lambda st, k: (sweep(st, k)[0], None), init, keys[:warm])
+        return jax.lax.scan(sweep, state, keys[warm:])[1]
 
     chains = jax.vmap(run, in_axes=(0, None, None))
     return jax.jit(jax.vmap(chains) if batched else chains)
