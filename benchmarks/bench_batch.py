@@ -19,7 +19,7 @@ fit each method with compare's settings (one chain, ``--num-samples`` / ``--num-
 and prints fits/s and the ratio to one-by-one. Timing claims belong here, never in tests.
 The machine may be shared with other jobs: run it alone for clean numbers.
 
-    python benchmarks/bench_batch.py                        # d 2 5, R 10 50, fast and fixeds
+    python benchmarks/bench_batch.py                        # d 2 5, R 10 50, fast, fixeds, bs
     python benchmarks/bench_batch.py --d 2 --R 10 --methods fast --baseline-fits 5
     python benchmarks/bench_batch.py --R 50 --methods bs --baseline-fits 5
 """
@@ -58,7 +58,7 @@ def main(argv=None):
     ap.add_argument("--J", type=int, default=5)
     ap.add_argument("--R", type=int, nargs="+", default=[10, 50])
     ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--methods", nargs="+", default=["fast", "fixeds"])
+    ap.add_argument("--methods", nargs="+", default=["fast", "fixeds", "bs"])
     ap.add_argument("--num-samples", type=int, default=1000)
     ap.add_argument("--num-warmup", type=int, default=1000)
     ap.add_argument("--baseline-fits", type=int, default=10,
