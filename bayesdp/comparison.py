@@ -326,13 +326,17 @@ def run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
             cells_dir is not None and cell_path(cells_dir, method, epsilon, J, r).exists())]
         if not todo:
             continue
-        for r in todo:
-            if r not in releases:
-                releases[r] = _cell_release(spec, ctx, epsilon, J, seeds[r][0])
+        if method == "bs":  # B&S's own release, with y^T y (as run_cell makes it)
+            rels = [_cell_release(spec, ctx, epsilon, J, seeds[r][1], True) for r in todo]
+        else:
+            for r in todo:
+                if r not in releases:
+                    releases[r] = _cell_release(spec, ctx, epsilon, J, seeds[r][0])
+            rels = [releases[r] for r in todo]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             t0 = time.perf_counter()
-            out = fit_batch_results([releases[r] for r in todo], method,
+            out = fit_batch_results(rels, method,
                                     seeds=[seeds[r][4] for r in todo], priors=ctx["priors"],
                                     num_samples=spec["num_samples"],
                                     num_warmup=spec["num_warmup"], num_chains=1,
@@ -395,11 +399,11 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         dask ``Client.get_executor()``) that runs the cells instead; not shut down here. Not
         together with ``n_jobs`` > 1. Results do not depend on how the cells are run.
     batch_reps : fit the replications of each (epsilon, J) together: the methods with a batched
-        fit ("fast" and the hand-written MCMC kernels such as "fixeds"; ``bayesdp.fit_batch``)
-        run all replications in one compiled program, the others one by one. One task per
-        (epsilon, J) then goes to the workers or ``executor``. Results equal the default's up
-        to floating-point rounding (1e-10 relative); ``seconds`` of a batched method is the
-        batch's wall time divided by the number of replications in it.
+        fit ("fast", "bs" and the hand-written MCMC kernels such as "fixeds";
+        ``bayesdp.fit_batch``) run all replications in one compiled program, the others (NUTS)
+        one by one. One task per (epsilon, J) then goes to the workers or ``executor``. Results
+        equal the default's up to floating-point rounding (1e-10 relative); ``seconds`` of a
+        batched method is the batch's wall time divided by the number of replications in it.
     num_samples, num_warmup : kept draws and burn-in of the MCMC methods (one chain per cell).
     n, d : simulated data size. data_dir : folder of the named data sets (else $BAYESDP_DATA_DIR).
     preprocessing : "paper" or "sound" (real data). bounds : "data" (read off the data, as the

@@ -2,12 +2,13 @@
 
 For each d and R: simulate the paper's data (n rows, eps = 1, J holders, the paper's priors as in
 ``bayesdp.compare``), make R releases with R seeds (the replications of one (eps, J) cell) and
-fit each method with compare's settings (one chain, ``--num-samples`` / ``--num-warmup``):
+fit each method with compare's settings (one chain, ``--num-samples`` / ``--num-warmup``;
+"bs" gets its own releases with y^T y, as compare makes them):
 
     one-by-one   ``bayesdp.fit`` per release (what compare does by default), after one
                  warm-up fit; measured once per (d, method) on the first --baseline-fits
                  releases, as every such fit costs the same (the MCMC methods recompile
-                 numpyro's sampling loop on every call)
+                 numpyro's sampling loop on every call; "bs" reuses its compiled loop)
     batch        ``bayesdp.fit_batch`` on all R releases (one InferenceData each), first call:
                  includes compiling the batched program for this (R, J, d)
     batch again  the same call again: the program is compiled (in a compare grid every further
@@ -18,8 +19,9 @@ fit each method with compare's settings (one chain, ``--num-samples`` / ``--num-
 and prints fits/s and the ratio to one-by-one. Timing claims belong here, never in tests.
 The machine may be shared with other jobs: run it alone for clean numbers.
 
-    python benchmarks/bench_batch.py                        # d 2 5, R 10 50, fast and fixeds
+    python benchmarks/bench_batch.py                        # d 2 5, R 10 50, fast, fixeds, bs
     python benchmarks/bench_batch.py --d 2 --R 10 --methods fast --baseline-fits 5
+    python benchmarks/bench_batch.py --R 50 --methods bs --baseline-fits 5
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import time
 import warnings
 
 
-def releases(d, J, R, n, seed=0):
+def releases(d, J, R, n, seed=0, include_yty=False):
     import bayesdp
     from bayesdp.comparison import _context, _cell_release, _cell_seeds
 
@@ -39,7 +41,8 @@ def releases(d, J, R, n, seed=0):
     seeds = [_cell_seeds(spec, 1.0, J, r) for r in range(R)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        rels = [_cell_release(spec, ctx, 1.0, J, s[0]) for s in seeds]
+        rels = [_cell_release(spec, ctx, 1.0, J, s[1] if include_yty else s[0], include_yty)
+                for s in seeds]
     return rels, [s[4] for s in seeds], ctx["priors"], bayesdp
 
 
@@ -55,7 +58,7 @@ def main(argv=None):
     ap.add_argument("--J", type=int, default=5)
     ap.add_argument("--R", type=int, nargs="+", default=[10, 50])
     ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--methods", nargs="+", default=["fast", "fixeds"])
+    ap.add_argument("--methods", nargs="+", default=["fast", "fixeds", "bs"])
     ap.add_argument("--num-samples", type=int, default=1000)
     ap.add_argument("--num-warmup", type=int, default=1000)
     ap.add_argument("--baseline-fits", type=int, default=10,
@@ -75,8 +78,12 @@ def main(argv=None):
     baseline = {}
     for d in a.d:
         for R in a.R:
-            rels, seeds, pri, bayesdp = releases(d, a.J, R, a.n)
+            made = {}
             for method in a.methods:
+                yty = method == "bs"  # B&S's release carries y^T y
+                if yty not in made:
+                    made[yty] = releases(d, a.J, R, a.n, include_yty=yty)
+                rels, seeds, pri, bayesdp = made[yty]
                 if (d, method) not in baseline:  # the same for every R: one fit at a time
                     k = min(R, a.baseline_fits)
                     bayesdp.fit(rels[0], method=method, seed=seeds[0], priors=pri, **kw)

@@ -10,12 +10,12 @@ from bayesdp.models.priors import Priors
 RTOL = 1e-10  # the vectorised program may order its sums differently from the one-by-one one
 
 
-def _releases(J=3, d=2, count=3, seed=0):
+def _releases(J=3, d=2, count=3, seed=0, include_yty=False):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((1500, d))
     y = X @ np.linspace(1.0, -1.0, d) + 0.3 * rng.standard_normal(1500)
     return [bayesdp.release(X, y, epsilon=1.0, delta=1e-4, bounds=(4.0, 4.0), nodes=J,
-                            seed=100 + s) for s in range(count)]
+                            seed=100 + s, include_yty=include_yty) for s in range(count)]
 
 
 KW = dict(priors=Priors.paper(Lambda=np.eye(2)), num_samples=150, num_warmup=100,
@@ -39,11 +39,12 @@ def _differs(a, b):
 
 
 @pytest.mark.parametrize("method,chains", [("fast", 2), ("fixeds", 1), ("fixeds", 2),
-                                           ("fixeds-paper", 1), ("normalx-paper", 1)])
+                                           ("fixeds-paper", 1), ("normalx-paper", 1), ("bs", 1),
+                                           ("bs", 2)])
 def test_batch_equals_one_by_one(method, chains):
     import warnings
 
-    rels = _releases(count=2)
+    rels = _releases(count=2, include_yty=method == "bs")
     seeds = [7, 8]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # short chains: convergence warnings
@@ -76,6 +77,39 @@ def test_fast_batch_mixed_shapes_and_eiv():
         for a, b in zip(one, batch):
             _assert_same(a, b)
             assert a.posterior.attrs["s_noise"] == b.posterior.attrs["s_noise"]
+
+
+def test_bs_batch_options_priors_and_shapes():
+    """B&S: its options (the same for every release) and per-release priors resolved from each
+    release's bounds, as fit does; releases of two J grouped; its errors are fit's."""
+    import warnings
+
+    rels = _releases(J=2, count=2, include_yty=True)
+    rng = np.random.default_rng(1)
+    X = 0.5 * rng.standard_normal((1500, 2))  # other bounds: other default priors
+    rels.append(bayesdp.release(X, X[:, 0], epsilon=1.0, delta=1e-4, bounds=(2.0, 1.5),
+                                nodes=3, seed=3, include_yty=True))
+    seeds = [4, 5, 6]
+    kw = dict(num_samples=60, num_warmup=40, num_chains=1, progress_bar=False)
+    for opts in ({}, {"psd_shift": 0.0, "init_sigma_y2": 0.2, "Lambda0": 2 * np.eye(2)}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            one = [bayesdp.fit(r, method="bs", seed=s, **kw, **opts)
+                   for r, s in zip(rels, seeds)]
+            batch = bayesdp.fit_batch(rels, method="bs", seeds=seeds, **kw, **opts)
+        for a, b in zip(one, batch):
+            _assert_same(a, b)
+            for k in ("prior_a", "prior_b", "psd_shift", "init_sigma_y2", "bs_prior"):
+                assert a.posterior.attrs[k] == b.posterior.attrs[k]
+    assert one[0].posterior.attrs["prior_b"] != one[2].posterior.attrs["prior_b"]
+    with pytest.raises(BayesdpInputError, match="psd_shift"):
+        bayesdp.fit_batch(rels, method="bs", seeds=seeds, psd_shift=-1.0, **kw)
+    with pytest.raises(BayesdpInputError, match="Lambda0"):
+        bayesdp.fit_batch(rels, method="bs", seeds=seeds, Lambda0=np.eye(3), **kw)
+    with pytest.raises(TypeError, match="bogus"):
+        bayesdp.fit_batch(rels, method="bs", seeds=seeds, bogus=1, **kw)
+    with pytest.raises(BayesdpInputError, match="y\\^T y|include_yty"):
+        bayesdp.fit_batch(_releases(count=2), method="bs", seeds=[1, 2], **kw)
 
 
 def test_fit_batch_checks_like_fit():

@@ -314,6 +314,19 @@ def _assert_batched_equal(batched, serial):
     np.testing.assert_allclose(a["value"], b["value"], rtol=1e-10, atol=0)
 
 
+def test_batch_reps_bs_matches_one_by_one():
+    """batch_reps=True with MCMC-B&S: its replications fitted at once to their own releases
+    (with y^T y) give the one-by-one rows; another seed does not."""
+    kw = dict(TINY, methods=["bs", "fast"], nodes=[2], reps=2, num_samples=60,
+              num_warmup=40, mmd=True)
+    serial = compare("simulated", **kw)
+    batched = compare("simulated", batch_reps=True, **kw)
+    _assert_batched_equal(batched, serial)
+    assert set(batched["method"]) == {"bs", "fast"}
+    other = compare("simulated", batch_reps=True, **dict(kw, seed=5))
+    assert not np.allclose(_no_seconds(other)["value"], _no_seconds(serial)["value"], rtol=1e-3)
+
+
 def test_batch_reps_matches_one_by_one_and_resumes(tmp_path):
     """batch_reps=True: one task per (epsilon, J), the batchable methods (fast, fixeds) fitted
     for all replications at once; the rows equal the one-by-one run's; resume recomputes only

@@ -11,10 +11,13 @@ cell give releases with the same shapes (J, d), so their fits can run as one vec
 - the hand-written MCMC kernels ("fixeds", "fixeds-paper", "normalx-paper", ...): the chains of
   every release in one program (:func:`bayesdp.inference.dp_kernel.run_chains_batched`), each
   release with the key ``fit`` gives it.
+- "bs" (MCMC-B&S, appendix C.1): the ``lax.scan`` of Gibbs sweeps of every release and chain in
+  one program (:func:`bayesdp.inference.bs.run_bs_batch`), each release from its own starting
+  point, priors and key, as ``fit`` gives them.
 
 The result for release r equals ``fit(releases[r], seed=seeds[r])`` up to floating-point
 rounding (the batched program may order sums differently; tests/test_batch.py checks 1e-10
-relative). Methods without a batched path (NUTS, B&S) are fitted one by one. Options, seeds and
+relative). Methods without a batched path (NUTS) are fitted one by one. Options, seeds and
 priors are checked by ``fit``'s own :func:`.fit.prepare_fit` and the InferenceData made by
 :func:`.fit.finish_fit`.
 """
@@ -35,7 +38,7 @@ def fit_batch(releases, method="fast", *, seeds=None, priors=None, num_samples=1
               num_chains=4, num_warmup=1000, progress_bar=None, **options):
     """``[fit(r, method, seed=s, ...) for r, s in zip(releases, seeds)]``, with the releases of
     one shape (J, d) fitted together in one compiled program where the method has a batched
-    path ("fast" and the hand-written kernels; see ``bayesdp.inference.batch``).
+    path ("fast", "bs" and the hand-written kernels; see ``bayesdp.inference.batch``).
 
     Parameters are those of :func:`bayesdp.fit`; ``seeds`` is one seed per release (None: each
     drawn from OS entropy and recorded in its attrs). A batched run draws no progress bar.

@@ -20,7 +20,8 @@ N(n_j mu, n_j Sigma), with (mu, Sigma) the exact moments of one row's statistic
 
 Lambda_0 = b/(a-1) I (the authors' and Bernstein & Sheldon's NIG prior; it is not the
 N(m, C) prior of the other methods). Every sweep costs O(J D'^3) = O(J d^6), D' = d(d+1)/2 + d + 1.
-The sweep is a pure function iterated by ``jax.lax.scan``; chains are ``vmap``-ed.
+The sweep is a pure function iterated by ``jax.lax.scan``; chains are ``vmap``-ed, and so are
+releases of one shape in ``bayesdp.fit_batch`` (:func:`run_bs_batch`).
 
 What the sweep targets. Step 3 is an exact Gibbs step of ``bayesdp.models.bs.bs_model``: it
 draws each ss_j from that model's conditional given (Sigma_x, theta, sigma_y^2, ss_hat_j)
@@ -87,8 +88,10 @@ def draw_stats(key, mu, Sig_chol, ss_hat, V, V_half, n):
     return prior + n * (Sig_chol @ (Sig_chol.T @ corr))
 
 
-def _build_sampler(d, num_iter, num_keep):
-    """A jitted function running one chain of ``num_iter`` sweeps and keeping the last ``num_keep``."""
+def _build_sampler(d, num_iter, num_keep, batched=False):
+    """A jitted function running chains of ``num_iter`` sweeps and keeping the last ``num_keep``:
+    ``(keys (C, 2), init, data)`` for one release, or with ``batched`` ``(keys (R, C, 2), init,
+    data)`` with init and data stacked over R releases (one compiled program for all)."""
     import jax
     import jax.numpy as jnp
     from jax.scipy.linalg import cho_solve, solve_triangular
@@ -123,17 +126,20 @@ def _build_sampler(d, num_iter, num_keep):
             return (XXT, theta, s2), (theta, s2, Sigma_x)
 
         keys = jax.random.split(key, num_iter)
-        _, (th, s2, Sx) = jax.lax.scan(sweep, init, keys)
-        return th[-num_keep:], s2[-num_keep:], Sx[-num_keep:]
+        warm = num_iter - num_keep  # the warm-up sweeps keep nothing
+        state, _ = jax.lax.scan(lambda st, k: (sweep(st, k)[0], None), init, keys[:warm])
+        return jax.lax.scan(sweep, state, keys[warm:])[1]
 
-    return jax.jit(jax.vmap(run, in_axes=(0, None, None)))
+    chains = jax.vmap(run, in_axes=(0, None, None))
+    return jax.jit(jax.vmap(chains) if batched else chains)
 
 
 _SAMPLERS: OrderedDict = OrderedDict()
 SAMPLER_CACHE_SIZE = 2
-"""Compiled B&S samplers kept, one per (d, iterations, kept draws); the least recently used
-beyond this are dropped and their compiled code cleared (``clear_cache`` of the jitted function);
-without that, each new shape keeps about 700 memory maps and 25 MiB for good (measured)."""
+"""Compiled B&S samplers kept, one per (d, iterations, kept draws, batched); the least recently
+used beyond this are dropped and their compiled code cleared (``clear_cache`` of the jitted
+function); without that, each new shape keeps about 700 memory maps and 25 MiB for good
+(measured)."""
 
 
 def _cached_sampler(key):
@@ -152,20 +158,9 @@ def _psd_sqrt(V):
     return E * np.sqrt(np.maximum(w, 0.0))
 
 
-def run_bs(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar=None,
-           psd_shift=1.0, init_sigma_y2=None, Lambda0=None):
-    """Run MCMC-B&S on a release made with ``include_yty=True`` (see module docstring).
-
-    Options: ``psd_shift`` (the +I the authors add to nearest_psd(sum S_j); 0 to drop it),
-    ``init_sigma_y2`` (default B_y/3 as in the authors' code, or 1/3 without bounds),
-    ``Lambda0`` (NIG prior precision; default b/(a-1) I).
-    """
-    from .._jax import enable_x64
-
-    enable_x64()
-    import jax
-    import jax.numpy as jnp
-
+def _setup(release, priors, psd_shift, init_sigma_y2, Lambda0):
+    """The checked inputs of one release's chains: ``(init, data, attrs)``, init the starting
+    (XXT, theta, sigma_y^2) and data the arrays the sweep reads (see :func:`_build_sampler`)."""
     ss_hat = bs_model.release_stats(release)  # raises if no y^T y
     if not float(psd_shift) >= 0:
         raise BayesdpInputError(f"psd_shift must be >= 0, got {psd_shift!r}")
@@ -180,23 +175,67 @@ def run_bs(release, priors, *, seed, num_samples, num_chains, num_warmup, progre
     if not float(init_sigma_y2) > 0:
         raise BayesdpInputError(f"init_sigma_y2 must be > 0, got {init_sigma_y2!r}")
     XXT0 = closed_form.nearest_psd(release.S_hat.sum(axis=0)) + float(psd_shift) * np.eye(d)
-    init = (jnp.asarray(XXT0), jnp.asarray(priors.m, dtype=jnp.float64) * 0.0,
-            jnp.asarray(float(init_sigma_y2)))
-    data = tuple(jnp.asarray(x, dtype=jnp.float64) for x in (
+    init = (XXT0, np.asarray(priors.m, dtype=np.float64) * 0.0, np.float64(init_sigma_y2))
+    data = tuple(np.asarray(x, dtype=np.float64) for x in (
         ss_hat, V, V_half, np.asarray(release.n, float), priors.Lambda, priors.kappa, L0,
         priors.m, priors.a, priors.b, float(psd_shift)))
-    num_iter = num_warmup + num_samples
-    sampler = _cached_sampler((d, num_iter, num_samples))
-    keys = jax.random.split(jax.random.PRNGKey(int(seed) % (2**32)), num_chains)
-    theta, s2, Sx = sampler(keys, init, data)
+    attrs = {"psd_shift": float(psd_shift), "init_sigma_y2": float(init_sigma_y2),
+             "bs_prior": "NIG, Lambda0 = b/(a-1) I" if Lambda0 is None else "NIG, given Lambda0"}
+    return init, data, attrs
+
+
+def _chain_keys(seed, num_chains):
+    import jax
+
+    return jax.random.split(jax.random.PRNGKey(int(seed) % (2**32)), num_chains)
+
+
+def _result(theta, s2, Sx, attrs, num_iter):
     return MethodResult(
         posterior={"theta": np.asarray(theta), "sigma_y2": np.asarray(s2),
                    "Sigma_x": np.asarray(Sx)},
-        attrs={"psd_shift": float(psd_shift), "init_sigma_y2": float(init_sigma_y2),
-               "bs_prior": "NIG, Lambda0 = b/(a-1) I" if Lambda0 is None else "NIG, given Lambda0",
-               "num_iterations": int(num_iter)},
-    )
+        attrs={**attrs, "num_iterations": int(num_iter)})
+
+
+def run_bs(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar=None,
+           psd_shift=1.0, init_sigma_y2=None, Lambda0=None):
+    """Run MCMC-B&S on a release made with ``include_yty=True`` (see module docstring).
+
+    Options: ``psd_shift`` (the +I the authors add to nearest_psd(sum S_j); 0 to drop it),
+    ``init_sigma_y2`` (default B_y/3 as in the authors' code, or 1/3 without bounds),
+    ``Lambda0`` (NIG prior precision; default b/(a-1) I).
+    """
+    from .._jax import enable_x64
+
+    enable_x64()
+    init, data, attrs = _setup(release, priors, psd_shift, init_sigma_y2, Lambda0)
+    num_iter = num_warmup + num_samples
+    sampler = _cached_sampler((release.d, num_iter, num_samples, False))
+    theta, s2, Sx = sampler(_chain_keys(seed, num_chains), init, data)
+    return _result(theta, s2, Sx, attrs, num_iter)
+
+
+def run_bs_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_warmup,
+                 progress_bar=None, psd_shift=1.0, init_sigma_y2=None, Lambda0=None):
+    """:func:`run_bs` for many releases of one shape (J, d) in one compiled program: the
+    chains of release r start from its own inputs and key (those :func:`run_bs` gives it for
+    seeds[r]), vmapped over the releases. Options as :func:`run_bs`, the same for all."""
+    from .._jax import enable_x64
+
+    enable_x64()
+    import jax
+
+    setups = [_setup(r, p, psd_shift, init_sigma_y2, Lambda0)
+              for r, p in zip(releases, priors_list)]
+    init, data = (jax.tree.map(lambda *xs: np.stack(xs), *[s[k] for s in setups])
+                  for k in (0, 1))
+    keys = np.stack([np.asarray(_chain_keys(s, num_chains)) for s in seeds])
+    num_iter = num_warmup + num_samples
+    sampler = _cached_sampler((releases[0].d, num_iter, num_samples, True))
+    theta, s2, Sx = (np.asarray(a) for a in sampler(keys, init, data))
+    return [_result(theta[i], s2[i], Sx[i], s[2], num_iter) for i, s in enumerate(setups)]
 
 
 register_method("bs", run_bs, "MCMC-B&S (appendix C.1): Gibbs sampler on the CLT model of "
-                "[S, z, y^T y] with exact Isserlis moments; needs include_yty=True; O(d^6)/sweep")
+                "[S, z, y^T y] with exact Isserlis moments; needs include_yty=True; O(d^6)/sweep",
+                run_batch=run_bs_batch)
