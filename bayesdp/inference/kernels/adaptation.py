@@ -35,7 +35,7 @@ def adapt(tuning: Tuning, info, i, target_accept_S=0.2, target_accept_sigma_y2=0
         log alpha_j <- log alpha_j - gamma_i (accept_prob_S_j - target)   (larger alpha = smaller)
         log step    <- log step    + gamma_i (accept_prob_sigma_y2 - target)
         log tau     <- log tau     + gamma_i (accept_prob_group - target_S)   (collapsed only)
-        log w       <- log w + gamma_i (log(3 |jump|) - log w)     (slice width, slice kernels)
+        w           <- w + gamma_i (3 |jump| - w)                   (slice width, slice kernels)
         log c       <- min(0, log c + gamma_i (accept_prob_noncentred - 0.5))   (interweaved)
 
     ``info`` is the Info of any kernel; the updates of the fields it lacks are skipped. Used
@@ -61,5 +61,8 @@ def adapt(tuning: Tuning, info, i, target_accept_S=0.2, target_accept_sigma_y2=0
 
 
 def adapt_slice(tuning, info, gamma):
-    return tuning.log_step + gamma * (jnp.log(3.0 * info.jump_log_sigma_y2 + 1e-12)
-                                      - tuning.log_step)
+    """Slice width w <- w + gamma_i (3 |jump| - w): three times the mean move, averaged on the
+    linear scale (a log-scale average is pulled down by the many short moves inside a narrow
+    mode and leaves w too small to step across a long flat tail)."""
+    w = jnp.exp(tuning.log_step)
+    return jnp.log(w + gamma * (3.0 * info.jump_log_sigma_y2 - w) + 1e-12)

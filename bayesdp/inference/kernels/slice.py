@@ -14,9 +14,11 @@ from .common import (Totals, collapsed_loglik_lapack, log_invgamma, nan_to_rejec
 from .linalg import chol, logdet_chol, mm, mT, mv, sym, tri_inv
 
 
-SLICE_MAX_STEPS = 8  # stepping-out budget m of the slice sampler (Neal 2003, fig. 3)
+SLICE_MAX_STEPS = 16  # stepping-out budget m of the slice sampler (Neal 2003, fig. 3)
 SLICE_MAX_SHRINK = 100  # shrinkage steps before giving up (never reached in float64)
-SLICE_N_UNIFORMS = 3 + SLICE_MAX_SHRINK  # uniforms one slice update uses
+SLICE_UPDATES = 3  # slice updates of log sigma_y^2 per sweep (each costs O(J d) after one
+#                    eigendecomposition per holder, so repeating them is cheap)
+SLICE_N_UNIFORMS = SLICE_UPDATES * (3 + SLICE_MAX_SHRINK)  # uniforms one sweep's updates use
 
 
 def slice_1d(u, x0, log_f, width):
@@ -145,14 +147,23 @@ def log_sigma_y2_marginal(log_s2, sp: SpectralTerms, data, prior):
 
 
 def slice_sigma_y2_then_theta(u, eps, S, sigma_y2, data, prior, log_width):
-    """One slice update of u = log sigma_y^2 | S from its theta-integrated marginal
-    (:func:`log_sigma_y2_marginal`), then theta | S, sigma_y^2 exactly (eq. 12); shared by
-    the fixedS and the interweaved normalX kernels. ``u``: SLICE_N_UNIFORMS uniforms; ``eps``:
-    d standard normals. Returns (theta, sigma_y2, |jump of log sigma_y2|, evaluations)."""
+    """``SLICE_UPDATES`` slice updates of u = log sigma_y^2 | S from its theta-integrated
+    marginal (:func:`log_sigma_y2_marginal`), then theta | S, sigma_y^2 exactly (eq. 12); shared
+    by the fixedS and the interweaved normalX kernels. Each update leaves the marginal
+    invariant, so several in a row do too; they help where that marginal has a narrow mode and
+    a long flat tail (at eps = 0.1 the release barely bounds sigma_y^2 from above, and one
+    update per sweep gave a bulk ESS of about 200 in 4000 draws). ``u``: SLICE_N_UNIFORMS
+    uniforms; ``eps``: d standard normals. Returns (theta, sigma_y2, mean |jump of
+    log sigma_y2| per update, evaluations)."""
     sp = spectral_terms(S, data)
     u0 = jnp.log(sigma_y2)
-    u1, tot, evals = slice_1d(u, u0, lambda v: log_sigma_y2_marginal(v, sp, data, prior),
-                              jnp.exp(log_width))
-    return theta_from_precision(tot.P, tot.h, eps), jnp.exp(u1), jnp.abs(u1 - u0), evals
+    width = jnp.exp(log_width)
+    per = u.shape[0] // SLICE_UPDATES
+    x, jump, evals, tot = u0, 0.0, 0, None
+    for k in range(SLICE_UPDATES):
+        x1, tot, ev = slice_1d(u[k * per:(k + 1) * per], x,
+                               lambda v: log_sigma_y2_marginal(v, sp, data, prior), width)
+        jump, evals, x = jump + jnp.abs(x1 - x), evals + ev, x1
+    return (theta_from_precision(tot.P, tot.h, eps), jnp.exp(x), jump / SLICE_UPDATES, evals)
 
 
