@@ -1,0 +1,139 @@
+"""Hierarchical priors on Sigma_x tried for the coverage of theta's intervals on the demo setting
+(docs/methods.md, "Converged is not calibrated"). Experiments, not part of the package: each
+prior is a variant of ``bayesdp.models.regression.normalx_noncentred_model`` defined here and run
+by numpyro's NUTS with the settings of ``fit(method="normalx")`` (4 chains, 1000 + 1000,
+target_accept_prob 0.8, the same starting point).
+
+    PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior scale --seeds 0 1 2
+    PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f --seeds 0
+    PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f-noncentred --seeds 0
+
+Priors (Lambda_0 = sd_x^2 I, kappa = d + 2, the defaults of ``bayesdp.Priors``):
+
+- ``scale``: Sigma_x ~ InvWishart(kappa, tau Lambda_0), tau ~ Gamma(1/2, rate 1/2);
+- ``matrix-f``: Sigma_x ~ InvWishart(kappa, Lambda), Lambda ~ Wishart(d, Lambda_0 / d) (the
+  matrix-F prior of Mulder & Pericchi 2018; with Lambda_0 = d I it is the paper's own way of
+  drawing Sigma_x for its simulation), Lambda sampled as a site;
+- ``matrix-f-noncentred``: the same prior with Lambda = L_0 B B^T L_0^T / d, B the standardised
+  Bartlett factor of Wishart(d + 1, I) (``regression.bartlett_cholesky``).
+
+Setting as benchmarks/prior_coverage.py: simulate(n=100_000, d=5, seed=1000 + s), release at
+eps = 1, delta = 1e-5, J = 5, seed 2000 + s. Prints per seed: the fraction of the 5 true
+coefficients inside the 90% intervals, the interval widths, max r_hat and min bulk ESS over
+theta, sigma_y2, Sigma_x (and the hyperparameter), divergent transitions and leapfrog steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+
+def variant(kind):
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    from bayesdp.models import regression as R
+
+    def model(data):
+        J, d = data.Sigma_z.shape[0], data.m.shape[0]
+        if kind == "scale":
+            tau = numpyro.sample("tau", dist.Gamma(0.5, 0.5))
+            L_lam = jnp.sqrt(tau) * jnp.linalg.cholesky(data.Lambda)
+        elif kind == "matrix-f":
+            lam = numpyro.sample("Lam", dist.Wishart(float(d), scale_matrix=data.Lambda / d))
+            L_lam = jnp.linalg.cholesky(lam)
+        else:
+            Bd = numpyro.sample("B_diag", dist.Normal(0.0, 1.0).expand([d]).to_event(1))
+            Bo = numpyro.sample("B_off", dist.Normal(0.0, 1.0).expand([d * (d - 1) // 2])
+                                .to_event(1))
+            B, corr = R.bartlett_cholesky(jnp.array([d + 1.0]), Bd[None], Bo[None])
+            numpyro.factor("B_chi", corr)
+            L_lam = jnp.linalg.cholesky(data.Lambda) / jnp.sqrt(d + 1.0) @ B[0]
+            numpyro.deterministic("Lam", L_lam @ L_lam.T)
+        L_x = numpyro.sample("L_x", R.inverse_wishart_cholesky(data.kappa, L_lam @ L_lam.T,
+                                                               L_lam))
+        numpyro.deterministic("Sigma_x", L_x @ L_x.T)
+        with numpyro.plate("holder", J):
+            W_diag = numpyro.sample("W_diag", dist.Normal(0.0, 1.0).expand([d]).to_event(1))
+            W_off = numpyro.sample("W_offdiag", dist.Normal(0.0, 1.0)
+                                   .expand([d * (d - 1) // 2]).to_event(1))
+        A, correction = R.bartlett_cholesky(data.n, W_diag, W_off)
+        numpyro.factor("W_diag_chi", correction)
+        LA = jnp.einsum("ik,jkl->jil", L_x, A)
+        S = numpyro.deterministic("S", LA @ jnp.swapaxes(LA, -1, -2))
+        R._noncentred_observations(data, S)
+
+    return model
+
+
+def fit_variant(kind, rel, seed):
+    import arviz as az
+    import jax
+    import jax.numpy as jnp
+    from numpyro.infer import MCMC, NUTS, init_to_value
+
+    import bayesdp
+    from bayesdp.inference import mcmc as M
+    from bayesdp.models import regression as R
+
+    priors = bayesdp.Priors().resolve(rel)
+    s2_0 = M.initial_sigma_y2(rel, priors)
+    data = R.model_data(rel, priors)._replace(prior_factors=None)
+    pos = M.initial_position(rel, priors, M._normalx_start(rel), s2_0)
+    S0, L_x = pos.pop("S"), np.linalg.cholesky(pos.pop("Sigma_x"))
+    W_diag, W_off = R.bartlett_variables(rel.n, L_x, S0)
+    theta_std = R.theta_std_of(data, S0, pos["sigma_y2"], pos.pop("theta"))
+    pos.update(L_x=jnp.asarray(L_x), W_diag=W_diag, W_offdiag=W_off,
+               theta_std=np.asarray(theta_std))
+    d = rel.d
+    pos.update({"scale": {"tau": jnp.asarray(1.0)},
+                "matrix-f": {"Lam": jnp.asarray(np.asarray(data.Lambda))},
+                "matrix-f-noncentred": {"B_diag": jnp.zeros(d),
+                                        "B_off": jnp.zeros(d * (d - 1) // 2)}}[kind])
+    model = variant(kind)
+    mcmc = MCMC(NUTS(model, init_strategy=init_to_value(values=pos)), num_warmup=1000,
+                num_samples=1000, num_chains=4, chain_method="vectorized", progress_bar=False)
+    t0 = time.perf_counter()
+    mcmc.run(jax.random.PRNGKey(seed), data, extra_fields=("diverging", "num_steps"),
+             init_params=M._unconstrained_init(model, data, pos, 4))
+    secs = time.perf_counter() - t0
+    draws = mcmc.get_samples(group_by_chain=True)
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    keep = {k: np.asarray(v) for k, v in draws.items()
+            if k in ("theta", "sigma_y2", "Sigma_x", "tau", "Lam")}
+    summ = az.summary(az.from_dict(posterior=keep), kind="diagnostics", round_to="none")
+    return dict(theta=keep["theta"].reshape(-1, d), r_hat=float(summ.r_hat.max()),
+                worst=str(summ.ess_bulk.idxmin()), ess=float(summ.ess_bulk.min()),
+                div=int(np.sum(extra["diverging"])), steps=float(np.mean(extra["num_steps"])),
+                secs=secs)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--prior", choices=("scale", "matrix-f", "matrix-f-noncentred"),
+                    required=True)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    a = ap.parse_args()
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import bayesdp
+
+    for s in a.seeds:
+        sim = bayesdp.simulate(100_000, 5, seed=1000 + s)
+        rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds,
+                              nodes=5, seed=2000 + s)
+        r = fit_variant(a.prior, rel, s)
+        lo, hi = np.quantile(r["theta"], [0.05, 0.95], axis=0)
+        cover = float(((lo <= sim.theta) & (sim.theta <= hi)).mean())
+        print(f"{a.prior} seed {s}: coverage {cover:.2f}, widths {np.round(hi - lo, 2)}, "
+              f"max r_hat {r['r_hat']:.3f}, min ESS {r['ess']:.0f} ({r['worst']}), "
+              f"divergences {r['div']}, leapfrog steps {r['steps']:.1f}, {r['secs']:.0f} s",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
