@@ -79,6 +79,7 @@ def test_fast_batch_mixed_shapes_and_eiv():
             assert a.posterior.attrs["s_noise"] == b.posterior.attrs["s_noise"]
 
 
+@pytest.mark.slow  # ~1 min: compiles B&S for two option sets and two shapes
 def test_bs_batch_options_priors_and_shapes():
     """B&S: its options (the same for every release) and per-release priors resolved from each
     release's bounds, as fit does; releases of two J grouped; its errors are fit's."""

@@ -314,6 +314,7 @@ def _assert_batched_equal(batched, serial):
     np.testing.assert_allclose(a["value"], b["value"], rtol=1e-10, atol=0)
 
 
+@pytest.mark.slow  # ~1 min: compiles B&S for two option sets and two shapes
 def test_batch_reps_bs_matches_one_by_one():
     """batch_reps=True with MCMC-B&S: its replications fitted at once to their own releases
     (with y^T y) give the one-by-one rows; another seed does not."""
