@@ -151,8 +151,8 @@ def slice_sigma_y2_then_theta(u, eps, S, sigma_y2, data, prior, log_width):
     marginal (:func:`log_sigma_y2_marginal`), then theta | S, sigma_y^2 exactly (eq. 12); shared
     by the fixedS and the interweaved normalX kernels. Each update leaves the marginal
     invariant, so several in a row do too; they help where that marginal has a narrow mode and
-    a long flat tail (at eps = 0.1 the release barely bounds sigma_y^2 from above, and one
-    update per sweep gave a bulk ESS of about 200 in 4000 draws). ``u``: SLICE_N_UNIFORMS
+    a long flat tail (at eps = 0.1 the release barely bounds sigma_y^2 from above; with one
+    update per sweep the bulk ESS there is about 200 of 4000 draws). ``u``: SLICE_N_UNIFORMS
     uniforms; ``eps``: d standard normals. Returns (theta, sigma_y2, mean |jump of
     log sigma_y2| per update, evaluations)."""
     sp = spectral_terms(S, data)
