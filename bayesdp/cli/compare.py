@@ -90,7 +90,7 @@ def register(subparsers):
                    help="compute the MMD metrics ('auto': when d <= 5)")
     p.add_argument("--batch-reps", action="store_true",
                    help="fit the replications of each (epsilon, J) in one compiled program (the "
-                        "methods with a batched path: fast and the hand-written kernels; "
+                        "methods with a batched path: fast, bs and the hand-written kernels; "
                         "docs/compare.md)")
     p.add_argument("--no-figures", action="store_true", help="do not draw the figures")
     p.add_argument("--verbose", action="store_true",
