@@ -312,3 +312,55 @@ def test_compilation_cache_env_writes_the_cache(tmp_path):
     env = dict(os.environ, BAYESDP_COMPILATION_CACHE=str(cache))
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=600)
     assert cache.is_dir() and any(cache.iterdir())
+
+
+def test_compiled_nuts_init_equals_numpyros_and_retraces_when_its_static_arguments_change():
+    """normalx's NUTS compiles numpyro's HMC init (mcmc._compiled_init). It must return what
+    numpyro's own (op-by-op) init returns, and, because init sets variables of its closure from
+    its static arguments while tracing, a compiled program may only be reused for the static
+    arguments it was traced with."""
+    import jax
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from numpyro.infer import NUTS
+    from numpyro.infer.util import initialize_model
+
+    from bayesdp._jax import enable_x64
+    from bayesdp.inference import mcmc
+
+    enable_x64()
+
+    def model(y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+        s = numpyro.sample("s", dist.LogNormal(0.0, 1.0))
+        numpyro.sample("y", dist.Normal(mu, s), obs=y)
+
+    y = jnp.array([0.3, -1.2, 2.5, 0.7, 1.1])
+    keys = jax.random.split(jax.random.PRNGKey(3), 2)
+    init = {"mu": jnp.array([0.5, -0.5]), "s": jnp.array([0.2, 0.9])}
+    states = {}
+    for name, kernel in (("numpyro", NUTS(model)), ("compiled", mcmc._nuts(model))):
+        kernel._init_state(keys[0], (y,), {}, None)
+        u = jax.vmap(lambda p: initialize_model(keys[0], model, model_args=(y,),
+                                                init_strategy=numpyro.infer.init_to_value(
+                                                    values=p))[0].z)(init)
+        states[name] = kernel.init(keys, 50, u, model_args=(y,), model_kwargs={})
+    for a, b in zip(jax.tree_util.tree_leaves(states["numpyro"]),
+                    jax.tree_util.tree_leaves(states["compiled"])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-9, atol=1e-12)
+    assert np.all(np.asarray(states["compiled"].adapt_state.step_size) > 0)
+
+    # the static-argument rule, with an init that records its static argument while tracing
+    seen = []
+
+    def toy_init(params, *, model_args, model_kwargs, rng_key, num_warmup):
+        seen.append(num_warmup)  # a side effect at trace time, like numpyro's hmc init
+        return params * num_warmup
+
+    run = mcmc._compiled_init(toy_init)
+    x = jnp.ones(3)
+    outs = [float(run(x, model_args=(), model_kwargs={}, rng_key=None, num_warmup=w)[0])
+            for w in (2, 2, 5, 2)]
+    assert outs == [2.0, 2.0, 5.0, 2.0]
+    assert seen == [2, 5, 2]  # traced again whenever num_warmup differs from the last trace
