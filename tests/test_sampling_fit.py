@@ -148,7 +148,10 @@ def test_default_normalx_layout(normalx_nuts_fit, rel):
     assert np.all(np.linalg.eigvalsh(S) > 0)
     a = diagnostics.attrs(normalx_nuts_fit)
     assert a["sampler"] == "numpyro NUTS" and a["parametrisation"].startswith("non-centred")
-    assert a["chain_method"] == "vectorized" and a["divergences"] == 0
+    assert a["chain_method"] == "vectorized"
+    # divergent transitions are rare here, not absent: over seeds 0-7 of this fit 0 or 1 of
+    # 4000 diverged (1 in 8 fits with numpyro's own init, 2 in 8 with the compiled one)
+    assert a["divergences"] == int(normalx_nuts_fit.sample_stats["diverging"].sum()) <= 4
     assert {"diverging", "n_steps", "step_size"} <= set(normalx_nuts_fit.sample_stats.data_vars)
     assert a["converged"]
 
