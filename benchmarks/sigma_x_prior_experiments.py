@@ -7,6 +7,7 @@ target_accept_prob 0.8, the same starting point).
     PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior scale --seeds 0 1 2
     PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f --seeds 0
     PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f-noncentred --seeds 0
+    PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f-marginal --seeds 0
 
 Priors (Lambda_0 = sd_x^2 I, kappa = d + 2, the defaults of ``bayesdp.Priors``):
 
@@ -16,6 +17,9 @@ Priors (Lambda_0 = sd_x^2 I, kappa = d + 2, the defaults of ``bayesdp.Priors``):
   drawing Sigma_x for its simulation), Lambda sampled as a site;
 - ``matrix-f-noncentred``: the same prior with Lambda = L_0 B B^T L_0^T / d, B the standardised
   Bartlett factor of Wishart(d + 1, I) (``regression.bartlett_cholesky``).
+- ``matrix-f-marginal``: the same prior with Lambda integrated out analytically: the matrix-F
+  density of Sigma_x, log p(Sigma_x) = c + (nu - d - 1)/2 log|Sigma_x| - (kappa + nu)/2
+  log|Sigma_x + Psi| (nu = d, Psi = Lambda_0 / d), no funnel between Lambda and Sigma_x.
 
 Setting as benchmarks/prior_coverage.py: simulate(n=100_000, d=5, seed=1000 + s), release at
 eps = 1, delta = 1e-5, J = 5, seed 2000 + s. Prints per seed: the fraction of the 5 true
@@ -32,6 +36,7 @@ import numpy as np
 
 
 def variant(kind):
+    import jax
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
@@ -46,7 +51,7 @@ def variant(kind):
         elif kind == "matrix-f":
             lam = numpyro.sample("Lam", dist.Wishart(float(d), scale_matrix=data.Lambda / d))
             L_lam = jnp.linalg.cholesky(lam)
-        else:
+        elif kind == "matrix-f-noncentred":
             Bd = numpyro.sample("B_diag", dist.Normal(0.0, 1.0).expand([d]).to_event(1))
             Bo = numpyro.sample("B_off", dist.Normal(0.0, 1.0).expand([d * (d - 1) // 2])
                                 .to_event(1))
@@ -54,8 +59,22 @@ def variant(kind):
             numpyro.factor("B_chi", corr)
             L_lam = jnp.linalg.cholesky(data.Lambda) / jnp.sqrt(d + 1.0) @ B[0]
             numpyro.deterministic("Lam", L_lam @ L_lam.T)
+        if kind == "matrix-f-marginal":
+            L_lam = jnp.linalg.cholesky(data.Lambda)
         L_x = numpyro.sample("L_x", R.inverse_wishart_cholesky(data.kappa, L_lam @ L_lam.T,
                                                                L_lam))
+        if kind == "matrix-f-marginal":
+            # reweight InvWishart(kappa, Lambda_0) to the matrix-F marginal of Sigma_x
+            # (Lambda ~ Wishart(nu, Psi) integrated out, nu = d, Psi = Lambda_0 / d):
+            #   log p_F(Sigma) = c + (nu - d - 1)/2 log|Sigma| - (kappa + nu)/2 log|Sigma + Psi|
+            nu, Psi = float(d), data.Lambda / d
+            logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(L_x)))
+            Z = jax.scipy.linalg.solve_triangular(L_x, L_lam, lower=True)
+            L_sp = jnp.linalg.cholesky(L_x @ L_x.T + Psi)
+            log_f = (0.5 * (nu - d - 1.0) * logdet
+                     - 0.5 * (data.kappa + nu) * 2.0 * jnp.sum(jnp.log(jnp.diagonal(L_sp))))
+            log_iw = -0.5 * (data.kappa + d + 1.0) * logdet - 0.5 * jnp.sum(Z ** 2)
+            numpyro.factor("matrix_f", log_f - log_iw)
         numpyro.deterministic("Sigma_x", L_x @ L_x.T)
         with numpyro.plate("holder", J):
             W_diag = numpyro.sample("W_diag", dist.Normal(0.0, 1.0).expand([d]).to_event(1))
@@ -93,15 +112,16 @@ def fit_variant(kind, rel, seed):
     pos.update({"scale": {"tau": jnp.asarray(1.0)},
                 "matrix-f": {"Lam": jnp.asarray(np.asarray(data.Lambda))},
                 "matrix-f-noncentred": {"B_diag": jnp.zeros(d),
-                                        "B_off": jnp.zeros(d * (d - 1) // 2)}}[kind])
+                                        "B_off": jnp.zeros(d * (d - 1) // 2)},
+                "matrix-f-marginal": {}}[kind])
     model = variant(kind)
     mcmc = MCMC(NUTS(model, init_strategy=init_to_value(values=pos)), num_warmup=1000,
                 num_samples=1000, num_chains=4, chain_method="vectorized", progress_bar=False)
     t0 = time.perf_counter()
     mcmc.run(jax.random.PRNGKey(seed), data, extra_fields=("diverging", "num_steps"),
              init_params=M._unconstrained_init(model, data, pos, 4))
-    secs = time.perf_counter() - t0
-    draws = mcmc.get_samples(group_by_chain=True)
+    draws = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+    secs = time.perf_counter() - t0  # after the draws exist (JAX dispatches asynchronously)
     extra = mcmc.get_extra_fields(group_by_chain=True)
     keep = {k: np.asarray(v) for k, v in draws.items()
             if k in ("theta", "sigma_y2", "Sigma_x", "tau", "Lam")}
@@ -114,7 +134,8 @@ def fit_variant(kind, rel, seed):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--prior", choices=("scale", "matrix-f", "matrix-f-noncentred"),
+    ap.add_argument("--prior", choices=("scale", "matrix-f", "matrix-f-noncentred",
+                                            "matrix-f-marginal"),
                     required=True)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     a = ap.parse_args()
