@@ -367,3 +367,7 @@ def test_compiled_nuts_init_equals_numpyros_and_retraces_when_its_static_argumen
             for w in (2, 2, 5, 2)]
     assert outs == [2.0, 2.0, 5.0, 2.0]
     assert seen == [2, 5, 2]  # traced again whenever num_warmup differs from the last trace
+    # a static array (e.g. a given mass matrix) is not compared by value: numpyro's own call
+    seen.clear()
+    out = run(x, model_args=(), model_kwargs={}, rng_key=None, num_warmup=np.array(3.0))
+    assert float(out[0]) == 3.0 and seen == [3.0]

@@ -84,13 +84,19 @@ def _compiled_init(init_fn):
     variables of its closure while it runs (numpyro's ``hmc``: the warm-up schedule, tree
     depth, momentum generator), from its static arguments only; the compiled program is reused
     only while those arguments are the ones it was traced with, so those variables stay right.
-    Static arguments that are arrays (a given mass matrix) fall back to numpyro's own call."""
+    Static arguments other than plain Python values (a given mass matrix) fall back to
+    numpyro's own call."""
     import jax
 
     traced = {}
 
+    def plain(v):
+        if isinstance(v, (list, tuple)):
+            return all(plain(x) for x in v)
+        return v is None or isinstance(v, (bool, int, float, str))
+
     def run(init_params, *, model_args, model_kwargs, rng_key, **static):
-        if any(hasattr(v, "shape") for v in static.values()):
+        if not all(plain(v) for v in static.values()):
             return init_fn(init_params, model_args=model_args, model_kwargs=model_kwargs,
                            rng_key=rng_key, **static)
         key = repr(sorted(static.items()))
