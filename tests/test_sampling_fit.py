@@ -349,6 +349,8 @@ def test_compiled_nuts_init_equals_numpyros_and_retraces_when_its_static_argumen
                                                 init_strategy=numpyro.infer.init_to_value(
                                                     values=p))[0].z)(init)
         states[name] = kernel.init(keys, 50, u, model_args=(y,), model_kwargs={})
+        # the compiled kernel really runs the wrapper, numpyro's does not
+        assert ("_compiled_init" in kernel._init_fn.__qualname__) == (name == "compiled")
     for a, b in zip(jax.tree_util.tree_leaves(states["numpyro"]),
                     jax.tree_util.tree_leaves(states["compiled"])):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-9, atol=1e-12)
