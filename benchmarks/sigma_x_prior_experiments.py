@@ -8,6 +8,7 @@ target_accept_prob 0.8, the same starting point).
     PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f --seeds 0
     PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f-noncentred --seeds 0
     PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f-marginal --seeds 0
+    PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f-gibbs --seeds 0
 
 Priors (Lambda_0 = sd_x^2 I, kappa = d + 2, the defaults of ``bayesdp.Priors``):
 
@@ -20,6 +21,9 @@ Priors (Lambda_0 = sd_x^2 I, kappa = d + 2, the defaults of ``bayesdp.Priors``):
 - ``matrix-f-marginal``: the same prior with Lambda integrated out analytically: the matrix-F
   density of Sigma_x, log p(Sigma_x) = c + (nu - d - 1)/2 log|Sigma_x| - (kappa + nu)/2
   log|Sigma_x + Psi| (nu = d, Psi = Lambda_0 / d), no funnel between Lambda and Sigma_x.
+- ``matrix-f-gibbs``: the ``matrix-f`` model, Lambda drawn by an exact Gibbs step
+  (Lambda | Sigma_x ~ Wishart(nu + kappa, (Psi^{-1} + Sigma_x^{-1})^{-1}), conjugate) and
+  everything else by NUTS given Lambda (numpyro's ``HMCGibbs``).
 
 Setting as benchmarks/prior_coverage.py: simulate(n=100_000, d=5, seed=1000 + s), release at
 eps = 1, delta = 1e-5, J = 5, seed 2000 + s. Prints per seed: the fraction of the 5 true
@@ -30,6 +34,7 @@ theta, sigma_y2, Sigma_x (and the hyperparameter), divergent transitions and lea
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import numpy as np
@@ -48,7 +53,7 @@ def variant(kind):
         if kind == "scale":
             tau = numpyro.sample("tau", dist.Gamma(0.5, 0.5))
             L_lam = jnp.sqrt(tau) * jnp.linalg.cholesky(data.Lambda)
-        elif kind == "matrix-f":
+        elif kind in ("matrix-f", "matrix-f-gibbs"):
             lam = numpyro.sample("Lam", dist.Wishart(float(d), scale_matrix=data.Lambda / d))
             L_lam = jnp.linalg.cholesky(lam)
         elif kind == "matrix-f-noncentred":
@@ -89,11 +94,29 @@ def variant(kind):
     return model
 
 
-def fit_variant(kind, rel, seed):
+def lambda_given_sigma_x(rng_key, gibbs_sites, hmc_sites, *, data):
+    """Lambda | Sigma_x ~ Wishart(nu + kappa, (Psi^{-1} + Sigma_x^{-1})^{-1}), nu = d,
+    Psi = Lambda_0 / d: the Wishart prior on Lambda times InvWishart(kappa, Lambda)'s density
+    of Sigma_x, |Lambda|^{kappa/2} exp(-tr(Lambda Sigma_x^{-1}) / 2), as a function of Lambda."""
+    import jax.numpy as jnp
+    import numpyro.distributions as dist
+    from jax.scipy.linalg import cho_solve
+
+    d = data.m.shape[0]
+    L_x = hmc_sites["L_x"]
+    eye = jnp.eye(d)
+    prec = cho_solve((jnp.linalg.cholesky(data.Lambda / d), True), eye) + cho_solve((L_x, True),
+                                                                                   eye)
+    L_p = jnp.linalg.cholesky(prec)
+    cov = cho_solve((L_p, True), eye)
+    return {"Lam": dist.Wishart(d + data.kappa, scale_matrix=0.5 * (cov + cov.T)).sample(rng_key)}
+
+
+def fit_variant(kind, rel, seed, target_accept_prob=0.8):
     import arviz as az
     import jax
     import jax.numpy as jnp
-    from numpyro.infer import MCMC, NUTS, init_to_value
+    from numpyro.infer import MCMC, NUTS, HMCGibbs, init_to_value
 
     import bayesdp
     from bayesdp.inference import mcmc as M
@@ -111,15 +134,24 @@ def fit_variant(kind, rel, seed):
     d = rel.d
     pos.update({"scale": {"tau": jnp.asarray(1.0)},
                 "matrix-f": {"Lam": jnp.asarray(np.asarray(data.Lambda))},
+                "matrix-f-gibbs": {"Lam": jnp.asarray(np.asarray(data.Lambda))},
                 "matrix-f-noncentred": {"B_diag": jnp.zeros(d),
                                         "B_off": jnp.zeros(d * (d - 1) // 2)},
                 "matrix-f-marginal": {}}[kind])
     model = variant(kind)
-    mcmc = MCMC(NUTS(model, init_strategy=init_to_value(values=pos)), num_warmup=1000,
-                num_samples=1000, num_chains=4, chain_method="vectorized", progress_bar=False)
+    kernel = NUTS(model, init_strategy=init_to_value(values=pos),
+                  target_accept_prob=target_accept_prob)
+    if kind == "matrix-f-gibbs":
+        kernel = HMCGibbs(kernel, gibbs_fn=functools.partial(lambda_given_sigma_x, data=data),
+                          gibbs_sites=["Lam"])
+    # Gibbs kernels take one key: their chains are vmapped by the callable chain method
+    mcmc = MCMC(kernel, num_warmup=1000, num_samples=1000, num_chains=4,
+                chain_method=jax.vmap if kind == "matrix-f-gibbs" else "vectorized",
+                progress_bar=False)
     t0 = time.perf_counter()
-    mcmc.run(jax.random.PRNGKey(seed), data, extra_fields=("diverging", "num_steps"),
-             init_params=M._unconstrained_init(model, data, pos, 4))
+    pre = "hmc_state." if kind == "matrix-f-gibbs" else ""
+    mcmc.run(jax.random.PRNGKey(seed), data, extra_fields=(pre + "diverging", pre + "num_steps"),
+             init_params=None if pre else M._unconstrained_init(model, data, pos, 4))
     draws = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
     secs = time.perf_counter() - t0  # after the draws exist (JAX dispatches asynchronously)
     extra = mcmc.get_extra_fields(group_by_chain=True)
@@ -128,16 +160,19 @@ def fit_variant(kind, rel, seed):
     summ = az.summary(az.from_dict(posterior=keep), kind="diagnostics", round_to="none")
     return dict(theta=keep["theta"].reshape(-1, d), r_hat=float(summ.r_hat.max()),
                 worst=str(summ.ess_bulk.idxmin()), ess=float(summ.ess_bulk.min()),
-                div=int(np.sum(extra["diverging"])), steps=float(np.mean(extra["num_steps"])),
+                div=int(np.sum(extra[pre + "diverging"])),
+                steps=float(np.mean(extra[pre + "num_steps"])),
                 secs=secs)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prior", choices=("scale", "matrix-f", "matrix-f-noncentred",
-                                            "matrix-f-marginal"),
+                                            "matrix-f-marginal", "matrix-f-gibbs"),
                     required=True)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--target-accept-prob", type=float, default=0.8,
+                    help="NUTS's target acceptance (fit's default 0.8)")
     a = ap.parse_args()
     import jax
     jax.config.update("jax_enable_x64", True)
@@ -147,7 +182,7 @@ def main():
         sim = bayesdp.simulate(100_000, 5, seed=1000 + s)
         rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds,
                               nodes=5, seed=2000 + s)
-        r = fit_variant(a.prior, rel, s)
+        r = fit_variant(a.prior, rel, s, a.target_accept_prob)
         lo, hi = np.quantile(r["theta"], [0.05, 0.95], axis=0)
         cover = float(((lo <= sim.theta) & (sim.theta <= hi)).mean())
         print(f"{a.prior} seed {s}: coverage {cover:.2f}, widths {np.round(hi - lo, 2)}, "
