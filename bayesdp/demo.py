@@ -50,9 +50,9 @@ def run_demo(*, n=100_000, d=5, nodes=5, epsilon=1.0, delta=1e-5, seed=0,
          "non-private posterior mean:")
     echo(report.format_table(table))
     echo("\nNote: Bayes-fixedS-fast fixes S at the noisy S_hat, so its intervals leave out the "
-         "noise on S; at this noise level they contain the true coefficient far less often than "
-         "90% (34% over 20 simulated data sets; 94% when S is known). docs/methods.md, 'Priors', "
-         "has the measurements and what the other methods do.")
+         "noise on S;\nat this noise level they contain the true coefficient far less often than "
+         "90% (34% over 20\nsimulated data sets; 94% when S is known). docs/methods.md ('Priors' and "
+         "'Converged is not\ncalibrated') has the measurements and what the other methods do.")
     plot = report.plot_theta(idata, out / "theta.png", truth=sim.theta, estimates=estimates,
                              title=f"Bayes-fixedS-fast, eps={epsilon:g}, J={nodes}, n={n}")
     echo(f"\nwrote {plot}")
