@@ -8,7 +8,7 @@ target_accept_prob 0.8, the same starting point).
     PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f --seeds 0
     PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f-noncentred --seeds 0
     PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f-marginal --seeds 0
-    PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f-gibbs --seeds 0
+    PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f-gibbs --seeds 0 1 2 3 4
 
 Priors (Lambda_0 = sd_x^2 I, kappa = d + 2, the defaults of ``bayesdp.Priors``):
 
