@@ -14,7 +14,8 @@ from .common import (Totals, collapsed_loglik_lapack, log_invgamma, nan_to_rejec
 from .linalg import chol, logdet_chol, mm, mT, mv, sym, tri_inv
 
 
-SLICE_MAX_STEPS = 8  # stepping-out budget m of the slice sampler (Neal 2003, fig. 3)
+SLICE_MAX_STEPS = 8  # stepping-out budget m of the slice sampler (Neal 2003, fig. 3); 8 and
+#                      16 converge alike, 8 costs half (docs/methods.md, `fixeds`)
 SLICE_MAX_SHRINK = 100  # shrinkage steps before giving up (never reached in float64)
 SLICE_UPDATES = 3  # slice updates of log sigma_y^2 per sweep (each costs O(J d) after one
 #                    eigendecomposition per holder, so repeating them is cheap)
