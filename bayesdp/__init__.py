@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 from .errors import (
     BayesdpError,
     BayesdpInputError,
+    CalibrationWarning,
     CombineError,
     ConvergenceWarning,
     ReleaseFormatError,
@@ -41,6 +42,7 @@ __all__ = [
     "BayesDPRegressor",
     "BayesdpError",
     "BayesdpInputError",
+    "CalibrationWarning",
     "CombineError",
     "ConvergenceWarning",
     "METHODS",

@@ -22,6 +22,11 @@ from .releases.files import write_atomic
 #: together) is below ESS_MIN.
 ESS_MIN = 400
 RHAT_MAX = 1.01
+#: The fixedS methods warn (:class:`~bayesdp.errors.CalibrationWarning`) when the noise on S
+#: they leave out brings the first-order coverage of some coefficient's 90% interval below
+#: this (:func:`bayesdp.inference.closed_form.s_noise_coverage`; docs/methods.md, "Does the
+#: noise on S matter?").
+S_NOISE_COVERAGE_MIN = 0.8
 
 
 def _az():
@@ -335,6 +340,20 @@ def _worst_index(r, eb, rhat_max):
     return int(np.argmin(eb))
 
 
+def s_noise_message(method, coverage, feature_names) -> str:
+    """The sentence of the fixedS methods' calibration check (:func:`bayesdp.fit`'s
+    CalibrationWarning and :func:`diagnose`) from the attrs ``s_noise_coverage``."""
+    coverage = np.asarray(coverage, dtype=float)
+    worst = int(np.argmin(coverage))
+    return (f"{method}: S is fixed at the noisy S_hat, and the noise on S it leaves out makes "
+            f"theta's 90% intervals too narrow for this release: to first order they hold the "
+            f"truth {100 * float(np.mean(coverage)):.0f}% of the time on average, "
+            f"{100 * coverage[worst]:.0f}% for theta[{feature_names[worst]}] (attrs "
+            f"'s_noise_coverage'; lower still where S_hat barely measures S). Use "
+            f"method='normalx', which models the noise on S; docs/methods.md, 'Does the noise "
+            f"on S matter?'.")
+
+
 def convergence_message(conv: dict, method="?") -> str:
     """One line saying which parameter is worst, its r_hat and ESS, and what to do."""
     total = conv["n_chains"] * conv["n_draws"]
@@ -490,6 +509,10 @@ def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=R
                     f"{v}: {label} effective sample size {s[key]:.0f} < {ess_min} (over all "
                     f"chains): estimates are noisy; draw more samples or use a better-mixing "
                     f"method.")
+    a = attrs(idata)
+    if "s_noise_coverage" in a and float(np.min(a["s_noise_coverage"])) < S_NOISE_COVERAGE_MIN:
+        names = [str(c) for c in np.asarray(idata.posterior["theta"].coords["feature"].values)]
+        problems.append(s_noise_message(method, a["s_noise_coverage"], names))
     n_div = divergences(idata)
     if n_div:
         problems.append(f"{n_div} divergent NUTS transitions: the posterior geometry is hard "

@@ -26,6 +26,13 @@ class ConvergenceWarning(UserWarning):
     the posterior summaries cannot be trusted. Raised by :func:`bayesdp.fit`."""
 
 
+class CalibrationWarning(UserWarning):
+    """A posterior whose intervals are known to be too narrow for this release: the fixedS
+    methods leave out the noise on S, and here that noise widens the error of theta by more than
+    their intervals allow (first-order coverage below
+    ``bayesdp.diagnostics.S_NOISE_COVERAGE_MIN`` of the nominal 90%). Raised by :func:`bayesdp.fit`; the attrs ``s_noise_coverage`` hold the numbers."""
+
+
 class SamplerError(BayesdpError):
     """A method produced no usable posterior (e.g. non-finite draws); the message names the method
     and the variable."""
