@@ -30,6 +30,7 @@ def test_demo_main_job(tmp_path, capsys):
     for word in ("true", "mean", "sd", "90% lower", "90% upper", "adaSSP"):
         assert word in out
     assert "leave out the noise on S" in out  # the fast intervals' known under-coverage
+    assert "coverage to first order" in out  # with the number of fit's check
     rel = bayesdp.load_release(tmp_path / "release.json")
     assert (rel.J, rel.d, rel.n_total, rel.epsilon, rel.delta) == (5, 5, 100_000, 1.0, 1e-5)
     assert rel.seeded
