@@ -30,7 +30,8 @@ class CalibrationWarning(UserWarning):
     """A posterior whose intervals are known to be too narrow for this release: the fixedS
     methods leave out the noise on S, and here that noise widens the error of theta by more than
     their intervals allow (first-order coverage below
-    ``bayesdp.diagnostics.S_NOISE_COVERAGE_MIN`` of the nominal 90%). Raised by :func:`bayesdp.fit`; the attrs ``s_noise_coverage`` hold the numbers."""
+    ``bayesdp.diagnostics.S_NOISE_COVERAGE_MIN`` of the nominal 90%). Raised by
+    :func:`bayesdp.fit`; the attrs ``s_noise_coverage`` hold the numbers."""
 
 
 class SamplerError(BayesdpError):

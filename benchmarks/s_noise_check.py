@@ -2,7 +2,8 @@
 (``closed_form.s_noise_coverage``, ``fit``'s CalibrationWarning; numbers quoted in
 docs/methods.md, "Does the noise on S matter?").
 
-    PYTHONPATH=. python benchmarks/s_noise_check.py fixed-data --method fast --reps 200 --eps 1000 100 10 1
+    PYTHONPATH=. python benchmarks/s_noise_check.py fixed-data --method fast --reps 200 \
+        --eps 1000 100 10 1
     PYTHONPATH=. python benchmarks/s_noise_check.py fixed-data --method fixeds --reps 40 --eps 100 1
     PYTHONPATH=. python benchmarks/s_noise_check.py demo --method fast --seeds 20
     PYTHONPATH=. python benchmarks/s_noise_check.py demo --method fixeds --seeds 10

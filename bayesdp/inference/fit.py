@@ -170,9 +170,11 @@ def check_s_noise(release, method, priors, idata, *, stacklevel=3):
     """For a fixedS fit: the first-order coverage of theta's 90% intervals given the noise on S
     it leaves out (:func:`closed_form.s_noise_coverage`, at the posterior mean of theta and the
     fit's sigma_y^2), recorded as attrs ``s_noise_coverage`` (per coefficient) and
-    ``s_noise_min_coverage``; warns when the smallest is below ``diagnostics.S_NOISE_COVERAGE_MIN``."""
+    ``s_noise_min_coverage``; warns when the smallest is below
+    ``diagnostics.S_NOISE_COVERAGE_MIN``."""
     a = diagnostics.attrs(idata)
-    theta = diagnostics.posterior_array(idata, "theta").mean(axis=0)
+    theta = (np.asarray(a["closed_form_mean"], dtype=float) if "closed_form_mean" in a  # fast
+             else diagnostics.posterior_array(idata, "theta").mean(axis=0))
     if "sigma_y2" in idata.posterior:  # sampled: its posterior median stands for the truth
         sigma_y2 = sigma_y2_error = float(np.median(
             diagnostics.posterior_array(idata, "sigma_y2")))
