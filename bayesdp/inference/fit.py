@@ -102,6 +102,10 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
         attrs always record ``converged``, ``max_r_hat``, ``min_ess_bulk``, ``min_ess_tail``,
         ``worst_parameter`` and a per-variable ``convergence`` summary (JSON). Closed-form
         methods ("fast") draw independently and skip the check.
+    CalibrationWarning
+        Methods that fix S at S_hat ("fast", "fixeds", ...): when the noise on S they leave out
+        brings the first-order coverage of some coefficient's 90% interval below 80%
+        (:func:`check_s_noise`; attrs ``s_noise_coverage``, ``s_noise_min_coverage``).
     """
     release, seed, priors = prepare_fit(release, method, seed, priors, num_samples, num_chains,
                                         num_warmup)
