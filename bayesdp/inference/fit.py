@@ -179,11 +179,11 @@ def check_s_noise(release, method, priors, idata, *, stacklevel=3):
     a = diagnostics.attrs(idata)
     theta = (np.asarray(a["closed_form_mean"], dtype=float) if "closed_form_mean" in a  # fast
              else diagnostics.posterior_array(idata, "theta").mean(axis=0))
-    if "sigma_y2" in idata.posterior:  # sampled: its posterior median stands for the truth
+    if "sigma_y2" in idata.posterior:
+        # sampled: its posterior median stands for the truth (with fixeds' fix_sigma_y2 the
+        # draws are that constant, taken as the truth)
         sigma_y2 = sigma_y2_error = float(np.median(
             diagnostics.posterior_array(idata, "sigma_y2")))
-    elif "fix_sigma_y2" in a:  # fixed by the user, taken as the truth
-        sigma_y2 = sigma_y2_error = float(a["fix_sigma_y2"])
     else:
         # fast: a given sigma_y^2 is taken as the truth; the paper's plug-in rules over-state
         # sigma_y on purpose, so the error is measured against the most favourable truth,
