@@ -130,3 +130,16 @@ def test_cli_fit_and_diagnose_say_so(tmp_path, capsys):
     assert main(["diagnose", str(tmp_path / "post.nc")]) == 0
     out = capsys.readouterr().out
     assert "WARNINGS:" in out and "the noise on S it leaves out" in out
+
+
+def test_docs_example_runs_and_warns(capsys):
+    """The example of docs/methods.md, 'Does the noise on S matter?', as written."""
+    import pathlib
+
+    text = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "methods.md").read_text()
+    section = text.split("## Does the noise on S matter?")[1].split("\n## ")[0]
+    code = section.split("```python\n")[1].split("```")[0]
+    with pytest.warns(bayesdp.CalibrationWarning, match="too narrow"):
+        exec(compile(code, "docs/methods.md", "exec"), {})
+    printed = capsys.readouterr().out.split("[")[1].split("]")[0].split()
+    assert len(printed) == 5 and all(float(v) < 0.8 for v in printed)  # per coefficient
