@@ -17,7 +17,10 @@ data), ``prediction_mse`` (test rows on real data; on simulated data the trace f
 over posterior draws for the MCMC methods and at the point estimate for fast/adaSSP/non-private,
 as the authors did), ``mmd2`` and ``mmd2_paper`` (unbiased squared MMD to the non-private
 posterior, Gaussian kernel with variance h = 0.1; ``mmd2_paper`` carries the authors'
-(2 pi h)^(-d/2) factor), and ``seconds`` (wall time of the fit).
+(2 pi h)^(-d/2) factor), and ``seconds`` (wall time of the fit). Beside them, ``fit``'s own checks
+of each fit (``CHECKS``): ``converged`` (1 or 0), ``max_r_hat`` and ``min_ess_bulk`` for the MCMC
+methods, ``s_noise_min_coverage`` for the methods that fix S; ``compare`` warns once, at the end,
+when some fits did not pass them.
 
 Settings follow the authors' driver: delta = 1/N_train, bounds read off the (training) data (not
 private, flagged in ``config.json``), Lambda = V^T V with V iid N(0, 1) (the simulation's own
@@ -55,6 +58,10 @@ BASELINES = ("adassp", "nonprivate")
 #: methods whose simulated prediction metric uses the point estimate (as the authors did)
 POINT_ESTIMATE_METHODS = ("fast", "adassp", "nonprivate")
 METRICS = ("estimation_mse", "prediction_mse", "mmd2", "mmd2_paper", "seconds")
+#: fit's own checks of a fit, kept beside the metrics: the convergence check of the MCMC methods
+#: (bayesdp.diagnostics.check_convergence) and the fixedS methods' calibration check
+#: (bayesdp.inference.fit.check_s_noise)
+CHECKS = ("converged", "max_r_hat", "min_ess_bulk", "s_noise_min_coverage")
 COLUMNS = ["method", "epsilon", "J", "rep", "metric", "value"]
 PAPER_ORDER = ("normalx", "fixeds", "fast", "bs", "adassp", "nonprivate")
 
@@ -168,6 +175,17 @@ def _metrics_for(method, draws, ctx, ref_draws, spec, point=None):
     return out
 
 
+def _checks_of(attrs) -> dict:
+    """The :data:`CHECKS` values recorded in a fit's posterior attrs (those that were run)."""
+    out = {}
+    if attrs.get("convergence_checked"):
+        out.update(converged=float(bool(attrs["converged"])),
+                   max_r_hat=float(attrs["max_r_hat"]), min_ess_bulk=float(attrs["min_ess_bulk"]))
+    if "s_noise_min_coverage" in attrs:
+        out["s_noise_min_coverage"] = float(attrs["s_noise_min_coverage"])
+    return out
+
+
 def _method_options(method, spec):
     opts = dict(spec["method_options"].get(method, {}))
     if spec["calibration"] == "paper-code" and method == "fast":
@@ -215,8 +233,8 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitt
     """Run ``methods`` on one (epsilon, J, rep) cell; returns tidy rows (and writes cell files).
 
     ``modules``: modules to import first (those that registered the methods, for worker
-    processes). ``fitted``: {method: (theta draws, point estimate or None, seconds)} of methods
-    already fitted for this cell (by :func:`run_cells_batched`), with ``release`` the cell's
+    processes). ``fitted``: {method: (theta draws, point estimate or None, seconds, checks)} of
+    methods already fitted for this cell (by :func:`run_cells_batched`), with ``release`` the cell's
     release they were fitted to.
     """
     _setup(modules)
@@ -250,14 +268,14 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitt
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             t0 = time.perf_counter()
-            point = None
+            point, checks = None, {}
             if method == "nonprivate":
                 draws = npv_draws
                 point = bayesdp.closed_form_moments(npv)[0]
                 seconds = npv_time
                 m_ref = None
             elif method in fitted:
-                draws, point, seconds = fitted[method]
+                draws, point, seconds, checks = fitted[method]
                 m_ref = ref
             elif method == "adassp":
                 budget = "paper-code" if spec["calibration"] == "paper-code" else "paper"
@@ -288,9 +306,11 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitt
                 draws = np.asarray(idata.posterior["theta"]).reshape(-1, dim)
                 if "closed_form_mean" in idata.posterior.attrs:
                     point = bayesdp.closed_form_moments(idata)[0]
+                checks = _checks_of(idata.posterior.attrs)
                 m_ref = ref
         vals = _metrics_for(method, draws, ctx, m_ref, spec, point)
         vals["seconds"] = seconds
+        vals.update(checks)
         cell = pd.DataFrame([{"method": method, "epsilon": float(epsilon), "J": int(J),
                               "rep": int(rep), "metric": k, "value": float(v)}
                              for k, v in vals.items()], columns=COLUMNS)
@@ -316,6 +336,7 @@ def run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
     ``seconds`` of a batched method is the batch's wall time divided by its size."""
     _setup(modules)
     from .inference.batch import fit_batch_results
+    from .inference.fit import finish_fit
 
     ctx = _context(spec)
     dim = ctx["X"].shape[1] + int(_design(spec)["intercept"])
@@ -342,11 +363,14 @@ def run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
                                     num_warmup=spec["num_warmup"], num_chains=1,
                                     progress_bar=False, **_method_options(method, spec))
             seconds = (time.perf_counter() - t0) / len(todo)
-        for r, f in zip(todo, out):
+            # fit's checks of each fit, as fit_batch runs them (not timed: seconds is sampling)
+            checks = [_checks_of(finish_fit(f.release, method, f.seed, f.priors,
+                                            f.result).posterior.attrs) for f in out]
+        for r, f, c in zip(todo, out, checks):
             point = f.result.attrs.get("closed_form_mean")
             fitted[r][method] = (np.asarray(f.result.posterior["theta"]).reshape(-1, dim),
                                  None if point is None else np.asarray(point, dtype=float),
-                                 seconds)
+                                 seconds, c)
     rows = [run_cell(spec, epsilon, J, r, todo, cells_dir, modules, fitted=fitted[r],
                      release=releases.get(r)) for r, todo in reps]
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS)
@@ -555,6 +579,7 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     df = df.sort_values(["metric", "epsilon", "J", "rep", "method"],
                         key=lambda s: s.map(order) if s.name == "method" else s)
     df = df.reset_index(drop=True)[COLUMNS]
+    warn_checks(df)
     if out_dir is not None:
         _write_atomic(out_dir / "results.csv", df)
         title = f"data={data}, calibration={calibration}, reps={reps}, " \
@@ -563,6 +588,53 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         if figures:
             plot_results(df, out_dir)
     return df
+
+
+def warn_checks(df: pd.DataFrame, *, stacklevel=3) -> None:
+    """Say, once for a whole grid of results, which fits did not pass ``fit``'s checks (the
+    :data:`CHECKS` rows): a :class:`~bayesdp.ConvergenceWarning` for the MCMC fits whose chains
+    did not converge, a :class:`~bayesdp.CalibrationWarning` for the fixedS fits whose 90%
+    intervals the noise on S makes too narrow. ``compare`` silences the warnings of its single
+    fits (one per cell would bury the run's output) and calls this instead."""
+    from .diagnostics import ESS_MIN, RHAT_MAX, S_NOISE_COVERAGE_MIN
+    from .errors import CalibrationWarning, ConvergenceWarning
+
+    key = ["method", "epsilon", "J", "rep"]
+    rows = df[df["metric"].isin(CHECKS)].pivot_table(index=key, columns="metric",
+                                                     values="value", aggfunc="first")
+
+    def where(r):
+        return f"{r.Index[0]} at eps={r.Index[1]:g}, J={r.Index[2]}, rep={r.Index[3]}"
+
+    def per_method(sub):
+        return ", ".join(f"{m} {n}" for m, n in sub.groupby(level="method").size().items())
+
+    if "converged" in rows:
+        fits = rows[rows["converged"].notna()]
+        bad = fits[fits["converged"] < 1]
+        if len(bad):
+            w = next(bad.sort_values("max_r_hat", ascending=False).itertuples())
+            warnings.warn(
+                f"compare: {len(bad)} of {len(fits)} MCMC fits did not pass fit's convergence "
+                f"check (r_hat <= {RHAT_MAX} and bulk ESS >= {ESS_MIN} for every sampled "
+                f"variable; {per_method(bad)}); the worst, {where(w)}: max r_hat "
+                f"{w.max_r_hat:.3f}, min bulk ESS {w.min_ess_bulk:.0f}. Their metrics describe "
+                "chains that had not converged: raise num_warmup and num_samples (the paper "
+                "ran 5000 + 5000). The rows 'converged', 'max_r_hat' and 'min_ess_bulk' of the "
+                "results give every fit's.", ConvergenceWarning, stacklevel=stacklevel)
+    if "s_noise_min_coverage" in rows:
+        fits = rows[rows["s_noise_min_coverage"].notna()]
+        bad = fits[fits["s_noise_min_coverage"] < S_NOISE_COVERAGE_MIN]
+        if len(bad):
+            w = next(bad.sort_values("s_noise_min_coverage").itertuples())
+            warnings.warn(
+                f"compare: in {len(bad)} of {len(fits)} fits of the methods that fix S "
+                f"({per_method(bad)}) the noise on S they leave out makes theta's 90% "
+                f"intervals too narrow: to first order some coefficient's hold the truth less "
+                f"than {S_NOISE_COVERAGE_MIN:.0%} of the time (lowest {where(w)}: "
+                f"{w.s_noise_min_coverage:.0%}). The rows 's_noise_min_coverage' give every "
+                "fit's; docs/methods.md, 'Does the noise on S matter?'.",
+                CalibrationWarning, stacklevel=stacklevel)
 
 
 def _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose, progress, desc):
@@ -660,7 +732,7 @@ def summary_markdown(df: pd.DataFrame, title="") -> str:
     out = [f"# compare summary\n\n{title}\n\nmean over replications [90% percentile bootstrap "
            "interval of the mean: 5% and 95% quantiles of the means of 4000 resamples of the "
            "replications; > 0 for positive metrics]\n"]
-    for metric in [m for m in METRICS if m in set(s["metric"])]:
+    for metric in [m for m in METRICS + CHECKS if m in set(s["metric"])]:
         sm = s[s["metric"] == metric]
         out.append(f"\n## {metric}\n")
         out.append("| epsilon | J | " + " | ".join(methods) + " |")

@@ -561,3 +561,17 @@ def test_release_intercept_and_average_rows_from_the_shell(tmp_path, capsys):
                  "--no-figures", "--out-dir", str(run)]) == 0
     spec = json.loads((run / "config.json").read_text())["spec"]
     assert spec["intercept"] is True and spec["average_rows"] == 4 and spec["x_mean"] == 3.0
+
+
+def test_compare_prints_the_grids_convergence_warning_and_table(tmp_path, capsys):
+    """60 draws of one chain cannot converge (bulk ESS >= 400): bayesdp compare prints compare's
+    one ConvergenceWarning as a WARNING line and the share of converged fits per cell."""
+    assert main(["compare", "simulated", "--methods", "fixeds", "fast", "--epsilons", "1",
+                 "--nodes", "2", "--reps", "1", "--n", "2000", "--num-samples", "60",
+                 "--num-warmup", "40", "--n-jobs", "1", "--no-figures",
+                 "--out-dir", str(tmp_path / "run")]) == 0
+    out, err = capsys.readouterr()
+    assert "WARNING: compare: 1 of 1 MCMC fits did not pass" in err and "fixeds 1" in err
+    table = out.split("## converged", 1)[1]
+    assert "| epsilon | J | fixeds | fast |" in table and "| 1 | 2 | 0 |  |" in table  # 1 rep
+    assert "summary.md\n" in out  # --no-figures: no figures claimed

@@ -3,6 +3,7 @@
 import argparse
 import os
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -10,8 +11,9 @@ import pandas as pd
 import pytest
 
 import bayesdp
-from bayesdp.comparison import METRICS, cell_path, compare, default_methods, summarize
-from bayesdp.errors import BayesdpInputError
+from bayesdp.comparison import (CHECKS, METRICS, cell_path, compare, default_methods, summarize,
+                                warn_checks)
+from bayesdp.errors import BayesdpInputError, CalibrationWarning, ConvergenceWarning
 
 SHARED = Path(__file__).parents[1].parent / "shared" / "data" / "uci"
 SMALL = dict(epsilons=[1.0, 10.0], nodes=[1, 2], reps=2, n=3000, d=2, seed=3, n_jobs=1,
@@ -26,12 +28,18 @@ def test_paper_mcmc_methods_when_registered(tmp_path):
     extra = [m for m in ("normalx", "fixeds") if m in bayesdp.METHODS]
     if not extra:
         pytest.skip("normalx / fixeds not registered")
-    df = compare("simulated", methods=extra + ["fast", "nonprivate"], epsilons=[1.0], nodes=[2],
-                 reps=1, n=2000, d=2, seed=3, n_jobs=1, num_samples=60, num_warmup=40,
-                 out_dir=tmp_path)
+    # 60 draws of one chain cannot reach a bulk ESS of 400: compare says so, once
+    with pytest.warns(ConvergenceWarning, match=f"{len(extra)} of {len(extra)} MCMC fits"):
+        df = compare("simulated", methods=extra + ["fast", "nonprivate"], epsilons=[1.0],
+                     nodes=[2], reps=1, n=2000, d=2, seed=3, n_jobs=1, num_samples=60,
+                     num_warmup=40, out_dir=tmp_path)
     for m in extra:
-        assert set(df[df.method == m]["metric"]) == set(METRICS)
+        checks = {"converged", "max_r_hat", "min_ess_bulk"} | (
+            {"s_noise_min_coverage"} if m == "fixeds" else set())
+        assert set(df[df.method == m]["metric"]) == set(METRICS) | checks
+        assert df[(df.method == m) & (df.metric == "converged")]["value"].tolist() == [0.0]
     assert np.isfinite(df["value"]).all()
+    assert "## converged" in (tmp_path / "summary.md").read_text()
 
 
 def test_short_run_every_method_and_metric(tmp_path):
@@ -39,7 +47,7 @@ def test_short_run_every_method_and_metric(tmp_path):
     df = compare("simulated", methods=methods, out_dir=tmp_path, **SMALL)
     assert list(df.columns) == ["method", "epsilon", "J", "rep", "metric", "value"]
     assert set(df["method"]) == set(methods)
-    assert set(df["metric"]) == set(METRICS)
+    assert set(df["metric"]) == set(METRICS) | set(CHECKS)  # bs: convergence; fast: S noise
     # every (method, eps, J, rep) has the accuracy metrics; MMD for all but adaSSP/non-private
     for m in methods:
         sub = df[df["method"] == m]
@@ -79,7 +87,8 @@ def test_short_run_every_method_and_metric(tmp_path):
 def test_in_memory_and_bad_input():
     df = compare("simulated", methods=["fast", "adassp"], epsilons=[1.0], nodes=[1], reps=1,
                  n=2000, d=2, n_jobs=1, mmd=False)
-    assert set(df["metric"]) == {"estimation_mse", "prediction_mse", "seconds"}
+    assert set(df["metric"]) == {"estimation_mse", "prediction_mse", "seconds",
+                                 "s_noise_min_coverage"}  # fast fixes S
     with pytest.raises(BayesdpInputError, match="methods"):
         compare("simulated", methods=["nope"], reps=1)
     with pytest.raises(BayesdpInputError, match="calibration"):
@@ -180,7 +189,7 @@ def test_plain_script_without_main_guard(tmp_path):
     p = subprocess.run([sys.executable, "-"], input=script, env=env, cwd=tmp_path,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "ROWS 12" in p.stdout
+    assert "ROWS 14" in p.stdout  # 2 methods x 2 J x 3 metrics, and fast's 2 S-noise checks
     assert "cell" not in p.stderr and "%|" not in p.stderr
 
 
@@ -342,8 +351,8 @@ def test_batch_reps_matches_one_by_one_and_resumes(tmp_path):
     finally:
         ex.inner.shutdown()
     assert ex.calls == 1  # one task for the three replications of (eps=1, J=2)
-    _assert_batched_equal(batched, serial)
-    assert set(batched["metric"]) == set(METRICS)
+    _assert_batched_equal(batched, serial)  # fit's checks included
+    assert set(batched["metric"]) == set(METRICS) | set(CHECKS)
     for name in ("fixeds", "fast"):
         cell_path(tmp_path / "cells", name, 1.0, 2, 1).unlink()
     before = _stamps(tmp_path / "cells")
@@ -354,3 +363,37 @@ def test_batch_reps_matches_one_by_one_and_resumes(tmp_path):
     _assert_batched_equal(again, serial)
     other = compare("simulated", batch_reps=True, **dict(kw, seed=5))
     assert not np.allclose(_no_seconds(other)["value"], _no_seconds(serial)["value"], rtol=1e-3)
+
+
+def test_compare_records_fits_checks_and_is_silent_when_they_pass(recwarn):
+    """Chains long enough to converge: compare's rows hold fit's checks (converged = 1, r_hat
+    and ESS as the fit's attrs give them) and it does not warn."""
+    df = compare("simulated", methods=["fixeds"], epsilons=[10.0], nodes=[1], reps=1, n=2000,
+                 d=2, seed=3, num_samples=1000, num_warmup=500, mmd=False)
+    v = df.set_index("metric")["value"]
+    assert v["converged"] == 1.0 and v["max_r_hat"] <= 1.01 and v["min_ess_bulk"] >= 400
+    assert not [w for w in recwarn if issubclass(w.category, ConvergenceWarning)]
+
+
+def _checks_frame(rows):
+    return pd.DataFrame([{"method": m, "epsilon": 1.0, "J": 2, "rep": r, "metric": k, "value": v}
+                         for m, r, vals in rows for k, v in vals.items()])
+
+
+def test_warn_checks_names_the_worst_fit_and_passes_clean_grids():
+    ok = {"converged": 1.0, "max_r_hat": 1.002, "min_ess_bulk": 900.0}
+    bad = {"converged": 0.0, "max_r_hat": 1.3, "min_ess_bulk": 12.0}
+    worse = {"converged": 0.0, "max_r_hat": 2.5, "min_ess_bulk": 4.0}
+    # negative control: every fit passed, nothing is said
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_checks(_checks_frame([("fixeds", 0, ok), ("normalx", 0, ok),
+                                   ("fast", 0, {"s_noise_min_coverage": 0.85})]))
+    df = _checks_frame([("fixeds", 0, ok), ("normalx", 0, bad), ("normalx", 1, worse),
+                        ("fast", 0, {"s_noise_min_coverage": 0.5})])
+    with pytest.warns(ConvergenceWarning) as conv:
+        with pytest.warns(CalibrationWarning, match=r"1 of 1 fits .*fast 1.*rep=0: 50%"):
+            warn_checks(df)
+    msg = str(conv[0].message)
+    assert "2 of 3 MCMC fits" in msg and "normalx 2" in msg
+    assert "rep=1: max r_hat 2.500, min bulk ESS 4" in msg  # the worst of the two

@@ -7,28 +7,35 @@
 
 from __future__ import annotations
 
-from .common import add_command, add_progress_option
+import warnings
+
+from .common import add_command, add_progress_option, print_warnings
 
 
 def _cmd_compare(args):
     from ..comparison import compare, summary_markdown
 
     method_options = {}
-    df = compare(
-        args.data, methods=args.methods, epsilons=args.epsilons, nodes=args.nodes,
-        reps=args.reps, calibration=args.calibration, seed=args.seed, out_dir=args.out_dir,
-        n_jobs=args.n_jobs, num_samples=args.num_samples, num_warmup=args.num_warmup,
-        n=args.n, d=args.d, data_dir=args.data_dir, preprocessing=args.preprocessing,
-        bounds=args.bounds, mmd={"auto": None, "yes": True, "no": False}[args.mmd],
-        method_options=method_options, figures=not args.no_figures, verbose=args.verbose,
-        split=args.split, progress=args.progress, intercept=args.intercept,
-        average_rows=args.average_rows, x_mean=args.x_mean, true_intercept=args.true_intercept,
-        batch_reps=args.batch_reps,
-    )
-    print(summary_markdown(df[df["metric"].isin(["estimation_mse", "prediction_mse"])],
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)  # compare's grid-level check warnings
+        df = compare(
+            args.data, methods=args.methods, epsilons=args.epsilons, nodes=args.nodes,
+            reps=args.reps, calibration=args.calibration, seed=args.seed, out_dir=args.out_dir,
+            n_jobs=args.n_jobs, num_samples=args.num_samples, num_warmup=args.num_warmup,
+            n=args.n, d=args.d, data_dir=args.data_dir, preprocessing=args.preprocessing,
+            bounds=args.bounds, mmd={"auto": None, "yes": True, "no": False}[args.mmd],
+            method_options=method_options, figures=not args.no_figures, verbose=args.verbose,
+            split=args.split, progress=args.progress, intercept=args.intercept,
+            average_rows=args.average_rows, x_mean=args.x_mean,
+            true_intercept=args.true_intercept, batch_reps=args.batch_reps,
+        )
+    print_warnings(caught)
+    shown = ["estimation_mse", "prediction_mse", "converged"]  # converged: share of the fits
+    print(summary_markdown(df[df["metric"].isin(shown)],
                            title=f"data={args.data}, calibration={args.calibration}"))
     if args.out_dir:
-        print(f"wrote {args.out_dir}/results.csv, summary.md and figures")
+        print(f"wrote {args.out_dir}/results.csv, summary.md"
+              + ("" if args.no_figures else " and figures"))
 
 
 def register(subparsers):
