@@ -175,3 +175,35 @@ def test_stats_step_draws_the_model_conditional():
         W = np.linalg.solve(np.linalg.cholesky(cov), (draws - mean).T).T
         assert np.max(np.abs(W.mean(0) * np.sqrt(len(W)))) < 5
         assert np.allclose(np.cov(W.T), np.eye(W.shape[1]), atol=0.05)
+
+
+def test_holders_sharing_their_factor_give_the_same_draws(monkeypatch):
+    """Step 3 factors V_j + n_j Sigma once per group of holders with the same (n_j, V_j): an
+    even split (rows 4, 4, 3, as the contiguous split makes them)
+    has 2 groups, distinct (n_j, V_j) J groups; the draws equal those of one factor per
+    holder (the same matrices, factored once instead of several times)."""
+    import bayesdp.inference.bs as B
+
+    V = np.stack([np.eye(3)] * 3)
+    first, group = B._holder_groups(np.array([4, 4, 3]), V)
+    assert first.tolist() == [0, 2] and group.tolist() == [0, 0, 1]
+    first, group = B._holder_groups(np.array([4, 4, 3]), V, share=False)
+    assert first.tolist() == [0, 1, 2] and group.tolist() == [0, 1, 2]
+    V2 = V.copy()
+    V2[1, 0, 0] = 2.0  # same n, different noise: not shared
+    assert B._holder_groups(np.array([4, 4, 4]), V2)[1].tolist() == [0, 1, 0]
+
+    sim = bayesdp.simulate(n=3001, d=2, seed=0)
+    rel = bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-5, bounds=sim.bounds, nodes=3,
+                          seed=0, include_yty=True, split="contiguous")
+    pri = bayesdp.Priors.paper().resolve(2)
+    _, data, _ = B._setup(rel, pri, 1.0, None, None)
+    assert len(data[-2]) == 2  # 1001, 1000, 1000 rows
+    kw = dict(seed=3, num_samples=200, num_warmup=100, num_chains=2)
+    shared = B.run_bs(rel, pri, **kw)
+    orig = B._holder_groups
+    monkeypatch.setattr(B, "_holder_groups", lambda n, V, share=True: orig(n, V, False))
+    separate = B.run_bs(rel, pri, **kw)
+    for k in ("theta", "sigma_y2", "Sigma_x"):
+        np.testing.assert_allclose(shared.posterior[k], separate.posterior[k], rtol=1e-12,
+                                   atol=0)

@@ -19,7 +19,9 @@ N(n_j mu, n_j Sigma), with (mu, Sigma) the exact moments of one row's statistic
    sigma_y^2 ~ IG(a_n, b_n), theta ~ N(mu_n, sigma_y^2 Lambda_n^{-1}).
 
 Lambda_0 = b/(a-1) I (the authors' and Bernstein & Sheldon's NIG prior; it is not the
-N(m, C) prior of the other methods). Every sweep costs O(J D'^3) = O(J d^6), D' = d(d+1)/2 + d + 1.
+N(m, C) prior of the other methods). Every sweep costs O(G D'^3 + J D'^2) = O(G d^6 + J d^4),
+D' = d(d+1)/2 + d + 1, where G <= J is the number of distinct (n_j, V_j): step 3 factors
+V_j + n_j Sigma once per group of holders that share it (at most 2 groups for an even split).
 The sweep is a pure function iterated by ``jax.lax.scan``; chains are ``vmap``-ed, and so are
 releases of one shape in ``bayesdp.fit_batch`` (:func:`run_bs_batch`).
 
@@ -70,10 +72,20 @@ def sample_inv_wishart(key, scale, df):
     return B @ B.T
 
 
-def draw_stats(key, mu, Sig_chol, ss_hat, V, V_half, n):
+def holder_factor(Sig_chol, V, n):
+    """The Cholesky factor of V + n Sigma (Sigma = Sig_chol Sig_chol^T), the matrix step 3
+    solves with for a holder of n rows and noise covariance V."""
+    import jax.numpy as jnp
+
+    M = V + n * (Sig_chol @ Sig_chol.T)
+    return jnp.linalg.cholesky(0.5 * (M + M.T))
+
+
+def draw_stats(key, mu, Sig_chol, ss_hat, V, V_half, n, Mc=None):
     """Step 3 for one holder: ss ~ N(n mu, n Sigma) x N(ss_hat; ss, V) (Sigma = Sig_chol
     Sig_chol^T, V = V_half V_half^T) by Matheron's rule: a prior draw ss0 and a noise draw e,
-    then ss = ss0 + n Sigma (V + n Sigma)^{-1} (ss_hat - ss0 - e)."""
+    then ss = ss0 + n Sigma (V + n Sigma)^{-1} (ss_hat - ss0 - e). ``Mc``: the factor
+    :func:`holder_factor` gives (computed here when not given)."""
     import jax
     import jax.numpy as jnp
     from jax.scipy.linalg import cho_solve
@@ -82,8 +94,8 @@ def draw_stats(key, mu, Sig_chol, ss_hat, V, V_half, n):
     k1, k2 = jax.random.split(key)
     prior = n * mu + jnp.sqrt(n) * (Sig_chol @ jax.random.normal(k1, (Dp,), dtype=mu.dtype))
     noise = V_half @ jax.random.normal(k2, (Dp,), dtype=mu.dtype)
-    M = V + n * (Sig_chol @ Sig_chol.T)
-    Mc = jnp.linalg.cholesky(0.5 * (M + M.T))
+    if Mc is None:
+        Mc = holder_factor(Sig_chol, V, n)
     corr = cho_solve((Mc, True), ss_hat - prior - noise)
     return prior + n * (Sig_chol @ (Sig_chol.T @ corr))
 
@@ -99,7 +111,7 @@ def _build_sampler(d, num_iter, num_keep, batched=False):
     Dp = layout.stat_dim(d, with_yty=True)
 
     def run(key, init, data):
-        ss_hat, V, V_half, n, Lam, kappa, L0, m, a, b, shift = data
+        ss_hat, V, V_half, n, Lam, kappa, L0, m, a, b, shift, first, group = data
         n_tot = jnp.sum(n)
         J = ss_hat.shape[0]
         eye = jnp.eye(d, dtype=ss_hat.dtype)
@@ -111,8 +123,10 @@ def _build_sampler(d, num_iter, num_keep, batched=False):
             mu, Sig = bs_model.row_moments(Sigma_x, theta, s2)
             jit_ = 1e-12 * jnp.mean(jnp.diag(Sig))
             Sig_chol = jnp.linalg.cholesky(Sig + jit_ * jnp.eye(Dp, dtype=Sig.dtype))
-            ss = jax.vmap(draw_stats, in_axes=(0, None, None, 0, 0, 0, 0))(
-                jax.random.split(k2, J), mu, Sig_chol, ss_hat, V, V_half, n)
+            # one factor per group of holders with the same (n_j, V_j) (:func:`_holder_groups`)
+            Mc = jax.vmap(holder_factor, in_axes=(None, 0, 0))(Sig_chol, V[first], n[first])
+            ss = jax.vmap(draw_stats, in_axes=(0, None, None, 0, 0, 0, 0, 0))(
+                jax.random.split(k2, J), mu, Sig_chol, ss_hat, V, V_half, n, Mc[group])
             S, z, yy = bs_model.stats_to_parts(jnp.sum(ss, axis=0), d)
             XXT = closed_form.nearest_psd(S) + shift * eye
             Ln = XXT + L0
@@ -158,7 +172,24 @@ def _psd_sqrt(V):
     return E * np.sqrt(np.maximum(w, 0.0))
 
 
-def _setup(release, priors, psd_shift, init_sigma_y2, Lambda0):
+def _holder_groups(n, V, share=True):
+    """Holders whose step-3 matrix V_j + n_j Sigma is the same: ``first[g]`` is the first
+    holder of group g and ``group[j]`` holder j's group. Holders of an even split share their
+    n_j (up to one row) and noise covariance, so at most two Cholesky factors per sweep serve
+    all J (the sweep's cost was J + 1 factorisations of a D' x D' matrix). ``share=False``:
+    one group per holder."""
+    first, group = [], []
+    for j in range(len(n)):
+        g = next((g for g, f in enumerate(first)
+                  if share and n[j] == n[f] and np.array_equal(V[j], V[f])), None)
+        if g is None:
+            g = len(first)
+            first.append(j)
+        group.append(g)
+    return np.asarray(first, dtype=np.int32), np.asarray(group, dtype=np.int32)
+
+
+def _setup(release, priors, psd_shift, init_sigma_y2, Lambda0, share_factors=True):
     """The checked inputs of one release's chains: ``(init, data, attrs)``, init the starting
     (XXT, theta, sigma_y^2) and data the arrays the sweep reads (see :func:`_build_sampler`)."""
     ss_hat = bs_model.release_stats(release)  # raises if no y^T y
@@ -179,6 +210,7 @@ def _setup(release, priors, psd_shift, init_sigma_y2, Lambda0):
     data = tuple(np.asarray(x, dtype=np.float64) for x in (
         ss_hat, V, V_half, np.asarray(release.n, float), priors.Lambda, priors.kappa, L0,
         priors.m, priors.a, priors.b, float(psd_shift)))
+    data += _holder_groups(np.asarray(release.n), V, share_factors)
     attrs = {"psd_shift": float(psd_shift), "init_sigma_y2": float(init_sigma_y2),
              "bs_prior": "NIG, Lambda0 = b/(a-1) I" if Lambda0 is None else "NIG, given Lambda0"}
     return init, data, attrs
@@ -227,6 +259,9 @@ def run_bs_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_w
 
     setups = [_setup(r, p, psd_shift, init_sigma_y2, Lambda0)
               for r, p in zip(releases, priors_list)]
+    if len({len(s[1][-2]) for s in setups}) > 1:  # numbers of shared factors differ: none shared
+        setups = [_setup(r, p, psd_shift, init_sigma_y2, Lambda0, share_factors=False)
+                  for r, p in zip(releases, priors_list)]
     init, data = (jax.tree.map(lambda *xs: np.stack(xs), *[s[k] for s in setups])
                   for k in (0, 1))
     keys = np.stack([np.asarray(_chain_keys(s, num_chains)) for s in seeds])
