@@ -347,15 +347,17 @@ def run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
             cells_dir is not None and cell_path(cells_dir, method, epsilon, J, r).exists())]
         if not todo:
             continue
-        if method == "bs":  # B&S's own release, with y^T y (as run_cell makes it)
-            rels = [_cell_release(spec, ctx, epsilon, J, seeds[r][1], True) for r in todo]
-        else:
-            for r in todo:
-                if r not in releases:
-                    releases[r] = _cell_release(spec, ctx, epsilon, J, seeds[r][0])
-            rels = [releases[r] for r in todo]
+        # silenced as run_cell silences its releases and fits (worker processes do not
+        # inherit the caller's filters)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
+            if method == "bs":  # B&S's own release, with y^T y (as run_cell makes it)
+                rels = [_cell_release(spec, ctx, epsilon, J, seeds[r][1], True) for r in todo]
+            else:
+                for r in todo:
+                    if r not in releases:
+                        releases[r] = _cell_release(spec, ctx, epsilon, J, seeds[r][0])
+                rels = [releases[r] for r in todo]
             t0 = time.perf_counter()
             out = fit_batch_results(rels, method,
                                     seeds=[seeds[r][4] for r in todo], priors=ctx["priors"],

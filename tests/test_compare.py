@@ -134,6 +134,16 @@ def test_parallel_workers_match_serial(tmp_path):
     pd.testing.assert_frame_equal(a, b)
 
 
+def test_parallel_batched_workers_stay_quiet(capfd):
+    """Spawned workers do not inherit the caller's warning filters: the releases and fits of a
+    batched cell are silenced there as in-process (paper-code releases warn on every call);
+    compare's own end-of-run warnings come from the caller."""
+    compare("simulated", methods=["fast"], epsilons=[1.0], nodes=[1, 2], reps=2, n=2000, d=2,
+            calibration="paper-code", n_jobs=2, batch_reps=True, mmd=False, figures=False)
+    err = capfd.readouterr().err
+    assert "UserWarning" not in err, err[-2000:]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared UCI data not present")
 def test_powerplant_paper_code_near_table1(tmp_path):
