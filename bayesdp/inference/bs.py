@@ -174,10 +174,10 @@ def _psd_sqrt(V):
 
 def _holder_groups(n, V, share=True):
     """Holders whose step-3 matrix V_j + n_j Sigma is the same: ``first[g]`` is the first
-    holder of group g and ``group[j]`` holder j's group. Holders of an even split share their
-    n_j (up to one row) and noise covariance, so at most two Cholesky factors per sweep serve
-    all J (the sweep's cost was J + 1 factorisations of a D' x D' matrix). ``share=False``:
-    one group per holder."""
+    holder of group g and ``group[j]`` holder j's group. An even split has at most two
+    distinct n_j (they differ by one row at most) and one noise covariance, so two Cholesky
+    factors per sweep serve all J holders (the sweep's cost was J + 1 factorisations of a
+    D' x D' matrix). ``share=False``: one group per holder."""
     first, group = [], []
     for j in range(len(n)):
         g = next((g for g, f in enumerate(first)
