@@ -51,7 +51,9 @@ def register(subparsers):
         description="Runs the paper's methods (" + ", ".join(defaults) + "; or those of "
                     "--methods) on simulated data, a named UCI data set or a data file, over a "
                     "grid of epsilon, J and replications. Writes a tidy CSV, a Markdown summary "
-                    "with 90% intervals and Figure 2/4-style plots; resumable.")
+                    "with 90% intervals and Figure 2/4-style plots; resumable. Every fit's "
+                    "convergence and calibration checks are kept in the results, and a WARNING "
+                    "line says how many fits failed them.")
     p.add_argument("data", help="'simulated', powerplant | bikesharing | airquality | 3droad, "
                                 "or a data file (authors' CSV or UCI original)")
     p.add_argument("--methods", nargs="+", default=None, metavar="METHOD",
