@@ -189,7 +189,7 @@ def _holder_groups(n, V, share=True):
     return np.asarray(first, dtype=np.int32), np.asarray(group, dtype=np.int32)
 
 
-def _setup(release, priors, psd_shift, init_sigma_y2, Lambda0, share_factors=True):
+def _setup(release, priors, psd_shift, init_sigma_y2, Lambda0):
     """The checked inputs of one release's chains: ``(init, data, attrs)``, init the starting
     (XXT, theta, sigma_y^2) and data the arrays the sweep reads (see :func:`_build_sampler`)."""
     ss_hat = bs_model.release_stats(release)  # raises if no y^T y
@@ -210,7 +210,7 @@ def _setup(release, priors, psd_shift, init_sigma_y2, Lambda0, share_factors=Tru
     data = tuple(np.asarray(x, dtype=np.float64) for x in (
         ss_hat, V, V_half, np.asarray(release.n, float), priors.Lambda, priors.kappa, L0,
         priors.m, priors.a, priors.b, float(psd_shift)))
-    data += _holder_groups(np.asarray(release.n), V, share_factors)
+    data += _holder_groups(np.asarray(release.n), V)
     attrs = {"psd_shift": float(psd_shift), "init_sigma_y2": float(init_sigma_y2),
              "bs_prior": "NIG, Lambda0 = b/(a-1) I" if Lambda0 is None else "NIG, given Lambda0"}
     return init, data, attrs
@@ -260,8 +260,8 @@ def run_bs_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_w
     setups = [_setup(r, p, psd_shift, init_sigma_y2, Lambda0)
               for r, p in zip(releases, priors_list)]
     if len({len(s[1][-2]) for s in setups}) > 1:  # numbers of shared factors differ: none shared
-        setups = [_setup(r, p, psd_shift, init_sigma_y2, Lambda0, share_factors=False)
-                  for r, p in zip(releases, priors_list)]
+        setups = [(init, data[:-2] + _holder_groups(data[3], data[1], share=False), attrs)
+                  for init, data, attrs in setups]
     init, data = (jax.tree.map(lambda *xs: np.stack(xs), *[s[k] for s in setups])
                   for k in (0, 1))
     keys = np.stack([np.asarray(_chain_keys(s, num_chains)) for s in seeds])
