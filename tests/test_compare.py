@@ -407,3 +407,12 @@ def test_warn_checks_names_the_worst_fit_and_passes_clean_grids():
     msg = str(conv[0].message)
     assert "2 of 3 MCMC fits" in msg and "normalx 2" in msg
     assert "rep=1: max r_hat 2.500, min bulk ESS 4" in msg  # the worst of the two
+
+
+def test_docs_checks_example_runs_and_warns(capsys):
+    """docs/compare.md's example of the checks runs as written and warns."""
+    text = (Path(__file__).parents[1] / "docs" / "compare.md").read_text()
+    code = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "CHECKS" in b)
+    with pytest.warns(ConvergenceWarning, match="2 of 2 MCMC fits"):
+        exec(compile(code, "docs/compare.md", "exec"), {})
+    assert "s_noise_min_coverage" in capsys.readouterr().out
