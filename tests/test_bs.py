@@ -147,11 +147,12 @@ def test_stats_step_draws_the_model_conditional():
     from numpyro.infer.util import log_density
 
     from bayesdp.inference import closed_form
-    from bayesdp.inference.bs import _psd_sqrt, draw_stats
+    import bayesdp.inference.bs as B
 
     sim = bayesdp.simulate(n=500, d=2, seed=0)
+    # contiguous: 250 + 250 rows, the same noise, so both holders share one factor
     rel = bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-3, bounds=sim.bounds, nodes=2,
-                          seed=0, include_yty=True)
+                          seed=0, include_yty=True, split="contiguous")
     pri = bayesdp.Priors.paper().resolve(2)
     ss_hat, V = M.release_stats(rel), layout.noise_covariance(rel, with_yty=True)
     args = (ss_hat, V, rel.n, pri, closed_form.nig_precision(pri))
@@ -165,23 +166,31 @@ def test_stats_step_draws_the_model_conditional():
     H = jax.jit(jax.hessian(logp))(p["ss"])
     mu, Sig = M.row_moments(p["Sigma_x"], p["theta"], p["sigma_y2"])
     Sig_chol = jnp.linalg.cholesky(Sig)
-    keys = jax.random.split(jax.random.PRNGKey(3), 20_000)
-    for j in range(rel.J):
-        cov = np.linalg.inv(-np.asarray(H[j, :, j, :]))
-        mean = np.asarray(p["ss"][j]) + cov @ np.asarray(g[j])
-        draws = np.asarray(jax.jit(jax.vmap(lambda k: draw_stats(
-            k, mu, Sig_chol, jnp.asarray(ss_hat[j]), jnp.asarray(V[j]),
-            jnp.asarray(_psd_sqrt(V[j])), jnp.asarray(float(rel.n[j])))))(keys))
-        W = np.linalg.solve(np.linalg.cholesky(cov), (draws - mean).T).T
-        assert np.max(np.abs(W.mean(0) * np.sqrt(len(W)))) < 5
-        assert np.allclose(np.cov(W.T), np.eye(W.shape[1]), atol=0.05)
+    keys = jax.random.split(jax.random.PRNGKey(3), 20_000 * rel.J).reshape(20_000, rel.J, 2)
+    n = jnp.asarray(rel.n, dtype=float)
+    V_half = np.stack([B._psd_sqrt(v) for v in V])
+    for share in (True, False):  # one factor solving both holders' vectors; one each
+        first, group = B._holder_groups(rel.n, V, share=share)
+        assert len(first) == (1 if share else 2)
+        Mc = jax.vmap(B.holder_factor, in_axes=(None, 0, 0))(Sig_chol @ Sig_chol.T,
+                                                            V[first], n[first])
+        draws = np.asarray(jax.jit(jax.vmap(lambda k: B.draw_stats(
+            k, mu, Sig_chol, jnp.asarray(ss_hat), jnp.asarray(V_half[first]), n, Mc,
+            jnp.asarray(group))))(keys))
+        for j in range(rel.J):
+            cov = np.linalg.inv(-np.asarray(H[j, :, j, :]))
+            mean = np.asarray(p["ss"][j]) + cov @ np.asarray(g[j])
+            W = np.linalg.solve(np.linalg.cholesky(cov), (draws[:, j] - mean).T).T
+            assert np.max(np.abs(W.mean(0) * np.sqrt(len(W)))) < 5
+            assert np.allclose(np.cov(W.T), np.eye(W.shape[1]), atol=0.05)
 
 
 def test_holders_sharing_their_factor_give_the_same_draws(monkeypatch):
     """Step 3 factors V_j + n_j Sigma once per group of holders with the same (n_j, V_j): an
     even split (rows 4, 4, 3, as the contiguous split makes them)
     has 2 groups, distinct (n_j, V_j) J groups; the draws equal those of one factor per
-    holder (the same matrices, factored once instead of several times)."""
+    holder (the same matrices, factored once instead of several times; with fewer groups than
+    holders ``draw_stats`` solves for the holders' stacked vectors, otherwise one by one)."""
     import bayesdp.inference.bs as B
 
     V = np.stack([np.eye(3)] * 3)
