@@ -81,17 +81,21 @@ def holder_factor(Sig, V, n):
     return jnp.linalg.cholesky(0.5 * (M + M.T))
 
 
-def _draw_holder(key, mu, Sig_chol, ss_hat, V_half, n, Mc):
-    """:func:`draw_stats` for one holder (vectors, its own factor ``Mc``)."""
+def _normals(key, Dp, dtype):
+    """The two standard normal D'-vectors step 3 draws for one holder (prior, noise)."""
     import jax
+
+    k1, k2 = jax.random.split(key)
+    return (jax.random.normal(k1, (Dp,), dtype=dtype), jax.random.normal(k2, (Dp,), dtype=dtype))
+
+
+def _draw_holder(z1, z2, mu, Sig_chol, ss_hat, V_half, n, Mc):
+    """:func:`draw_stats` for one holder (vectors, its own factor ``Mc``)."""
     import jax.numpy as jnp
     from jax.scipy.linalg import cho_solve
 
-    Dp = mu.shape[-1]
-    k1, k2 = jax.random.split(key)
-    prior = n * mu + jnp.sqrt(n) * (Sig_chol @ jax.random.normal(k1, (Dp,), dtype=mu.dtype))
-    noise = V_half @ jax.random.normal(k2, (Dp,), dtype=mu.dtype)
-    corr = cho_solve((Mc, True), ss_hat - prior - noise)
+    prior = n * mu + jnp.sqrt(n) * (Sig_chol @ z1)
+    corr = cho_solve((Mc, True), ss_hat - prior - V_half @ z2)
     return prior + n * (Sig_chol @ (Sig_chol.T @ corr))
 
 
@@ -112,17 +116,11 @@ def draw_stats(keys, mu, Sig_chol, ss_hat, V_half, n, Mc, group):
     import jax.numpy as jnp
     from jax.scipy.linalg import cho_solve
 
-    J, G, Dp = ss_hat.shape[0], Mc.shape[0], mu.shape[-1]
+    J, G = ss_hat.shape[0], Mc.shape[0]
+    Z1, Z2 = jax.vmap(lambda k: _normals(k, mu.shape[-1], mu.dtype))(keys)  # (J, D') each
     if G == J:  # group = 0..J-1
-        return jax.vmap(_draw_holder, in_axes=(0, None, None, 0, 0, 0, 0))(
-            keys, mu, Sig_chol, ss_hat, V_half, n, Mc)
-
-    def normals(key):
-        k1, k2 = jax.random.split(key)
-        return (jax.random.normal(k1, (Dp,), dtype=mu.dtype),
-                jax.random.normal(k2, (Dp,), dtype=mu.dtype))
-
-    Z1, Z2 = jax.vmap(normals)(keys)  # (J, D') each, the numbers _draw_holder uses
+        return jax.vmap(_draw_holder, in_axes=(0, 0, None, None, 0, 0, 0, 0))(
+            Z1, Z2, mu, Sig_chol, ss_hat, V_half, n, Mc)
     holders = jnp.arange(J)
     prior = n[:, None] * mu + jnp.sqrt(n)[:, None] * (Z1 @ Sig_chol.T)
     noise = jnp.einsum("gab,jb->gja", V_half, Z2)[group, holders]
