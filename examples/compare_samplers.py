@@ -64,4 +64,8 @@ def main(n_per_holder=300, J=3, d=2, epsilon=1.0, seed=7):
 
 
 if __name__ == "__main__":
+    import numpyro
+
+    # before anything uses JAX: one CPU device per chain, so NUTS runs its chains in parallel
+    numpyro.set_host_device_count(4)
     main()

@@ -49,6 +49,17 @@ def _one_line(text) -> str:
     return " ".join(str(text).split())
 
 
+def console_main():
+    """The ``bayesdp`` command (and ``python -m bayesdp.cli``): :func:`main` after asking JAX
+    for one CPU device per chain (:func:`bayesdp._jax.use_host_devices`), so that NUTS runs its
+    chains in parallel. :func:`main` itself leaves the process's settings alone (tests call
+    it in-process)."""
+    from .._jax import use_host_devices
+
+    use_host_devices()
+    return main()
+
+
 def main(argv=None):
     """Run one command; return its exit status.
 

@@ -112,7 +112,9 @@ def register(subparsers):
                    help="seed of the sampler (default: fresh OS entropy)")
     p.add_argument("--num-samples", type=int, default=1000,
                    help="kept draws per chain (MCMC methods)")
-    p.add_argument("--num-chains", type=int, default=4, help="chains (MCMC methods)")
+    p.add_argument("--num-chains", type=int, default=4,
+                   help="chains (MCMC methods); NUTS (normalx) runs them in parallel, one CPU "
+                        "device each (the command asks JAX for max(4, cores) devices)")
     p.add_argument("--num-warmup", type=int, default=None,
                    help="burn-in draws per chain (MCMC methods; default: the method's, 1000)")
     p.add_argument("--sigma-y2", type=float, default=None,
