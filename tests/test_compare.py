@@ -134,14 +134,22 @@ def test_parallel_workers_match_serial(tmp_path):
     pd.testing.assert_frame_equal(a, b)
 
 
-def test_parallel_batched_workers_stay_quiet(capfd):
+def test_parallel_batched_workers_stay_quiet_and_share_every_cell(capfd):
     """Spawned workers do not inherit the caller's warning filters: the releases and fits of a
     batched cell are silenced there as in-process (paper-code releases warn on every call);
-    compare's own end-of-run warnings come from the caller."""
-    compare("simulated", methods=["fast"], epsilons=[1.0], nodes=[1, 2], reps=2, n=2000, d=2,
-            calibration="paper-code", n_jobs=2, batch_reps=True, mmd=False, figures=False)
-    err = capfd.readouterr().err
-    assert "UserWarning" not in err, err[-2000:]
+    compare's own end-of-run warnings come from the caller. With n_jobs = 2 each cell's
+    replications go out as 2 tasks (so both workers share every cell), with the results of the
+    in-process run."""
+    kw = dict(methods=["fast"], epsilons=[1.0], nodes=[1, 2], reps=3, n=2000, d=2,
+              calibration="paper-code", batch_reps=True, mmd=False, figures=False)
+    par = compare("simulated", n_jobs=2, verbose=True, **kw)
+    cap = capfd.readouterr()
+    assert "UserWarning" not in cap.err, cap.err[-2000:]
+    lines = sorted(line.split("] ", 1)[1].split(": ")[0] for line in (cap.out + cap.err).splitlines()
+                   if line.startswith("[") and "/4] eps=" in line)
+    assert lines == ["eps=1 J=1 reps=0,1", "eps=1 J=1 reps=2", "eps=1 J=2 reps=0,1",
+                     "eps=1 J=2 reps=2"], cap.out + cap.err
+    _assert_batched_equal(par, compare("simulated", **kw))
 
 
 @pytest.mark.slow
