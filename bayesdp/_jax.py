@@ -17,8 +17,8 @@ def enable_x64():
 def use_host_devices(n=None):
     """Ask XLA for ``n`` CPU devices (default: the larger of 4, fit's default number of chains,
     and the number of cores) so that ``fit(method="normalx")`` runs its chains in parallel
-    (numpyro's ``chain_method="parallel"``) instead of vectorised on one core: 1.8x faster at
-    d = 5, J = 10 on 2 cores (docs/methods.md, `normalx`, "Cost").
+    (numpyro's ``chain_method="parallel"``) instead of vectorised on one core: 1.8-2.1x faster
+    at d = 5, J = 10 on 2 cores (docs/methods.md, `normalx`, "Cost").
 
     What ``numpyro.set_host_device_count`` does (it sets ``XLA_FLAGS``), with two differences:
     a device count the user already put in ``XLA_FLAGS`` is left alone, and the setting is only

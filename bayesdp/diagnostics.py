@@ -223,24 +223,136 @@ def _unique_entries(x) -> np.ndarray:
 
 
 def _rhat_ess(x):
-    """(r_hat, ess_bulk, ess_tail) of draws x (chain, draw, k), one value per entry.
+    """(r_hat, ess_bulk, ess_tail) of draws x (chain, draw, k), one value per entry: ArviZ's
+    rank-normalised split r_hat (``az.rhat``), bulk and tail ESS (``az.ess(method="bulk" /
+    "tail")``; Vehtari et al. 2021), computed for all k entries at once.
 
-    r_hat is ArviZ's rank-normalised split r_hat; with a single chain the chain is first cut in
-    two halves, so r_hat compares its first and second half (ArviZ needs >= 2 chains)."""
-    az = _az()
+    ArviZ 0.23 runs its definition entry by entry in Python, and its Geyer truncation loop runs
+    once per lag until the autocorrelations die out: thousands of iterations per entry for a
+    chain that mixes badly, which made fit's check cost as much as the sampling in
+    ``compare``'s Table 1 runs. The same formulas vectorised over entries give ArviZ's values
+    to rounding (tested against ``az.rhat`` / ``az.ess`` in ``tests/test_diagnostics.py``).
+    With a single chain the chain is first cut in two halves, so r_hat compares its first and
+    second half (ArviZ needs >= 2 chains)."""
     n_chain, n_draw, k = x.shape
+    x = np.ascontiguousarray(np.moveaxis(np.asarray(x, dtype=float), 2, 0))  # (k, chain, draw)
     xr = x
     if n_chain == 1:
         h = n_draw // 2
-        xr = np.stack([x[0, :h], x[0, h:2 * h]])
-    ds_r = az.convert_to_dataset({"v": xr})
-    ds = az.convert_to_dataset({"v": x})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # short chains: ArviZ warns and returns NaN
-        r = np.asarray(az.rhat(ds_r)["v"].values, dtype=float).reshape(k)
-        eb = np.asarray(az.ess(ds, method="bulk")["v"].values, dtype=float).reshape(k)
-        et = np.asarray(az.ess(ds, method="tail")["v"].values, dtype=float).reshape(k)
+        xr = np.stack([x[:, 0, :h], x[:, 0, h:2 * h]], axis=1)
+    nan = np.full(k, np.nan)
+    r = _rhat_rank(xr) if xr.shape[2] >= 4 else nan
+    if n_draw < 4:
+        return r, nan, nan
+    eb = _ess(_z_scale(_split_chains(x)))
+    et = np.minimum(_ess(_split_chains(x <= _quantile_type7(x, 0.05))),
+                    _ess(_split_chains(x <= _quantile_type7(x, 0.95))))
     return r, eb, et
+
+
+# The helpers below take draws as (entry, chain, draw) and follow ArviZ 0.23's
+# arviz/stats/diagnostics.py (_split_chains, _z_scale, _rhat, _rhat_rank, _ess, _ess_tail).
+
+
+def _split_chains(x):
+    """(k, chain, draw) -> (k, 2 chain, draw // 2): first halves, then last halves."""
+    h = x.shape[2] // 2
+    return np.concatenate([x[:, :, :h], x[:, :, x.shape[2] - h:]], axis=1)
+
+
+def _average_ranks(a):
+    """scipy.stats.rankdata(row, method="average") of every row of a (k, m)."""
+    k, m = a.shape
+    order = np.argsort(a, axis=1)
+    srt = np.take_along_axis(a, order, axis=1)
+    first = np.ones((k, m), dtype=bool)  # the first of a run of equal values
+    first[:, 1:] = srt[:, 1:] != srt[:, :-1]
+    start = np.maximum.accumulate(np.where(first, np.arange(m), 0), axis=1)
+    group = np.cumsum(first, axis=1) - 1 + (np.arange(k) * m)[:, None]
+    size = np.bincount(group.ravel(), minlength=k * m)[group]
+    ranks = np.empty(k * m)
+    ranks[(order + (np.arange(k) * m)[:, None]).ravel()] = (0.5 * (2 * start + size + 1)).ravel()
+    return ranks.reshape(k, m)  # tied values share the mean of their ranks
+
+
+def _z_scale(x):
+    """Normal scores of the average ranks of each entry's draws (Blom's offset 3/8)."""
+    from scipy.special import ndtri  # = scipy.stats.norm.ppf, without its argument checks
+
+    k, c, n = x.shape
+    rank = _average_ranks(x.reshape(k, c * n))
+    return ndtri((rank - 3 / 8) / (c * n - 2 * (3 / 8) + 1)).reshape(k, c, n)
+
+
+def _rhat_rank(x):
+    """max(split r_hat of the normal scores, of the folded normal scores) per entry."""
+    split = _split_chains(x)
+    folded = np.abs(split - np.median(split.reshape(x.shape[0], -1), axis=1)[:, None, None])
+    return np.maximum(_rhat(_z_scale(split)), _rhat(_z_scale(folded)))
+
+
+def _rhat(z):
+    n = z.shape[2]
+    between = n * np.var(np.mean(z, axis=2), axis=1, ddof=1)
+    within = np.mean(np.var(z, axis=2, ddof=1), axis=1)
+    return np.sqrt((between / within + n - 1) / n)
+
+
+def _quantile_type7(x, p):
+    """Each entry's p-quantile over all its draws, (k, 1, 1), with the arithmetic of
+    ``scipy.stats.mstats.mquantiles(alphap=1, betap=1)`` (what ArviZ uses), so that the
+    indicators x <= q agree with ArviZ's even where draws repeat (rejected MH moves)."""
+    xs = np.sort(x.reshape(x.shape[0], -1), axis=1)
+    n = xs.shape[1]
+    p = float(p)
+    aleph = n * p + (1.0 + p * (1.0 - 1.0 - 1.0))
+    j = int(np.floor(np.clip(aleph, 1, n - 1)))
+    gamma = np.clip(aleph - j, 0, 1)
+    return ((1.0 - gamma) * xs[:, j - 1] + gamma * xs[:, j])[:, None, None]
+
+
+def _ess(x):
+    """ESS of each entry of x (k, chain, draw): Geyer's initial positive and initial monotone
+    sequences of the FFT autocovariances, as ArviZ's ``_ess``."""
+    from scipy.fftpack import next_fast_len
+
+    x = np.asarray(x, dtype=float)
+    k, c, n = x.shape
+    out = np.full(k, float(c * n))  # ArviZ: an entry that does not vary has ESS = its size
+    varies = (np.max(x, axis=(1, 2)) - np.min(x, axis=(1, 2))) >= np.finfo(float).resolution
+    if not varies.any():
+        return out
+    x = x[varies]
+    m = next_fast_len(2 * n)
+    f = np.fft.rfft(x - x.mean(axis=2, keepdims=True), n=m, axis=2)
+    f *= np.conjugate(f)
+    acov = np.fft.irfft(f, n=m, axis=2)[:, :, :n] / n
+    mean_var = np.mean(acov[:, :, 0], axis=1) * n / (n - 1.0)
+    var_plus = mean_var * (n - 1.0) / n
+    if c > 1:
+        var_plus = var_plus + np.var(x.mean(axis=2), axis=1, ddof=1)
+    rho = 1.0 - (mean_var[:, None] - np.mean(acov, axis=1)) / var_plus[:, None]  # (k, lag)
+    rho[:, 0] = 1.0
+    # Pairs P_i = (rho_2i, rho_2i+1). ArviZ's loop looks at P_1, P_2, ... while the previous
+    # pair's sum is > 0 and 2i - 1 < n - 3, keeps each pair whose sum is >= 0, and adds the
+    # even half of the last pair it looked at when that is > 0 (or the pair was kept).
+    n_pairs = max((n - 3) // 2, 0)
+    pairs = rho[:, :2 * n_pairs + 2].reshape(-1, n_pairs + 1, 2)
+    sums = pairs.sum(axis=2)  # (k, n_pairs + 1)
+    stop = sums <= 0
+    stop[:, -1] = True  # the lag bound
+    last = np.argmax(stop, axis=1)  # the last pair looked at (0: none)
+    rows = np.arange(len(last))
+    before = np.arange(n_pairs + 1)[None, :] < last[:, None]
+    # the pairs before it, their sums made non-increasing (initial monotone sequence)
+    mono = np.minimum.accumulate(np.where(before, sums, np.inf), axis=1)
+    kept = np.where(before, mono, 0.0).sum(axis=1)
+    even = pairs[rows, last, 0]
+    was_kept = (last >= 1) & (sums[rows, last] >= 0)
+    tau = -1.0 + 2.0 * kept + np.where(was_kept | (even > 0), even, 0.0)
+    tau = np.maximum(tau, 1 / np.log10(c * n))
+    out[varies] = c * n / tau
+    return out
 
 
 def convergence_summary(idata, var_names=None, *, rhat_max=RHAT_MAX, ess_min=ESS_MIN) -> dict:

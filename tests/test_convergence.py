@@ -107,6 +107,48 @@ def test_non_finite_draws_are_not_converged():
         diagnostics.check_convergence(_idata(post), "test")
 
 
+def _ar1(rng, c, n, k, phi):
+    x = np.zeros((c, n, k))
+    e = rng.standard_normal((c, n, k))
+    x[:, 0] = e[:, 0]
+    for t in range(1, n):
+        x[:, t] = phi * x[:, t - 1] + e[:, t]
+    return x
+
+
+def _arviz_rhat_ess(x):
+    """ArviZ's own r_hat, bulk and tail ESS, entry by entry (the reference)."""
+    az = diagnostics._az()
+    c, n, k = x.shape
+    xr = x if c > 1 else np.stack([x[0, :n // 2], x[0, n // 2:2 * (n // 2)]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = az.rhat(az.convert_to_dataset({"v": xr}))["v"].values
+        ds = az.convert_to_dataset({"v": x})
+        return r, az.ess(ds, method="bulk")["v"].values, az.ess(ds, method="tail")["v"].values
+
+
+@pytest.mark.parametrize("c, n", [(1, 2000), (4, 500), (2, 7), (1, 9), (4, 4), (3, 101)])
+def test_vectorised_r_hat_and_ess_equal_arviz(c, n):
+    """The check's r_hat, bulk and tail ESS (computed for all entries at once) are ArviZ's,
+    to rounding: chains from negatively to very strongly autocorrelated (the Geyer truncation
+    at every stage), tied values, runs of repeats (rejected MH moves: the tail ESS's quantile
+    indicators), a constant entry, one chain (split r_hat) and very short chains."""
+    rng = np.random.default_rng(c * 1000 + n)
+    ours, ref = [], []
+    for phi in (-0.9, -0.3, 0.0, 0.5, 0.99, 0.999):
+        x = _ar1(rng, c, n, 5, phi)
+        x[:, :, 2] = np.round(x[:, :, 2], 1)
+        x[:, :, 3] = np.repeat(x[:, ::5, 3], 5, axis=1)[:, :n]
+        x[:, :, 4] = 2.5
+        ours.append(np.stack(diagnostics._rhat_ess(x)))
+        ref.append(np.stack([np.asarray(v, dtype=float) for v in _arviz_rhat_ess(x)]))
+    ours, ref = np.array(ours), np.array(ref)
+    same = (ours == ref) | (np.isnan(ours) & np.isnan(ref))
+    np.testing.assert_allclose(np.where(same, 1.0, ours), np.where(same, 1.0, ref), rtol=1e-12)
+    assert np.isfinite(ref[:, 1:, :2]).all() == (n >= 4)  # the comparison is not all NaN
+
+
 # -- through fit() and the CLI -----------------------------------------------------------------
 
 

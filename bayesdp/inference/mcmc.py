@@ -292,7 +292,7 @@ def _nuts_chain_method(num_chains, fallback):
     ``fallback``. JAX has one CPU device unless asked for more before it starts: the ``bayesdp``
     command asks (:func:`bayesdp._jax.use_host_devices`); in Python, call
     ``numpyro.set_host_device_count(4)`` first. Measured at d = 5, J = 10 on 2 cores, 4 devices:
-    26 s and 19 s for a first and a second ``normalx`` fit, against 45 s and 37 s vectorised
+    22 s and 20 s for a first and a second ``normalx`` fit, against 46 s and 36 s vectorised
     (``benchmarks/bench_chain_method.py``). The draws differ from the vectorised run's for the
     same seed (same target; attrs record ``chain_method``)."""
     import jax
