@@ -424,3 +424,23 @@ def test_docs_checks_example_runs_and_warns(capsys):
     with pytest.warns(ConvergenceWarning, match="2 of 2 MCMC fits"):
         exec(compile(code, "docs/compare.md", "exec"), {})
     assert "s_noise_min_coverage" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="Linux only")
+def test_spawned_workers_are_pinned_to_a_core_each():
+    """compare's worker i runs on the i-th usable core (round robin): two unpinned workers'
+    threads fought over two cores (docs/reproduction.md). Checked in a subprocess, since it
+    pins the process that calls it."""
+    import subprocess
+    import sys
+
+    code = ("import multiprocessing as mp, os\n"
+            "from bayesdp.comparison import _worker_init\n"
+            "cores = sorted(os.sched_getaffinity(0))\n"
+            "c = mp.get_context('spawn').Value('i', 1)\n"
+            "_worker_init(c)\n"
+            "want = [cores[1 % len(cores)]] if len(cores) > 1 else cores\n"
+            "print(sorted(os.sched_getaffinity(0)) == want, c.value)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout.split()
+    assert out == ["True", "2"]
