@@ -231,7 +231,7 @@ def _rhat_ess(x):
     once per lag until the autocorrelations die out: thousands of iterations per entry for a
     chain that mixes badly, which made fit's check cost as much as the sampling in
     ``compare``'s Table 1 runs. The same formulas vectorised over entries give ArviZ's values
-    to rounding (tested against ``az.rhat`` / ``az.ess`` in ``tests/test_diagnostics.py``).
+    to rounding (tested against ``az.rhat`` / ``az.ess`` in ``tests/test_convergence.py``).
     With a single chain the chain is first cut in two halves, so r_hat compares its first and
     second half (ArviZ needs >= 2 chains)."""
     n_chain, n_draw, k = x.shape
@@ -245,8 +245,8 @@ def _rhat_ess(x):
     if n_draw < 4:
         return r, nan, nan
     eb = _ess(_z_scale(_split_chains(x)))
-    et = np.minimum(_ess(_split_chains(x <= _quantile_type7(x, 0.05))),
-                    _ess(_split_chains(x <= _quantile_type7(x, 0.95))))
+    q_low, q_high = _quantiles_type7(x, (0.05, 0.95))
+    et = np.minimum(_ess(_split_chains(x <= q_low)), _ess(_split_chains(x <= q_high)))
     return r, eb, et
 
 
@@ -298,17 +298,20 @@ def _rhat(z):
     return np.sqrt((between / within + n - 1) / n)
 
 
-def _quantile_type7(x, p):
-    """Each entry's p-quantile over all its draws, (k, 1, 1), with the arithmetic of
-    ``scipy.stats.mstats.mquantiles(alphap=1, betap=1)`` (what ArviZ uses), so that the
-    indicators x <= q agree with ArviZ's even where draws repeat (rejected MH moves)."""
+def _quantiles_type7(x, probs):
+    """Each entry's quantiles over all its draws, one (k, 1, 1) array per probability (one
+    sort for all), with the arithmetic of ``scipy.stats.mstats.mquantiles(alphap=1,
+    betap=1)`` (what ArviZ uses), so that the indicators x <= q agree with ArviZ's even where
+    draws repeat (rejected MH moves)."""
     xs = np.sort(x.reshape(x.shape[0], -1), axis=1)
     n = xs.shape[1]
-    p = float(p)
-    aleph = n * p + (1.0 + p * (1.0 - 1.0 - 1.0))
-    j = int(np.floor(np.clip(aleph, 1, n - 1)))
-    gamma = np.clip(aleph - j, 0, 1)
-    return ((1.0 - gamma) * xs[:, j - 1] + gamma * xs[:, j])[:, None, None]
+    out = []
+    for p in map(float, probs):
+        aleph = n * p + (1.0 + p * (1.0 - 1.0 - 1.0))
+        j = int(np.floor(np.clip(aleph, 1, n - 1)))
+        gamma = np.clip(aleph - j, 0, 1)
+        out.append(((1.0 - gamma) * xs[:, j - 1] + gamma * xs[:, j])[:, None, None])
+    return out
 
 
 def _ess(x):
