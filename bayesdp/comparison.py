@@ -38,6 +38,7 @@ is finished; a rerun skips them), ``results.csv`` (tidy: method, epsilon, J, rep
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import json
 import math
 import multiprocessing
@@ -380,9 +381,9 @@ def run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
 
 def _worker_init(counter=None):
     """Set up a spawned worker: float64 in JAX, and the worker pinned to a core of its own
-    (worker i to the i-th core this process may use, round robin). Unpinned, two workers'
-    threads fought over two cores: a batch of MCMC-B&S at J = 10 took 125 s in each of two
-    processes at once, 19 s pinned, 14 s alone (docs/reproduction.md, Table 1)."""
+    (worker i to the i-th core this process may use, round robin): two processes running a
+    batch of MCMC-B&S at J = 10 at once, one BLAS thread each (:func:`_spawn_pool`), took
+    16.3 s each pinned and 18.1 s unpinned (docs/reproduction.md, Table 1)."""
     from ._jax import enable_x64
 
     enable_x64()
@@ -393,6 +394,29 @@ def _worker_init(counter=None):
         cores = sorted(os.sched_getaffinity(0))
         if len(cores) > 1:
             os.sched_setaffinity(0, {cores[i % len(cores)]})
+
+
+@contextlib.contextmanager
+def _spawn_pool(n_workers):
+    """compare's own process pool: ``n_workers`` spawned workers (:func:`_worker_init`), each
+    started with one OpenBLAS thread (``OPENBLAS_NUM_THREADS=1`` unless the caller set it;
+    restored on exit). JAX's CPU solves call scipy's OpenBLAS, which starts a thread per core
+    it sees when it loads, before the worker is pinned; two such threads on one core wait for
+    each other by spinning: a batch of MCMC-B&S at J = 10 took 84 s in each of two pinned
+    workers, 16 s with one BLAS thread each (docs/reproduction.md, Table 1)."""
+    key = "OPENBLAS_NUM_THREADS"
+    ours = key not in os.environ
+    if ours:
+        os.environ[key] = "1"  # read by the workers' numpy and scipy when they load
+    ctx = multiprocessing.get_context("spawn")
+    pool = cf.ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx,
+                                  initializer=_worker_init, initargs=(ctx.Value("i", 0),))
+    try:
+        yield pool
+    finally:
+        pool.shutdown(cancel_futures=True)
+        if ours:
+            os.environ.pop(key, None)
 
 
 # -- the grid -----------------------------------------------------------------------------------
@@ -697,30 +721,23 @@ def _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose, progr
                 results.append(fn(*args))
                 done(k, e, J, r, todo)
             return results
-        pool = None
-        if executor is None:
-            ctx = multiprocessing.get_context("spawn")
-            pool = executor = cf.ProcessPoolExecutor(max_workers=min(n_jobs, total),
-                                                     mp_context=ctx, initializer=_worker_init,
-                                                     initargs=(ctx.Value("i", 0),))
-        try:
-            futs = {executor.submit(fn, *args): t for t in tasks for fn, args in [task(*t)]}
-            # futures of other executors (not concurrent.futures ones) are awaited in order
-            order = (cf.as_completed(futs) if all(isinstance(f, cf.Future) for f in futs)
-                     else list(futs))
-            for k, f in enumerate(order, 1):
-                results.append(f.result())
-                done(k, *futs[f])
-        except BrokenProcessPool as exc:
-            if pool is None:
-                raise
-            raise BayesdpError(
-                "compare: a worker process died. Workers re-import the calling script: call "
-                "compare(n_jobs > 1) under 'if __name__ == \"__main__\":', or use n_jobs=1 or "
-                "executor=ThreadPoolExecutor(...)") from exc
-        finally:
-            if pool is not None:
-                pool.shutdown(cancel_futures=True)
+        ours = executor is None
+        with _spawn_pool(min(n_jobs, total)) if ours else contextlib.nullcontext(executor) as ex:
+            try:
+                futs = {ex.submit(fn, *args): t for t in tasks for fn, args in [task(*t)]}
+                # futures of other executors (not concurrent.futures ones) are awaited in order
+                order = (cf.as_completed(futs) if all(isinstance(f, cf.Future) for f in futs)
+                         else list(futs))
+                for k, f in enumerate(order, 1):
+                    results.append(f.result())
+                    done(k, *futs[f])
+            except BrokenProcessPool as exc:
+                if not ours:
+                    raise
+                raise BayesdpError(
+                    "compare: a worker process died. Workers re-import the calling script: call "
+                    "compare(n_jobs > 1) under 'if __name__ == \"__main__\":', or use n_jobs=1 or "
+                    "executor=ThreadPoolExecutor(...)") from exc
     return results
 
 
