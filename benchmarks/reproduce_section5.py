@@ -17,15 +17,13 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-RUNS = 50, "5000", "5000"  # replications, burn-in, kept (K = 1e4)
+PAPER_SIZE = ["--reps", "50", "--num-warmup", "5000", "--num-samples", "5000"]  # K = 1e4
 
 PARTS = {
     "table1": ["reproduce_table1.py", "--methods", "normalx-paper", "fixeds", "fast", "bs",
-               "adassp", "nonprivate", "--reps", str(RUNS[0]), "--num-warmup", RUNS[1],
-               "--num-samples", RUNS[2], "--batch-reps", "--n-jobs", "2"],
+               "adassp", "nonprivate", *PAPER_SIZE, "--batch-reps", "--n-jobs", "2"],
     "figure2": ["reproduce_figure2.py", "--d", "2", "5", "--epsilons", "0.1", "0.2", "0.5", "1",
-                "2", "5", "10", "--nodes", "1", "5", "10", "--reps", str(RUNS[0]),
-                "--num-warmup", RUNS[1], "--num-samples", RUNS[2], "--batch-reps",
+                "2", "5", "10", "--nodes", "1", "5", "10", *PAPER_SIZE, "--batch-reps",
                 "--n-jobs", "2", "--calibrations", "paper-code", "exact"],
     "figure3": ["bench_runtime.py", "--d", "1", "2", "3", "5", "8", "12", "16", "20",
                 "--iters", "1000", "--iters-long", "4000", "--repeats", "2",

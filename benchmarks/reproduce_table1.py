@@ -4,7 +4,7 @@
         --methods normalx-paper fixeds fast bs adassp nonprivate --reps 50 \
         --num-warmup 5000 --num-samples 5000 --batch-reps --n-jobs 2 --out-dir runs/table1
 
-(the paper's size; docs/reproduction.md says how long its parts took). The defaults are
+(the paper's size: 61 min on 2 cores, docs/reproduction.md). The defaults are
 reduced: 5 replications, K = 1500, and no normalX (``--methods`` adds it).
 
 Writes runs/table1/<dataset>-<calibration>/ (results.csv, summary.md, figures) and
