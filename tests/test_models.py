@@ -67,14 +67,17 @@ def test_model_data_rejects_priors_of_wrong_dimension(rel):
         R.model_data(rel, bad)
 
 
-def test_noncentred_model_is_the_same_density(rel):
+@pytest.mark.parametrize("rotated", [False, True])
+def test_noncentred_model_is_the_same_density(rel, rotated):
     """normalx_noncentred_model is normalx_model after the change of variables
     (L_x, W_diag, W_offdiag, theta_std) -> (Sigma_x, S, theta): at any point its log
     density equals the centred one at (Sigma_x, S, theta) plus log |det dS/dW| (jax.jacfwd over
     the d(d+1)/2 free entries of each S_j), log |det dSigma_x/dL_x| (likewise) and
     log |det dtheta/dtheta_std|, up to one constant
     (so theta integrated out and redrawn from its conditional changes nothing). Checked at points with different Sigma_x, W,
-    theta and sigma_y2; a wrong Bartlett degree of freedom (negative control) breaks it."""
+    theta and sigma_y2; a wrong Bartlett degree of freedom (negative control) breaks it.
+    ``rotated``: with a random orthogonal ``basis`` Q, L_x = chol(Q^T Sigma_x Q) (what ``fit``
+    samples), and the same holds with the Jacobian of L_x -> Q L_x L_x^T Q^T."""
     enable_x64()
     import jax
     import jax.numpy as jnp
@@ -85,17 +88,22 @@ def test_noncentred_model_is_the_same_density(rel):
     d = 3
     data = R.model_data(rel, bayesdp.Priors().resolve(rel))
     data = data._replace(n=jnp.array([9.0, 14.0]))  # small n: the chi densities are far from normal
+    Q = np.linalg.qr(np.random.default_rng(5).normal(size=(d, d)))[0] if rotated else np.eye(d)
+    if rotated:
+        data = data._replace(basis=jnp.asarray(Q), Lambda=jnp.asarray(np.diag([2.0, 0.5, 1.0])),
+                             prior_factors=None)  # a Lambda that the rotation changes
     iu = np.triu_indices(d)
     il = np.tril_indices(d, -1)
 
     def S_of(Sigma_x, W_diag, W_offdiag, n):
         A, _ = R.bartlett_cholesky(n, W_diag, W_offdiag)
-        LA = jnp.einsum("ik,jkl->jil", jnp.linalg.cholesky(Sigma_x), A)
+        Qj = jnp.asarray(Q)  # the model's root of Sigma_x: Q chol(Q^T Sigma_x Q)
+        LA = jnp.einsum("ik,jkl->jil", Qj @ jnp.linalg.cholesky(Qj.T @ Sigma_x @ Qj), A)
         return LA @ jnp.swapaxes(LA, -1, -2)
 
-    def log_jac_chol(L):  # Sigma_x = L L^T over the free entries (the sampled site is L_x)
+    def log_jac_chol(L):  # Sigma_x = Q L L^T Q^T over the free entries (the site is L_x)
         def f(v):
-            M = jnp.zeros((d, d)).at[iu[1], iu[0]].set(v)
+            M = jnp.asarray(Q) @ jnp.zeros((d, d)).at[iu[1], iu[0]].set(v)
             return (M @ M.T)[iu]
         return jnp.linalg.slogdet(jax.jacfwd(f)(L[iu[1], iu[0]]))[1]
 
@@ -122,7 +130,7 @@ def test_noncentred_model_is_the_same_density(rel):
         # theta = mean + L_P^{-T} theta_std: log |d theta / d theta_std| = -log|L_P|
         _, _, L_P = R.theta_given_s(data, S, s2)
         log_jac_theta = -float(jnp.sum(jnp.log(jnp.diagonal(L_P))))
-        L_x = jnp.linalg.cholesky(Sigma_x)
+        L_x = jnp.linalg.cholesky(jnp.asarray(Q.T) @ Sigma_x @ jnp.asarray(Q))
         nc = {"L_x": L_x, "W_diag": W_diag, "W_offdiag": W_offdiag,
               "theta_std": R.theta_std_of(data, S, s2, theta), "sigma_y2": s2}
         c = {"Sigma_x": Sigma_x, "S": S, "theta": theta, "sigma_y2": s2}

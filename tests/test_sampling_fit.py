@@ -362,6 +362,21 @@ def test_compiled_nuts_init_equals_numpyros_and_retraces_when_its_static_argumen
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-9, atol=1e-12)
     assert np.all(np.asarray(states["compiled"].adapt_state.step_size) > 0)
 
+    # a given starting inverse mass matrix (what normalx passes) is an argument of the compiled
+    # program: numpyro's init and the compiled one agree for two different ones
+    for mass in (jnp.array([0.5, 2.0]), jnp.array([3.0, 0.1])):
+        st = {}
+        for name, kernel in (("numpyro", NUTS(model, inverse_mass_matrix=mass)),
+                             ("compiled", mcmc._nuts(model, inverse_mass_matrix=mass))):
+            kernel._init_state(keys[0], (y,), {}, None)
+            st[name] = kernel.init(keys, 50, u, model_args=(y,), model_kwargs={})
+        np.testing.assert_allclose(
+            np.asarray(st["compiled"].adapt_state.inverse_mass_matrix[("mu", "s")]),
+            np.broadcast_to(mass, (2, 2)))
+        for a, b in zip(jax.tree_util.tree_leaves(st["numpyro"]),
+                        jax.tree_util.tree_leaves(st["compiled"])):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-9, atol=1e-12)
+
     # the static-argument rule, with an init that records its static argument while tracing
     seen = []
 

@@ -161,12 +161,17 @@ def _normalx_nuts_ranks(noise_scale, seed=3):
     """Ranks as in :func:`ranks`, with numpyro's NUTS transition (``numpyro.infer.hmc.hmc``,
     the kernel ``fit(method="normalx")`` runs) on ``normalx_noncentred_model``, vectorised
     over replications. Each chain starts at the truth and adapts its step size and mass matrix
-    during the NUTS_BURN discarded iterations, as ``fit``'s warm-up does."""
+    during the NUTS_BURN discarded iterations, as ``fit``'s warm-up does. Sigma_x is
+    factorised in a rotated basis (``ModelData.basis``, 30 degrees), as ``fit`` does with the
+    principal axes of its starting Sigma_x."""
     from numpyro.infer.hmc import hmc
     from numpyro.infer.util import initialize_model, unconstrain_fn
 
     model = R.normalx_noncentred_model
-    assumed, simulate_with = sbc_data(), sbc_data(noise_scale)
+    c, s = np.cos(np.pi / 6), np.sin(np.pi / 6)
+    basis = jnp.array([[c, -s], [s, c]])
+    assumed, simulate_with = (sbc_data()._replace(basis=basis),
+                              sbc_data(noise_scale)._replace(basis=basis))
     step_size, inv_mass = _nuts_tuning(model, assumed, seed + 100)
     _, potential_fn_gen, postprocess_fn_gen, _ = initialize_model(
         jax.random.PRNGKey(0), model, model_args=(assumed._replace(

@@ -74,6 +74,40 @@ def _unconstrained_init(model, data, pos, num_chains):
     return u
 
 
+def _laplace_inverse_mass(model, data, pos):
+    """A diagonal inverse mass matrix for NUTS to start its warm-up from: the marginal
+    variances diag(H^{-1}) of the Laplace approximation at the starting point ``pos``, H the
+    Hessian of the potential in NUTS's unconstrained coordinates (its eigenvalues taken in
+    absolute value and floored at 1e-10 of the largest, should the start not be in a convex
+    region). From the identity, warm-up's first windows spent most of their leapfrog steps on
+    the coordinates of Sigma_x (posterior variances down to 1e-5 beside the unit-scale
+    Bartlett variables): docs/methods.md."""
+    import jax
+    import jax.numpy as jnp
+    from jax.flatten_util import ravel_pytree
+
+    u0 = _unconstrained_init(model, data, pos, 1)
+    hessian, _ = _potential_hessian(model, tuple((k, np.shape(v)) for k, v in sorted(u0.items())))
+    H = np.asarray(hessian(ravel_pytree(u0)[0], data))
+    w, V = np.linalg.eigh(0.5 * (H + H.T))
+    w = np.maximum(np.abs(w), 1e-10 * np.abs(w).max())
+    return jnp.asarray(np.einsum("ik,k,ik->i", V, 1.0 / w, V))
+
+
+@functools.lru_cache(maxsize=8)
+def _potential_hessian(model, shapes):
+    """jit(Hessian) of the model's potential over the flat unconstrained vector of sites with
+    these ``shapes`` ((name, shape) pairs, sorted), and the unravelling of that vector."""
+    import jax
+    import jax.numpy as jnp
+    from jax.flatten_util import ravel_pytree
+    from numpyro.infer.util import potential_energy
+
+    _, unravel = ravel_pytree({k: jnp.zeros(shape) for k, shape in shapes})
+    return jax.jit(jax.hessian(
+        lambda x, data: potential_energy(model, (data,), {}, unravel(x)))), unravel
+
+
 def _compiled_init(init_fn):
     """numpyro's HMC ``init_fn`` run as one compiled program.
 
@@ -96,14 +130,18 @@ def _compiled_init(init_fn):
         return v is None or isinstance(v, (bool, int, float, str))
 
     def run(init_params, *, model_args, model_kwargs, rng_key, **static):
-        if not all(plain(v) for v in static.values()):
+        # a starting inverse mass matrix (an array) is traced, like the data
+        mass = {k: static.pop(k) for k in ("inverse_mass_matrix",) if k in static}
+        if (not all(plain(v) for v in static.values())
+                or any(isinstance(v, dict) for v in mass.values())):
             return init_fn(init_params, model_args=model_args, model_kwargs=model_kwargs,
-                           rng_key=rng_key, **static)
-        key = repr(sorted(static.items()))
+                           rng_key=rng_key, **mass, **static)
+        key = repr(sorted(static.items())) + repr({k: None if v is None else np.shape(v)
+                                                   for k, v in mass.items()})
         if traced.get("key") != key:
-            traced.update(key=key, fn=jax.jit(lambda p, a, k, r: init_fn(
-                p, model_args=a, model_kwargs=k, rng_key=r, **static)))
-        return traced["fn"](init_params, model_args, model_kwargs, rng_key)
+            traced.update(key=key, fn=jax.jit(lambda p, a, k, r, m: init_fn(
+                p, model_args=a, model_kwargs=k, rng_key=r, **m, **static)))
+        return traced["fn"](init_params, model_args, model_kwargs, rng_key, mass)
 
     return run
 
@@ -119,6 +157,11 @@ def _nuts_class():
     from numpyro.infer import NUTS
 
     class CompiledInitNUTS(NUTS):
+        def set_initial_inverse_mass(self, inverse_mass):
+            """The diagonal inverse mass matrix the next run's warm-up starts from (None:
+            the identity); numpyro reads it when the run initialises the kernel."""
+            self._inverse_mass_matrix = inverse_mass
+
         def _init_state(self, rng_key, model_args, model_kwargs, init_params):
             new = self._init_fn is None
             out = super()._init_state(rng_key, model_args, model_kwargs, init_params)
@@ -673,6 +716,7 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
 
     tap = _check_target("target_accept_prob", target_accept_prob)
     s2_0 = initial_sigma_y2(release, priors)
+    inverse_mass = None  # numpyro's default: the identity
     if kind == "fixeds":
         model, data, pos, s_noise, theta_eiv = _fixeds_setup(release, priors, s2_0, fixed_s,
                                                              s_noise)
@@ -692,21 +736,24 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
             pos = initial_position(release, priors, S0, s2_0)
             if kind == "normalx":
                 model = R.normalx_model
-            else:  # non-centred: start the Bartlett variables where they give the same S_j
+            else:  # non-centred: Sigma_x in its principal basis, the rest at its prior centre
+                # (the Bartlett variables of the authors' S_j start lay hundreds of sds out,
+                # and warm-up spent most of its leapfrog steps coming back)
                 model = R.normalx_noncentred_model
-                S0 = pos.pop("S")
-                L_x = np.linalg.cholesky(pos.pop("Sigma_x"))
-                W_diag, W_offdiag = R.bartlett_variables(release.n, L_x, S0)
-                theta_std = R.theta_std_of(data, S0, pos["sigma_y2"], pos.pop("theta"))
-                pos.update(L_x=jax.numpy.asarray(L_x), W_diag=W_diag, W_offdiag=W_offdiag,
-                           theta_std=np.asarray(theta_std))
+                Sigma0 = pos.pop("Sigma_x")
+                del pos["S"], pos["theta"]
+                basis = R.principal_basis(Sigma0)
+                data = data._replace(basis=jax.numpy.asarray(basis))
+                pos.update({k: jax.numpy.asarray(v) for k, v in
+                            R.noncentred_start(release.n, Sigma0, basis).items()})
+                inverse_mass = _laplace_inverse_mass(model, data, pos)
     cm = _chain_method(chain_method, _nuts_chain_method(
         num_chains, "vectorized" if kind == "normalx-noncentred" else "sequential"))
     pb = _progress(progress_bar)
 
     def make():
         kernel = _nuts(model, target_accept_prob=tap, max_tree_depth=int(max_tree_depth),
-                      init_strategy=init_to_value(values=pos))
+                      init_strategy=init_to_value(values=pos), inverse_mass_matrix=inverse_mass)
         return MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples,
                     num_chains=num_chains, chain_method=cm, progress_bar=pb,
                     jit_model_args=True)
@@ -719,6 +766,7 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
     key = ("nuts", kind, tap, int(max_tree_depth), int(num_warmup), int(num_samples),
            int(num_chains), cm, pb, shapes)
     mcmc = _cached_mcmc(key, make)
+    mcmc.sampler.set_initial_inverse_mass(inverse_mass)
     _run_mcmc(mcmc, seed, data,
               ("diverging", "accept_prob", "num_steps", "adapt_state.step_size"),
               init_params=_unconstrained_init(model, data, pos, num_chains))

@@ -56,9 +56,11 @@ sigma_y^2 ~ InvGamma(a, b), Sigma_x ~ InvWishart(kappa, Lambda)."""
 
 
 def _data_class(name, fields, doc):
-    """A NamedTuple of arrays (a JAX pytree) with these fields."""
-    cls = NamedTuple(name, [(field, object) for field in fields] + [("prior_factors", object)])
-    cls.__new__.__defaults__ = (None,)  # prior_factors: optional (PriorFactors below)
+    """A NamedTuple of arrays (a JAX pytree) with these fields, then the optional ``basis`` and
+    ``prior_factors`` (None by default)."""
+    cls = NamedTuple(name, [(field, object) for field in fields]
+                     + [("basis", object), ("prior_factors", object)])
+    cls.__new__.__defaults__ = (None, None)  # basis, prior_factors: optional
     cls.__doc__ = doc
     return cls
 
@@ -86,7 +88,9 @@ joint-distribution (Geweke) tests use.
 S_hat (J, d, d), z_hat (J, d), n (J,), sigma_s (J,), Sigma_z (J, d, d); S_fixed (J, d, d)
 (fixedS only; zeros for normalX); prior hyperparameters a, b, m (d,), C (d, d),
 Lambda (d, d), kappa. ``z_hat`` is the released z_hat minus the noise's conditional mean
-given S (zero for the Gaussian mechanism of eqs. (2)-(3)). ``prior_factors``: the priors'
+given S (zero for the Gaussian mechanism of eqs. (2)-(3)). ``basis``: an orthogonal (d, d)
+matrix Q in which :func:`normalx_noncentred_model` factorises Sigma_x (None: the identity);
+a change of variables only, the joint density is the same. ``prior_factors``: the priors'
 :class:`PriorFactors` (None: the non-centred models factorise C and Lambda themselves).
 """)
 
@@ -243,6 +247,24 @@ def bartlett_variables(n, L_x, S):
     return (eta - 0.5 * np.log(nu)) * np.sqrt(2.0 * nu), A[:, il[0], il[1]]
 
 
+def principal_basis(Sigma_x):
+    """The eigenvectors of Sigma_x as columns, largest eigenvalue first (numpy): the ``basis``
+    :func:`normalx_noncentred_model` factorises Sigma_x in."""
+    _, V = np.linalg.eigh(np.asarray(Sigma_x, dtype=float))
+    return np.ascontiguousarray(V[:, ::-1])
+
+
+def noncentred_start(n, Sigma_x, basis):
+    """Starting values of :func:`normalx_noncentred_model` (numpy) for a starting Sigma_x:
+    ``L_x`` = chol(Q^T Sigma_x Q), the Bartlett variables and theta_std at 0, their prior
+    centre (S_j near n_j Sigma_x, theta at its conditional mean given S and sigma_y^2)."""
+    Q = np.asarray(basis, dtype=float)
+    J, d = len(np.asarray(n)), Q.shape[0]
+    Sq = Q.T @ np.asarray(Sigma_x, dtype=float) @ Q
+    return {"L_x": np.linalg.cholesky(0.5 * (Sq + Sq.T)), "W_diag": np.zeros((J, d)),
+            "W_offdiag": np.zeros((J, d * (d - 1) // 2)), "theta_std": np.zeros(d)}
+
+
 def inverse_wishart_cholesky(concentration, scale_matrix, scale_tril=None):
     """numpyro distribution of L = chol(Sigma) for Sigma ~ InvWishart(concentration,
     scale_matrix); ``scale_tril`` = chol(scale_matrix) when known (the class is built on first
@@ -312,6 +334,13 @@ def normalx_noncentred_model(data: ModelData):
     and nearly independent here (A_j stays close to its prior). The sampled site is L_x (the
     Cholesky factor, with the InvWishart density of Sigma_x times the Jacobian of L -> L L^T);
     Sigma_x and S are deterministic sites.
+    With ``data.basis`` = Q (orthogonal), the sampled site ``L_x`` is the Cholesky factor of
+    Q^T Sigma_x Q instead (InvWishart(kappa, Q^T Lambda Q), the same density: an orthogonal
+    change of variables has Jacobian 1) and Sigma_x = (Q L_x)(Q L_x)^T. ``fit`` takes Q from
+    the eigenvectors of the starting Sigma_x, largest variance first: the Cholesky coordinates
+    are then nearly those of a diagonal matrix, and a direction of small, poorly measured
+    variance is one log-diagonal coordinate instead of a curved combination of all of them
+    (half the leapfrog steps at d = 5, J = 10; docs/methods.md).
     theta is integrated out of the z_hat likelihood and drawn from its exact conditional,
     also non-centred (:func:`theta_given_s`); theta is a deterministic site too. With
     ``z_hat`` None (prior predictive) the model is written generatively instead."""
@@ -320,8 +349,14 @@ def normalx_noncentred_model(data: ModelData):
     import jax.numpy as jnp
 
     J, d = data.Sigma_z.shape[0], data.m.shape[0]
-    L_x = numpyro.sample("L_x", inverse_wishart_cholesky(
-        data.kappa, data.Lambda, _prior_factors_traced(data).L_Lambda))
+    if data.basis is None:
+        L_x = numpyro.sample("L_x", inverse_wishart_cholesky(
+            data.kappa, data.Lambda, _prior_factors_traced(data).L_Lambda))
+    else:  # L_x = chol(Q^T Sigma_x Q) is sampled; Q L_x is a (non-triangular) root of Sigma_x
+        Q = data.basis
+        Lambda_q = Q.T @ data.Lambda @ Q
+        L_x = Q @ numpyro.sample("L_x", inverse_wishart_cholesky(
+            data.kappa, 0.5 * (Lambda_q + Lambda_q.T)))
     numpyro.deterministic("Sigma_x", L_x @ L_x.T)
     with numpyro.plate("holder", J):
         W_diag = numpyro.sample("W_diag", dist.Normal(0.0, 1.0).expand([d]).to_event(1))
