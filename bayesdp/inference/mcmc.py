@@ -82,30 +82,43 @@ def _laplace_inverse_mass(model, data, pos):
     region). From the identity, warm-up's first windows spent most of their leapfrog steps on
     the coordinates of Sigma_x (posterior variances down to 1e-5 beside the unit-scale
     Bartlett variables): docs/methods.md."""
-    import jax
     import jax.numpy as jnp
     from jax.flatten_util import ravel_pytree
 
     u0 = _unconstrained_init(model, data, pos, 1)
-    hessian, _ = _potential_hessian(model, tuple((k, np.shape(v)) for k, v in sorted(u0.items())))
-    H = np.asarray(hessian(ravel_pytree(u0)[0], data))
+    hvp, _ = _potential_hvp(model, tuple((k, np.shape(v)) for k, v in sorted(u0.items())))
+    x = ravel_pytree(u0)[0]
+    k = HESSIAN_BATCH
+    eye = np.eye(x.size + (-x.size) % k)[:, :x.size]  # padded to whole batches
+    H = np.concatenate([np.asarray(hvp(jnp.asarray(eye[i:i + k]), x, data))
+                        for i in range(0, len(eye), k)])[:x.size]
     w, V = np.linalg.eigh(0.5 * (H + H.T))
     w = np.maximum(np.abs(w), 1e-10 * np.abs(w).max())
     return jnp.asarray(np.einsum("ik,k,ik->i", V, 1.0 / w, V))
 
 
+HESSIAN_BATCH = 4
+
+
 @functools.lru_cache(maxsize=8)
-def _potential_hessian(model, shapes):
-    """jit(Hessian) of the model's potential over the flat unconstrained vector of sites with
-    these ``shapes`` ((name, shape) pairs, sorted), and the unravelling of that vector."""
+def _potential_hvp(model, shapes):
+    """jit of HESSIAN_BATCH Hessian-vector products of the model's potential over the flat
+    unconstrained vector of sites with these ``shapes`` ((name, shape) pairs, sorted), and the
+    unravelling of that vector. The Hessian is assembled from them in a Python loop: one
+    program with all columns (``jax.hessian``), or with 16 or more at a time, never finished
+    at d = 20, J = 10 on one CPU device (XLA sat idle; with 4 host devices it ran in 4 s)."""
     import jax
     import jax.numpy as jnp
     from jax.flatten_util import ravel_pytree
     from numpyro.infer.util import potential_energy
 
     _, unravel = ravel_pytree({k: jnp.zeros(shape) for k, shape in shapes})
-    return jax.jit(jax.hessian(
-        lambda x, data: potential_energy(model, (data,), {}, unravel(x)))), unravel
+
+    def hvp(vs, x, data):
+        grad = jax.grad(lambda x: potential_energy(model, (data,), {}, unravel(x)))
+        return jax.vmap(lambda v: jax.jvp(grad, (x,), (v,))[1])(vs)
+
+    return jax.jit(hvp), unravel
 
 
 def _compiled_init(init_fn):
