@@ -13,6 +13,7 @@ repeats and each first run of a variant includes its compilation.
     python benchmarks/bench_nuts_start.py                   # d = 5, J = 10
     python benchmarks/bench_nuts_start.py --d 20 --J 10 --repeat 1
     python benchmarks/bench_nuts_start.py --J 5 --sim-seed 1000 --release-seed 2000 --lambda-scale 0.01
+    python benchmarks/bench_nuts_start.py --n 600 --d 2 --J 2 --sim-seed 11 --release-seed 12 --lambda-scale 0.01 --repeat 8
 
 ``--lambda-scale s`` sets Sigma_x's prior scale to s^2 times the default's (``Priors(Lambda=...)``)
 in both variants; ``--sim-seed`` / ``--release-seed`` pick the data (1000 + k / 2000 + k are
@@ -114,6 +115,7 @@ def with_fit(rel, seed, lambda_scale=1.0):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=100_000, help="rows (all holders)")
     ap.add_argument("--d", type=int, default=5)
     ap.add_argument("--J", type=int, default=10)
     ap.add_argument("--eps", type=float, default=1.0)
@@ -127,7 +129,7 @@ def main():
     jax.config.update("jax_enable_x64", True)
     import bayesdp
 
-    sim = bayesdp.simulate(100_000, a.d, seed=a.sim_seed)
+    sim = bayesdp.simulate(a.n, a.d, seed=a.sim_seed)
     rel = bayesdp.release(sim.X, sim.y, epsilon=a.eps, delta=1e-5, bounds=sim.bounds,
                           nodes=a.J, seed=a.release_seed)
     rows = {"before": [], "fit": []}
@@ -140,7 +142,7 @@ def main():
             lo, hi = np.quantile(r["theta"], [0.05, 0.95], axis=0)
             r["cover"] = int(np.sum((lo <= sim.theta) & (sim.theta <= hi)))
             rows[name].append(r)
-            print(f"d={a.d} J={a.J} eps={a.eps:g} run {rep} {name:6s}: {r['secs']:6.1f} s, "
+            print(f"n={a.n} d={a.d} J={a.J} eps={a.eps:g} run {rep} {name:6s}: {r['secs']:6.1f} s, "
                   f"steps warm-up {r['warm_steps']:5.1f} sampling {r['steps']:5.1f}, "
                   f"divergences {r['div']}, max r_hat {r['r_hat']:.3f}, min ESS {r['ess']:.0f} "
                   f"({r['worst']}), ESS/s {r['ess_s']:.1f}, true theta in the 90% interval "
