@@ -445,3 +445,36 @@ def test_the_command_runs_normalx_chains_in_parallel_on_the_same_posterior(rel, 
     assert par.posterior.sizes["chain"] == 4 and par.posterior.sizes["draw"] == 1000
     z_mean, z_sd = _z_means(par, normalx_nuts_fit, ["theta", "sigma_y2"])
     assert np.abs(z_mean).max() < Z_MAX and np.abs(z_sd).max() < Z_MAX, (z_mean, z_sd)
+
+
+def test_laplace_inverse_mass_is_the_marginal_variance():
+    """normalx's first mass matrix (mcmc._laplace_inverse_mass) is diag(H^{-1}) of the
+    potential at the start: for a Gaussian target with covariance [[1, 0.9], [0.9, 1]] and an
+    independent N(0, 3^2) site that is (1, 1, 9) exactly, not the conditional variances 1/H_ii
+    (0.19, 0.19, 9: negative control). A Hessian that is not finite (a kink |c| at the start
+    c = 0: 0/0 in its derivatives) gives None, numpyro's identity."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    from bayesdp._jax import enable_x64
+    from bayesdp.inference import mcmc
+
+    enable_x64()
+    cov = jnp.array([[1.0, 0.9], [0.9, 1.0]])
+
+    def gaussian(data):
+        numpyro.sample("a", dist.MultivariateNormal(jnp.zeros(2), covariance_matrix=cov))
+        numpyro.sample("b", dist.Normal(0.0, 3.0))
+
+    def kinked(data):
+        gaussian(data)
+        c = numpyro.sample("c", dist.Normal(0.0, 1.0))
+        numpyro.factor("kink", -jnp.sqrt(c ** 2))
+
+    pos = {"a": jnp.array([0.3, -0.2]), "b": jnp.array(1.0)}
+    imm = np.asarray(mcmc._laplace_inverse_mass(gaussian, jnp.zeros(1), pos))
+    np.testing.assert_allclose(imm, [1.0, 1.0, 9.0], rtol=1e-10)
+    conditional = 1.0 / np.diag(np.linalg.inv(np.asarray(cov)))
+    assert not np.allclose(imm[:2], conditional, rtol=0.1)
+    assert mcmc._laplace_inverse_mass(kinked, jnp.zeros(1), {**pos, "c": jnp.array(0.0)}) is None

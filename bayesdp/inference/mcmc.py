@@ -74,14 +74,18 @@ def _unconstrained_init(model, data, pos, num_chains):
     return u
 
 
+HESSIAN_BATCH = 4
+
+
 def _laplace_inverse_mass(model, data, pos):
     """A diagonal inverse mass matrix for NUTS to start its warm-up from: the marginal
     variances diag(H^{-1}) of the Laplace approximation at the starting point ``pos``, H the
     Hessian of the potential in NUTS's unconstrained coordinates (its eigenvalues taken in
     absolute value and floored at 1e-10 of the largest, should the start not be in a convex
-    region). From the identity, warm-up's first windows spent most of their leapfrog steps on
-    the coordinates of Sigma_x (posterior variances down to 1e-5 beside the unit-scale
-    Bartlett variables): docs/methods.md."""
+    region; None, numpyro's identity, if the Hessian is not finite). From the identity,
+    warm-up's first windows spent most of their leapfrog steps on the coordinates of Sigma_x
+    (posterior variances down to 3e-5 beside the unit-scale Bartlett variables):
+    docs/methods.md."""
     import jax.numpy as jnp
     from jax.flatten_util import ravel_pytree
 
@@ -92,12 +96,11 @@ def _laplace_inverse_mass(model, data, pos):
     eye = np.eye(x.size + (-x.size) % k)[:, :x.size]  # padded to whole batches
     H = np.concatenate([np.asarray(hvp(jnp.asarray(eye[i:i + k]), x, data))
                         for i in range(0, len(eye), k)])[:x.size]
+    if not np.all(np.isfinite(H)):
+        return None
     w, V = np.linalg.eigh(0.5 * (H + H.T))
     w = np.maximum(np.abs(w), 1e-10 * np.abs(w).max())
     return jnp.asarray(np.einsum("ik,k,ik->i", V, 1.0 / w, V))
-
-
-HESSIAN_BATCH = 4
 
 
 @functools.lru_cache(maxsize=8)
