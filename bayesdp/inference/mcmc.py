@@ -90,7 +90,7 @@ def _laplace_inverse_mass(model, data, pos):
     from jax.flatten_util import ravel_pytree
 
     u0 = _unconstrained_init(model, data, pos, 1)
-    hvp, _ = _potential_hvp(model, tuple((k, np.shape(v)) for k, v in sorted(u0.items())))
+    hvp = _potential_hvp(model, tuple((k, np.shape(v)) for k, v in sorted(u0.items())))
     x = ravel_pytree(u0)[0]
     k = HESSIAN_BATCH
     eye = np.eye(x.size + (-x.size) % k)[:, :x.size]  # padded to whole batches
@@ -106,8 +106,7 @@ def _laplace_inverse_mass(model, data, pos):
 @functools.lru_cache(maxsize=8)
 def _potential_hvp(model, shapes):
     """jit of HESSIAN_BATCH Hessian-vector products of the model's potential over the flat
-    unconstrained vector of sites with these ``shapes`` ((name, shape) pairs, sorted), and the
-    unravelling of that vector. The Hessian is assembled from them in a Python loop: one
+    unconstrained vector of sites with these ``shapes`` ((name, shape) pairs, sorted). The Hessian is assembled from them in a Python loop: one
     program with all columns (``jax.hessian``), or with 16 or more at a time, never finished
     at d = 20, J = 10 on one CPU device (XLA sat idle; with 4 host devices it ran in 4 s)."""
     import jax
@@ -121,7 +120,7 @@ def _potential_hvp(model, shapes):
         grad = jax.grad(lambda x: potential_energy(model, (data,), {}, unravel(x)))
         return jax.vmap(lambda v: jax.jvp(grad, (x,), (v,))[1])(vs)
 
-    return jax.jit(hvp), unravel
+    return jax.jit(hvp)
 
 
 def _compiled_init(init_fn):
