@@ -19,8 +19,9 @@ as the authors did), ``mmd2`` and ``mmd2_paper`` (unbiased squared MMD to the no
 posterior, Gaussian kernel with variance h = 0.1; ``mmd2_paper`` carries the authors'
 (2 pi h)^(-d/2) factor), and ``seconds`` (wall time of the fit). Beside them, ``fit``'s own checks
 of each fit (``CHECKS``): ``converged`` (1 or 0), ``max_r_hat`` and ``min_ess_bulk`` for the MCMC
-methods, ``s_noise_min_coverage`` for the methods that fix S; ``compare`` warns once, at the end,
-when some fits did not pass them.
+methods, ``s_noise_min_coverage`` for the methods that fix S, ``s_hat_max_abs_z`` and
+``s_hat_agrees`` for the methods that sample S; ``compare`` warns once, at the end, when some
+fits did not pass them.
 
 Settings follow the authors' driver: delta = 1/N_train, bounds read off the (training) data (not
 private, flagged in ``config.json``), Lambda = V^T V with V iid N(0, 1) (the simulation's own
@@ -60,9 +61,11 @@ BASELINES = ("adassp", "nonprivate")
 POINT_ESTIMATE_METHODS = ("fast", "adassp", "nonprivate")
 METRICS = ("estimation_mse", "prediction_mse", "mmd2", "mmd2_paper", "seconds")
 #: fit's own checks of a fit, kept beside the metrics: the convergence check of the MCMC methods
-#: (bayesdp.diagnostics.check_convergence) and the fixedS methods' calibration check
-#: (bayesdp.inference.fit.check_s_noise)
-CHECKS = ("converged", "max_r_hat", "min_ess_bulk", "s_noise_min_coverage")
+#: (bayesdp.diagnostics.check_convergence), the fixedS methods' calibration check
+#: (bayesdp.inference.fit.check_s_noise) and the S_hat check of the methods that sample S
+#: (bayesdp.inference.fit.check_s_hat: the largest |z| and whether it passed, 1 or 0)
+CHECKS = ("converged", "max_r_hat", "min_ess_bulk", "s_noise_min_coverage", "s_hat_max_abs_z",
+          "s_hat_agrees")
 COLUMNS = ["method", "epsilon", "J", "rep", "metric", "value"]
 PAPER_ORDER = ("normalx", "fixeds", "fast", "bs", "adassp", "nonprivate")
 
@@ -184,6 +187,11 @@ def _checks_of(attrs) -> dict:
                    max_r_hat=float(attrs["max_r_hat"]), min_ess_bulk=float(attrs["min_ess_bulk"]))
     if "s_noise_min_coverage" in attrs:
         out["s_noise_min_coverage"] = float(attrs["s_noise_min_coverage"])
+    if "s_hat_check_max_abs_z" in attrs:
+        from .diagnostics import s_hat_z_max
+
+        z = float(attrs["s_hat_check_max_abs_z"])
+        out.update(s_hat_max_abs_z=z, s_hat_agrees=float(z <= s_hat_z_max(int(attrs["d"]))))
     return out
 
 
@@ -639,7 +647,8 @@ def warn_checks(df: pd.DataFrame, *, stacklevel=3) -> None:
     """Say, once for a whole grid of results, which fits did not pass ``fit``'s checks (the
     :data:`CHECKS` rows): a :class:`~bayesdp.ConvergenceWarning` for the MCMC fits whose chains
     did not converge, a :class:`~bayesdp.CalibrationWarning` for the fixedS fits whose 90%
-    intervals the noise on S makes too narrow. ``compare`` silences the warnings of its single
+    intervals the noise on S makes too narrow and another for the fits whose S_hat check
+    failed. ``compare`` silences the warnings of its single
     fits (one per cell would bury the run's output) and calls this instead."""
     from .diagnostics import ESS_MIN, RHAT_MAX, S_NOISE_COVERAGE_MIN
     from .errors import CalibrationWarning, ConvergenceWarning
@@ -680,6 +689,19 @@ def warn_checks(df: pd.DataFrame, *, stacklevel=3) -> None:
                 f"{w.s_noise_min_coverage:.0%}). The rows 's_noise_min_coverage' give every "
                 "fit's; docs/methods.md, 'Does the noise on S matter?'.",
                 CalibrationWarning, stacklevel=stacklevel)
+    if "s_hat_agrees" in rows:
+        fits = rows[rows["s_hat_agrees"].notna()]
+        bad = fits[fits["s_hat_agrees"] < 1]
+        if len(bad):
+            w = next(bad.sort_values("s_hat_max_abs_z", ascending=False).itertuples())
+            warnings.warn(
+                f"compare: in {len(bad)} of {len(fits)} fits of the methods that sample S "
+                f"({per_method(bad)}) the release and the posterior disagree along some "
+                f"direction of the features (the posterior predictive check of S_hat; largest "
+                f"|z| {w.s_hat_max_abs_z:.1f}, {where(w)}): theta's intervals along it rest on "
+                "the prior of Sigma_x. The rows 's_hat_max_abs_z' and 's_hat_agrees' give "
+                "every fit's; docs/methods.md, 'Does the release agree with the prior of "
+                "Sigma_x?'.", CalibrationWarning, stacklevel=stacklevel)
 
 
 def _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose, progress, desc):

@@ -27,6 +27,11 @@ RHAT_MAX = 1.01
 #: this (:func:`bayesdp.inference.closed_form.s_noise_coverage`; docs/methods.md, "Does the
 #: noise on S matter?").
 S_NOISE_COVERAGE_MIN = 0.8
+#: The normalX methods' posterior predictive check of S_hat (:func:`s_hat_check`) warns when
+#: some principal direction's z-score is beyond the two-sided quantile of this family-wise level,
+#: Bonferroni over the d directions (docs/methods.md, "Does the release agree with the prior of
+#: Sigma_x?").
+S_HAT_CHECK_LEVEL = 0.01
 
 
 def _az():
@@ -469,6 +474,124 @@ def s_noise_message(method, coverage, feature_names) -> str:
             f"on S matter?'.")
 
 
+def s_hat_z_max(d) -> float:
+    """The |z| beyond which :func:`s_hat_check` flags a direction: the two-sided normal quantile
+    of ``S_HAT_CHECK_LEVEL`` / d (3.09 at d = 5, 3.48 at d = 20)."""
+    from scipy import stats
+
+    return float(stats.norm.isf(S_HAT_CHECK_LEVEL / (2.0 * d)))
+
+
+def s_hat_check(S_draws, S_hat, sigma_s) -> dict:
+    """Posterior predictive check of the released S_hat along the principal directions of the
+    posterior (the normalX methods, which sample S).
+
+    The model says S_hat_j = S_j + sigma_j M_j, M_j symmetric with independent N(0, 1) entries
+    on and above the diagonal (paper eq. 2). For each unit eigenvector v of sum_j E[S_j | data]
+    the check compares what the release shows along v with what the posterior holds:
+
+        z_v = sum_j v^T (S_hat_j - E[S_j]) v / sqrt(sum_j sigma_j^2 (2 - sum_i v_i^4)
+                                                     + Var(sum_j v^T S_j v | data))
+
+    (v^T M v has variance 2 - sum_i v_i^4), which is the standardised discrepancy of a replicated
+    S_hat drawn from the posterior predictive. |z_v| beyond :func:`s_hat_z_max` means the model
+    and the release disagree along v: z < 0, the release shows less variance than the posterior
+    holds (the prior of Sigma_x keeps every variance above about Lambda / (kappa + d + 1), so
+    nearly collinear features whose small variance the noise hides are read as larger); z > 0,
+    the release shows more (the prior's density, falling as (variance)^-(kappa + d + 1)/2,
+    pulls weakly measured variances down, or the rows do not follow the model). Theta's
+    intervals along such a direction rest on that prior.
+
+    ``S_draws`` (..., J, d, d) posterior draws, ``S_hat`` (J, d, d), ``sigma_s`` (J,). Returns
+    ``z`` (d,), ``eigenvalues`` (d,) of sum_j E[S_j | data] and ``directions`` (d, d), its unit
+    eigenvectors as columns, smallest eigenvalue first.
+    """
+    S = np.asarray(S_draws, dtype=float)
+    S_hat = np.asarray(S_hat, dtype=float)
+    sigma2 = np.asarray(sigma_s, dtype=float) ** 2
+    J, d = S_hat.shape[0], S_hat.shape[-1]
+    S = S.reshape(-1, J, d, d)
+    S_mean = S.mean(axis=0)
+    w, V = np.linalg.eigh(S_mean.sum(axis=0))
+    q = np.einsum("sil,ik,lk->sk", S.sum(axis=1), V, V)  # sum_j v_k^T S_j v_k per draw
+    gap = np.einsum("ik,jil,lk->k", V, S_hat - S_mean, V)
+    noise = sigma2.sum() * (2.0 - np.sum(V ** 4, axis=0))
+    scale = np.sqrt(noise + q.var(axis=0))
+    z = np.divide(gap, scale, out=np.zeros(d), where=scale > 0)
+    return {"z": z, "eigenvalues": w, "directions": V}
+
+
+def describe_direction(v, feature_names, min_loading=0.3) -> str:
+    """A unit vector as a combination of the features with |loading| >= ``min_loading``
+    (e.g. "0.71 x2 - 0.65 x4")."""
+    v = np.asarray(v, dtype=float)
+    v = v * np.sign(v[np.argmax(np.abs(v))])
+    keep = [i for i in np.argsort(-np.abs(v)) if abs(v[i]) >= min_loading] or [
+        int(np.argmax(np.abs(v)))]
+    out = ""
+    for i in keep:
+        c = v[i]
+        out += (f" {'-' if c < 0 else '+'} " if out else ("-" if c < 0 else "")) + \
+            f"{abs(c):.2f} {feature_names[i]}"
+    return out
+
+
+def s_hat_message(method, z, directions, feature_names, floor=None, Lambda=None) -> str:
+    """The sentence of the S_hat check (:func:`bayesdp.fit`'s CalibrationWarning and
+    :func:`diagnose`) from the attrs ``s_hat_check_z`` and ``s_hat_check_directions``."""
+    z = np.asarray(z, dtype=float)
+    V = np.asarray(directions, dtype=float)
+    d = len(z)
+    bad = np.flatnonzero(np.abs(z) > s_hat_z_max(d))
+    k = int(bad[np.argmax(np.abs(z[bad]))]) if len(bad) else int(np.argmax(np.abs(z)))
+    low = z[k] < 0
+    msg = (f"{method}: the release and the posterior disagree along {len(bad)} of {d} "
+           f"principal direction(s) of the features (posterior predictive check of S_hat: "
+           f"z = {z[k]:.1f} along {describe_direction(V[:, k], feature_names)}; |z| > "
+           f"{s_hat_z_max(d):.2f} flags): ")
+    if low:
+        at = "" if floor is None else f" = {floor:.3g}"
+        refit = ("a smaller Priors(Lambda=...)" if Lambda is None
+                 else f"e.g. priors=bayesdp.Priors(Lambda={1e-4 * Lambda:.3g})")
+        msg += ("the release shows less variance there than the posterior holds. The prior of "
+                f"Sigma_x keeps every variance of the features above about Lambda / (kappa + "
+                f"d + 1){at}, so nearly collinear features whose small variance the noise hides "
+                "are read as varying more, and theta's intervals along that direction are too "
+                f"narrow. Refit with a prior that allows small variances and compare, {refit}")
+    else:
+        msg += ("the release shows more variance there than the posterior holds: the model "
+                "pulls S below S_hat along it. Either the prior of Sigma_x, whose density falls "
+                "off as (variance)^-(kappa + d + 1)/2 above Lambda / (kappa + d + 1), pulls a "
+                "variance the release measures only weakly down (more so the larger d), or "
+                "the rows do not follow the normalX model (normal features, y linear in x). "
+                "Theta's intervals along that direction may be off; refit with a larger "
+                "Priors(Lambda=...) and compare")
+    return msg + "; docs/methods.md, 'Does the release agree with the prior of Sigma_x?'."
+
+
+def s_hat_warning(idata):
+    """The S_hat check's sentence (:func:`s_hat_message`) for a fit whose attrs hold a flagged
+    check (``s_hat_check_z``), else None. Sigma_x's prior floor and a smaller Lambda to try come
+    from the attrs ``prior_Lambda`` and ``prior_kappa`` when Lambda is a multiple of I and the
+    release has no intercept (there S_hat's directions are Sigma_x's)."""
+    a = attrs(idata)
+    if "s_hat_check_z" not in a:
+        return None
+    z = np.asarray(a["s_hat_check_z"], dtype=float).ravel()
+    d = len(z)
+    if np.max(np.abs(z)) <= s_hat_z_max(d):
+        return None
+    V = np.asarray(a["s_hat_check_directions"], dtype=float).reshape(d, d)
+    lam = floor = None
+    if "prior_Lambda" in a and "prior_kappa" in a and not int(a.get("intercept", 0)):
+        Lam = np.asarray(a["prior_Lambda"], dtype=float).reshape(d, d)
+        if np.allclose(Lam, Lam[0, 0] * np.eye(d)):
+            lam = float(Lam[0, 0])
+            floor = lam / (float(a["prior_kappa"]) + d + 1.0)
+    names = [str(c) for c in np.asarray(idata.posterior["theta"].coords["feature"].values)]
+    return s_hat_message(a.get("method", "?"), z, V, names, floor=floor, Lambda=lam)
+
+
 def convergence_message(conv: dict, method="?") -> str:
     """One line saying which parameter is worst, its r_hat and ESS, and what to do."""
     total = conv["n_chains"] * conv["n_draws"]
@@ -628,6 +751,9 @@ def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=R
     if "s_noise_coverage" in a and float(np.min(a["s_noise_coverage"])) < S_NOISE_COVERAGE_MIN:
         names = [str(c) for c in np.asarray(idata.posterior["theta"].coords["feature"].values)]
         problems.append(s_noise_message(method, a["s_noise_coverage"], names))
+    s_hat = s_hat_warning(idata)
+    if s_hat:
+        problems.append(s_hat)
     n_div = divergences(idata)
     if n_div:
         problems.append(f"{n_div} divergent NUTS transitions: the posterior geometry is hard "

@@ -35,7 +35,7 @@ def test_paper_mcmc_methods_when_registered(tmp_path):
                      num_warmup=40, out_dir=tmp_path)
     for m in extra:
         checks = {"converged", "max_r_hat", "min_ess_bulk"} | (
-            {"s_noise_min_coverage"} if m == "fixeds" else set())
+            {"s_noise_min_coverage"} if m == "fixeds" else {"s_hat_max_abs_z", "s_hat_agrees"})
         assert set(df[df.method == m]["metric"]) == set(METRICS) | checks
         assert df[(df.method == m) & (df.metric == "converged")]["value"].tolist() == [0.0]
     assert np.isfinite(df["value"]).all()
@@ -47,7 +47,8 @@ def test_short_run_every_method_and_metric(tmp_path):
     df = compare("simulated", methods=methods, out_dir=tmp_path, **SMALL)
     assert list(df.columns) == ["method", "epsilon", "J", "rep", "metric", "value"]
     assert set(df["method"]) == set(methods)
-    assert set(df["metric"]) == set(METRICS) | set(CHECKS)  # bs: convergence; fast: S noise
+    # bs: convergence; fast: S noise; none of these samples S, so no S_hat check
+    assert set(df["metric"]) == set(METRICS) | set(CHECKS) - {"s_hat_max_abs_z", "s_hat_agrees"}
     # every (method, eps, J, rep) has the accuracy metrics; MMD for all but adaSSP/non-private
     for m in methods:
         sub = df[df["method"] == m]
@@ -370,7 +371,8 @@ def test_batch_reps_matches_one_by_one_and_resumes(tmp_path):
         ex.inner.shutdown()
     assert ex.calls == 1  # one task for the three replications of (eps=1, J=2)
     _assert_batched_equal(batched, serial)  # fit's checks included
-    assert set(batched["metric"]) == set(METRICS) | set(CHECKS)
+    assert set(batched["metric"]) == set(METRICS) | set(CHECKS) - {"s_hat_max_abs_z",
+                                                                    "s_hat_agrees"}  # no S
     for name in ("fixeds", "fast"):
         cell_path(tmp_path / "cells", name, 1.0, 2, 1).unlink()
     before = _stamps(tmp_path / "cells")
@@ -415,6 +417,16 @@ def test_warn_checks_names_the_worst_fit_and_passes_clean_grids():
     msg = str(conv[0].message)
     assert "2 of 3 MCMC fits" in msg and "normalx 2" in msg
     assert "rep=1: max r_hat 2.500, min bulk ESS 4" in msg  # the worst of the two
+    # the S_hat check: silent when every fit agrees, names the largest |z| otherwise
+    agree = {"s_hat_max_abs_z": 1.2, "s_hat_agrees": 1.0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_checks(_checks_frame([("normalx", 0, {**ok, **agree})]))
+    df = _checks_frame([("normalx", 0, {**ok, **agree}),
+                        ("normalx", 1, {**ok, "s_hat_max_abs_z": 4.1, "s_hat_agrees": 0.0}),
+                        ("normalx", 2, {**ok, "s_hat_max_abs_z": 3.5, "s_hat_agrees": 0.0})])
+    with pytest.warns(CalibrationWarning, match=r"2 of 3 fits .*\|z\| 4.1, normalx .*rep=1"):
+        warn_checks(df)
 
 
 def test_docs_checks_example_runs_and_warns(capsys):

@@ -16,6 +16,8 @@ than the sampler assumes (an overconfident posterior) must fail.
 Replications run vectorised (vmap) in one compiled program.
 """
 
+import functools
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -43,17 +45,18 @@ IU = np.triu_indices(D)
 P_MIN = 1e-3  # family-wise level of the uniformity test (Bonferroni over the functions)
 
 
-def sbc_data(noise_scale=1.0):
-    """Model data at the SBC size; ``noise_scale`` multiplies the noise used to SIMULATE the
-    data only (the sampler always assumes sigma_s = SIGMA)."""
+def sbc_data(noise_scale=1.0, sigma=SIGMA, lambda_scale=1.0):
+    """Model data at the SBC size with release noise ``sigma``; ``noise_scale`` multiplies the
+    noise, and ``lambda_scale`` the prior scale Lambda of Sigma_x, used to SIMULATE the data
+    only (the samplers always assume noise ``sigma`` and lambda_scale 1)."""
     kappa = D + 4.0
     return R.ModelData(
-        S_hat=None, z_hat=None, n=jnp.array(N_J), sigma_s=jnp.full(J, SIGMA * noise_scale),
-        Sigma_z=jnp.broadcast_to((SIGMA * noise_scale) ** 2 * jnp.eye(D), (J, D, D)),
+        S_hat=None, z_hat=None, n=jnp.array(N_J), sigma_s=jnp.full(J, sigma * noise_scale),
+        Sigma_z=jnp.broadcast_to((sigma * noise_scale) ** 2 * jnp.eye(D), (J, D, D)),
         S_fixed=jnp.array([[[2100.0, 300.0], [300.0, 1800.0]],
                            [[3300.0, -500.0], [-500.0, 2700.0]]]),
         a=jnp.array(3.0), b=jnp.array(2.0), m=jnp.zeros(D), C=jnp.eye(D),
-        Lambda=(kappa - D - 1.0) * jnp.eye(D), kappa=jnp.array(kappa))
+        Lambda=lambda_scale * (kappa - D - 1.0) * jnp.eye(D), kappa=jnp.array(kappa))
 
 
 def functions(p):
@@ -157,21 +160,25 @@ def _nuts_tuning(model, data, seed):
     return adapt.step_size, inv_mass
 
 
-def _normalx_nuts_ranks(noise_scale, seed=3):
-    """Ranks as in :func:`ranks`, with numpyro's NUTS transition (``numpyro.infer.hmc.hmc``,
+@functools.lru_cache(maxsize=None)
+def _normalx_nuts_ranks(noise_scale, seed=3, sigma=SIGMA, lambda_scale=1.0):
+    """(ranks, S draws, S_hat): ranks as in :func:`ranks`, with numpyro's NUTS transition (``numpyro.infer.hmc.hmc``,
     the kernel ``fit(method="normalx")`` runs) on ``normalx_noncentred_model``, vectorised
     over replications. Each chain starts at the truth and adapts its step size and mass matrix
     during the NUTS_BURN discarded iterations, as ``fit``'s warm-up does. Sigma_x is
     factorised in a rotated basis (``ModelData.basis``, 30 degrees), as ``fit`` does with the
-    principal axes of its starting Sigma_x."""
+    principal axes of its starting Sigma_x. ``sigma`` and ``lambda_scale``: see
+    :func:`sbc_data`. The kept draws of S (REPS, N_KEPT, J, D, D) and the
+    S_hat of each replication are returned too, for the S_hat check
+    (``tests/test_s_hat_check.py``). Cached: the SBC test and the check's test share a run."""
     from numpyro.infer.hmc import hmc
     from numpyro.infer.util import initialize_model, unconstrain_fn
 
     model = R.normalx_noncentred_model
     c, s = np.cos(np.pi / 6), np.sin(np.pi / 6)
     basis = jnp.array([[c, -s], [s, c]])
-    assumed, simulate_with = (sbc_data()._replace(basis=basis),
-                              sbc_data(noise_scale)._replace(basis=basis))
+    assumed, simulate_with = (sbc_data(sigma=sigma)._replace(basis=basis),
+                              sbc_data(noise_scale, sigma, lambda_scale)._replace(basis=basis))
     step_size, inv_mass = _nuts_tuning(model, assumed, seed + 100)
     _, potential_fn_gen, postprocess_fn_gen, _ = initialize_model(
         jax.random.PRNGKey(0), model, model_args=(assumed._replace(
@@ -200,21 +207,33 @@ def _normalx_nuts_ranks(noise_scale, seed=3):
 
         def body(state, _):
             state = sample_kernel(state, model_args=(data,))
-            return state, functions(post(state.z))
+            p = post(state.z)
+            return state, (functions(p), p["S"])
 
-        _, f = jax.lax.scan(body, state, None, length=NUTS_BURN + NUTS_KEEP)
+        _, (f, S) = jax.lax.scan(body, state, None, length=NUTS_BURN + NUTS_KEEP)
         kept = f[NUTS_BURN::NUTS_THIN]
-        return jnp.sum(kept < functions(truth)[None, :], axis=0)
+        return (jnp.sum(kept < functions(truth)[None, :], axis=0), S[NUTS_BURN::NUTS_THIN],
+                data.S_hat)
 
     keys = jax.random.split(jax.random.PRNGKey(seed), REPS)
-    return np.asarray(jax.jit(jax.vmap(one))(keys))
+    return tuple(np.asarray(x) for x in jax.jit(jax.vmap(one))(keys))
 
 
 def test_sbc_normalx_default_nuts():
-    p = uniformity_pvalues(_normalx_nuts_ranks(1.0))
+    p = uniformity_pvalues(_normalx_nuts_ranks(1.0)[0])
     assert p.min() > P_MIN / len(p), np.round(p, 4)
 
 
 def test_sbc_normalx_default_nuts_negative_control():
-    p = uniformity_pvalues(_normalx_nuts_ranks(2.0))
+    p = uniformity_pvalues(_normalx_nuts_ranks(2.0)[0])
     assert p.min() < 1e-6, np.round(p, 4)
+
+
+#: A release that measures S weakly: noise about the size of S_j itself (S_j ~ n_j Sigma_x with
+#: E[Sigma_x] = I, n_j = 2000-3000), so Sigma_x's posterior rests on its prior in part.
+SIGMA_WEAK = 2000.0
+
+
+def test_sbc_normalx_default_nuts_weak_release():
+    p = uniformity_pvalues(_normalx_nuts_ranks(1.0, sigma=SIGMA_WEAK)[0])
+    assert p.min() > P_MIN / len(p), np.round(p, 4)

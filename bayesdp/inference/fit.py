@@ -106,6 +106,10 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
         Methods that fix S at S_hat ("fast", "fixeds", ...): when the noise on S they leave out
         brings the first-order coverage of some coefficient's 90% interval below 80%
         (:func:`check_s_noise`; attrs ``s_noise_coverage``, ``s_noise_min_coverage``).
+        Methods that sample S (the normalX methods): when the posterior predictive check of
+        S_hat finds a direction of the features along which the release and the posterior
+        disagree (:func:`check_s_hat`; attrs ``s_hat_check_z``, ``s_hat_check_max_abs_z``),
+        e.g. nearly collinear features whose small variance the prior of Sigma_x rules out.
     """
     release, seed, priors = prepare_fit(release, method, seed, priors, num_samples, num_chains,
                                         num_warmup)
@@ -167,7 +171,28 @@ def finish_fit(release, method, seed, priors, result, stacklevel=3):
         diagnostics.check_convergence(idata, method, stacklevel=stacklevel)
     if "fixed_s" in result.attrs:
         check_s_noise(release, method, priors, idata, stacklevel=stacklevel)
+    if "S" in result.posterior:
+        check_s_hat(release, idata, stacklevel=stacklevel)
     return idata
+
+
+def check_s_hat(release, idata, *, stacklevel=3):
+    """For a fit that samples S (the normalX methods): the posterior predictive check of S_hat
+    along the posterior's principal directions (:func:`diagnostics.s_hat_check`), recorded as
+    attrs ``s_hat_check_z`` (per direction, smallest variance first), ``s_hat_check_max_abs_z``
+    and ``s_hat_check_directions`` (the unit directions as columns, flattened); warns
+    (:class:`CalibrationWarning`) when some |z| exceeds ``diagnostics.s_hat_z_max(d)``: the
+    release and the model disagree there, and theta's intervals along it rest on the prior of
+    Sigma_x."""
+    chk = diagnostics.s_hat_check(diagnostics.posterior_array(idata, "S"), release.S_hat,
+                                  release.sigma_s)
+    diagnostics.set_attrs(idata, {
+        "s_hat_check_z": chk["z"].tolist(),
+        "s_hat_check_max_abs_z": float(np.max(np.abs(chk["z"]))),
+        "s_hat_check_directions": chk["directions"].ravel().tolist()})
+    message = diagnostics.s_hat_warning(idata)
+    if message:
+        warnings.warn(message, CalibrationWarning, stacklevel=stacklevel)
 
 
 def check_s_noise(release, method, priors, idata, *, stacklevel=3):
