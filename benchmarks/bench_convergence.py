@@ -7,7 +7,9 @@ every default (4 chains, 1000 warm-up + 1000 kept iterations, default priors); t
 at delta = 1/N_train. Printed per method and cell:
 
     max r_hat / min ess_bulk over theta, sigma_y2, Sigma_x (and mu with --intercept; the
-    issue's target: <= 1.01 and >= 400), the worst parameter, min ess_bulk over S, the wall
+    issue's target: <= 1.01 and >= 400), the worst parameter, min ess_bulk over S, the number
+    of divergent NUTS transitions (0 for the hand-written kernels), the S_hat check's z of
+    largest size (methods that sample S; docs/methods.md), the wall
     time of the whole ``fit`` call (compilation included) and min ESS per second of that call;
 
 and, per cell, the ratio of each method's ESS/s to the baseline's measured in the same run (the
@@ -61,8 +63,13 @@ def run_cell(label, rel, methods, seed):
             idata = bayesdp.fit(rel, method=m, seed=seed, progress_bar=False)
             dt = time.perf_counter() - t0
         r, rn, e, en, eS = convergence_row(idata)
+        div = int(idata.posterior.attrs.get("divergences", 0))  # NUTS only
+        # the S_hat check (methods that sample S): the z of largest size, signed
+        z = np.asarray(idata.posterior.attrs.get("s_hat_check_z", [np.nan]), dtype=float)
         rows.append(dict(cell=label, method=m, max_r_hat=r, worst_r_hat=rn, min_ess=e,
-                         worst_ess=en, min_ess_S=eS, seconds=dt, ess_per_s=e / dt))
+                         worst_ess=en, min_ess_S=eS, divergences=div,
+                         s_hat_z=float(z[np.argmax(np.abs(z))]) if np.isfinite(z).all()
+                         else float("nan"), seconds=dt, ess_per_s=e / dt))
     by = {row["method"]: row for row in rows}
     for row in rows:
         base = by.get(BASELINE.get(row["method"], ""))
@@ -71,6 +78,7 @@ def run_cell(label, rel, methods, seed):
         print(f"{label:28s} {row['method']:14s} {'ok  ' if ok else 'FAIL'} "
               f"r_hat {row['max_r_hat']:6.3f} ({row['worst_r_hat']:>18s})  "
               f"ess {row['min_ess']:6.0f} ({row['worst_ess']:>18s})  S ess {row['min_ess_S']:6.0f}  "
+              f"div {row['divergences']:4d}  S_hat z {row['s_hat_z']:5.1f}  "
               f"{row['seconds']:6.1f} s  ESS/s {row['ess_per_s']:7.1f}"
               + (f"  x{row['vs_baseline']:.1f} vs {BASELINE[row['method']]}"
                  if np.isfinite(row["vs_baseline"]) else ""), flush=True)
@@ -136,7 +144,8 @@ def main(argv=None):
 
         pd.DataFrame(rows).to_csv(a.csv, index=False)
     bad = [r for r in rows if not (r["max_r_hat"] <= 1.01 and r["min_ess"] >= 400)]
-    print(f"{len(rows) - len(bad)} of {len(rows)} fits met r_hat <= 1.01 and ESS >= 400")
+    print(f"{len(rows) - len(bad)} of {len(rows)} fits met r_hat <= 1.01 and ESS >= 400; "
+          f"{sum(r['divergences'] > 0 for r in rows)} had divergent transitions")
 
 
 if __name__ == "__main__":

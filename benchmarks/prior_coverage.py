@@ -2,7 +2,7 @@
 (issue 9, point 3; numbers quoted in docs/methods.md, "Priors").
 
     PYTHONPATH=. python benchmarks/prior_coverage.py --seeds 20 --methods fast fixeds
-    PYTHONPATH=. python benchmarks/prior_coverage.py --seeds 10 --methods normalx --priors default --s release
+    PYTHONPATH=. python benchmarks/prior_coverage.py --seeds 10 --methods normalx --priors default small-sigma-x --s release
     PYTHONPATH=. python benchmarks/prior_coverage.py --seeds 10 --methods normalx --priors generating-sigma-x --s release
     PYTHONPATH=. python benchmarks/prior_coverage.py --seeds 20 --methods fast fast-eiv --priors default
 
@@ -13,6 +13,9 @@ release whose S_hat is the true X_j^T X_j ("oracle S": the only approximation of
 fixing S at nearest_psd(S_hat), removed - so what remains is the prior's effect). For fixeds also
 whether sigma_y^2 = 1 lies inside its 90% interval and its posterior median. Method "fast-eiv"
 is fast with ``s_noise="eiv"`` (the noise on S carried into z's covariance to first order).
+For the methods that sample S, the share of fits whose S_hat check flagged a direction and the
+smallest and largest z seen. Priors "small-sigma-x" are the default with Sigma_x's Lambda 1e4
+times smaller; "generating-sigma-x" an oracle, the simulation's own prior of Sigma_x.
 """
 
 import argparse
@@ -43,6 +46,9 @@ def one(seed, methods, priors_kinds, num_samples, which_s=("release", "oracle S"
     rows = []
     for kind in priors_kinds:
         pri = {"default": bayesdp.Priors(), "paper": bayesdp.Priors.paper(),
+               # Sigma_x's prior scale 1e4 times smaller: allows features of small variance
+               "small-sigma-x": bayesdp.Priors(
+                   Lambda=1e-4 * bayesdp.Priors().resolve(rel).Lambda),
                # an oracle: Sigma_x's prior is the simulation's own InvWishart(d + 1, Lambda)
                "generating-sigma-x": bayesdp.Priors(Lambda=sim.Lambda,
                                                     kappa=sim.X.shape[1] + 1.0)}[kind]
@@ -63,6 +69,11 @@ def one(seed, methods, priors_kinds, num_samples, which_s=("release", "oracle S"
                     qs = posterior_quantiles(idata, "sigma_y2", (0.05, 0.5, 0.95))
                     row.update(s2_covered=bool(qs[0] <= 1.0 <= qs[2]), s2_median=float(qs[1]),
                                converged=bool(idata.posterior.attrs["converged"]))
+                if "s_hat_check_z" in idata.posterior.attrs:  # methods that sample S
+                    z = np.asarray(idata.posterior.attrs["s_hat_check_z"], dtype=float)
+                    row.update(s_hat_flagged=bool(
+                        np.abs(z).max() > bayesdp.diagnostics.s_hat_z_max(len(z))),
+                        s_hat_z_min=float(z.min()), s_hat_z_max=float(z.max()))
                 rows.append(row)
     return rows
 
@@ -72,7 +83,7 @@ def main():
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--methods", nargs="+", default=["fast", "fixeds"])
     ap.add_argument("--priors", nargs="+", default=["default", "paper"],
-                    choices=["default", "paper", "generating-sigma-x"])
+                    choices=["default", "paper", "small-sigma-x", "generating-sigma-x"])
     ap.add_argument("--num-samples", type=int, default=1000)
     ap.add_argument("--s", nargs="+", default=["release", "oracle"],
                     choices=["release", "oracle"], help="the release as published, oracle S")
@@ -88,6 +99,8 @@ def main():
     agg = {"coverage": "mean"}
     if "s2_covered" in df:
         agg.update(s2_covered="mean", s2_median="median", converged="mean")
+    if "s_hat_flagged" in df:
+        agg.update(s_hat_flagged="mean", s_hat_z_min="min", s_hat_z_max="max")
     print(df.groupby(["priors", "S", "method"]).agg(agg).round(3).to_string())
     print(f"({args.seeds} seeds x 5 coefficients per cell; {time.perf_counter() - t0:.0f} s)")
 
