@@ -29,8 +29,15 @@ def test_demo_main_job(tmp_path, capsys):
     out = capsys.readouterr().out
     for word in ("true", "mean", "sd", "90% lower", "90% upper", "adaSSP"):
         assert word in out
-    assert "leave out the noise on S" in out  # the fast intervals' known under-coverage
-    assert "coverage to first order" in out  # with the number of fit's check
+    assert "fast" in out and "non-private" in out
+    # the normalX posterior and its convergence check, read from the printed line
+    m = re.search(r"max r_hat ([0-9.]+), min bulk ESS ([0-9]+) over every sampled variable",
+                  out)
+    assert m and float(m.group(1)) <= 1.01 and int(m.group(2)) >= 400, out
+    # the S_hat check in plain words: on the demo's nearly collinear features it flags a
+    # direction (z = -4.5 measured) and says what that means for the intervals
+    assert "check of S_hat flags" in out and "too narrow" in out, out
+    assert "leaves that noise out" in out  # the fast intervals' known under-coverage
     rel = bayesdp.load_release(tmp_path / "release.json")
     assert (rel.J, rel.d, rel.n_total, rel.epsilon, rel.delta) == (5, 5, 100_000, 1.0, 1e-5)
     assert rel.seeded
