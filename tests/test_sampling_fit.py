@@ -323,6 +323,32 @@ def test_compilation_cache_env_writes_the_cache(tmp_path):
     assert cache.is_dir() and any(cache.iterdir())
 
 
+@pytest.mark.parametrize("setting", ["default", "off"])
+def test_the_command_keeps_its_compiled_programs_on_disk_unless_told_not_to(tmp_path, setting):
+    """``bayesdp fit`` (the console entry point, in a subprocess) turns JAX's compilation
+    cache on in $XDG_CACHE_HOME/bayesdp/jax; BAYESDP_COMPILATION_CACHE=off keeps it off."""
+    import subprocess
+    import sys
+
+    sim = bayesdp.simulate(n=600, d=2, seed=1)
+    rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=2,
+                          seed=2)
+    path = rel.save(tmp_path / "release.json")
+    env = {k: v for k, v in os.environ.items() if k != "BAYESDP_COMPILATION_CACHE"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache-home")
+    if setting == "off":
+        env["BAYESDP_COMPILATION_CACHE"] = "off"
+    subprocess.run([sys.executable, "-m", "bayesdp.cli", "fit", str(path), "--method",
+                    "normalx", "--num-samples", "20", "--num-warmup", "20", "--num-chains", "1",
+                    "--seed", "0", "--no-progress"], env=env, check=True, timeout=600,
+                   capture_output=True)
+    cache = tmp_path / "cache-home" / "bayesdp" / "jax"
+    if setting == "off":
+        assert not cache.exists()
+    else:
+        assert cache.is_dir() and any(cache.iterdir())
+
+
 def test_compiled_nuts_init_equals_numpyros_and_retraces_when_its_static_arguments_change():
     """normalx's NUTS compiles numpyro's HMC init (mcmc._compiled_init). It must return what
     numpyro's own (op-by-op) init returns, and, because init sets variables of its closure from

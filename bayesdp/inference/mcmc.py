@@ -208,39 +208,79 @@ def _run_mcmc(mcmc, seed, data, extra_fields, init_params=None):
 
 
 COMPILATION_CACHE_ENV = "BAYESDP_COMPILATION_CACHE"
+#: Values of BAYESDP_COMPILATION_CACHE that turn the cache off (also for the ``bayesdp`` command)
+COMPILATION_CACHE_OFF = ("0", "off", "no", "false")
+
+
+def default_compilation_cache_dir():
+    """``$XDG_CACHE_HOME/bayesdp/jax``, else ``~/.cache/bayesdp/jax``."""
+    import os
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "bayesdp", "jax")
 
 
 def enable_compilation_cache(path=None, min_compile_time_secs=0.5):
     """Turn on JAX's persistent compilation cache (a process-wide JAX setting) in ``path``
-    (default ``$BAYESDP_COMPILATION_CACHE``, else ``~/.cache/bayesdp/jax``); returns the path.
+    (default ``$BAYESDP_COMPILATION_CACHE``, else :func:`default_compilation_cache_dir`); returns
+    the path. JAX does not limit its size (a limit needs the ``filelock`` package); delete the
+    folder to clear it.
 
     ``numpyro.infer.MCMC.run`` lowers its sampling loop afresh on every call (its
     ``fori_collect`` wraps the cached loop body in a new ``jax.jit`` each time, so jax's
     in-memory cache misses even when the same MCMC object runs again), which costs 2-10 s of
     XLA compilation per ``fit``. With this cache the identical program is loaded from disk
     instead: repeated fits of releases of the same shape, in this process or later ones, skip
-    the compilation. Off by default because it writes to disk; setting the environment variable
-    ``BAYESDP_COMPILATION_CACHE`` to a directory turns it on for every ``fit``."""
+    the compilation. The ``bayesdp`` command turns it on (:func:`command_compilation_cache`);
+    in Python it is off unless called, or unless the environment variable
+    ``BAYESDP_COMPILATION_CACHE`` names a directory, which turns it on for every ``fit``."""
     import os
 
     import jax
 
     if path is None:
-        path = os.environ.get(COMPILATION_CACHE_ENV) or os.path.join(
-            os.path.expanduser("~"), ".cache", "bayesdp", "jax")
+        path = os.environ.get(COMPILATION_CACHE_ENV) or default_compilation_cache_dir()
     os.makedirs(path, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_secs))
     return str(path)
 
 
-def _compilation_cache_from_env():
+def _cache_env():
+    """BAYESDP_COMPILATION_CACHE: None when unset or empty, "off" for the values that turn the
+    cache off, else the directory."""
     import os
 
+    value = os.environ.get(COMPILATION_CACHE_ENV, "").strip()
+    if not value:
+        return None
+    return "off" if value.lower() in COMPILATION_CACHE_OFF else value
+
+
+def _compilation_cache_from_env():
     import jax
 
-    if os.environ.get(COMPILATION_CACHE_ENV) and not jax.config.jax_compilation_cache_dir:
-        enable_compilation_cache()
+    value = _cache_env()
+    if value not in (None, "off") and not jax.config.jax_compilation_cache_dir:
+        enable_compilation_cache(value)
+
+
+def command_compilation_cache():
+    """The ``bayesdp`` command's default: JAX's compilation cache on disk, in
+    ``$BAYESDP_COMPILATION_CACHE`` or :func:`default_compilation_cache_dir`, unless that
+    variable turns it off ("0", "off", ...). A second ``bayesdp fit --method normalx`` of a
+    release of the same shape then loads NUTS's compiled programs instead of compiling them
+    again (docs/methods.md, "Cost"). Returns the directory, or None when off or when the
+    directory cannot be made (the command then runs without the cache)."""
+    value = _cache_env()
+    if value == "off":
+        return None
+    try:
+        # every program, however quick to compile: numpyro's model tracing compiles ~130
+        # small ones (about 5 s together at d = 5, J = 10), which a 0.5 s floor never stores
+        return enable_compilation_cache(value, min_compile_time_secs=0.0)
+    except OSError:
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
