@@ -663,45 +663,46 @@ def warn_checks(df: pd.DataFrame, *, stacklevel=3) -> None:
     def per_method(sub):
         return ", ".join(f"{m} {n}" for m, n in sub.groupby(level="method").size().items())
 
-    if "converged" in rows:
-        fits = rows[rows["converged"].notna()]
-        bad = fits[fits["converged"] < 1]
-        if len(bad):
-            w = next(bad.sort_values("max_r_hat", ascending=False).itertuples())
-            warnings.warn(
-                f"compare: {len(bad)} of {len(fits)} MCMC fits did not pass fit's convergence "
-                f"check (r_hat <= {RHAT_MAX} and bulk ESS >= {ESS_MIN} for every sampled "
-                f"variable; {per_method(bad)}); the worst, {where(w)}: max r_hat "
-                f"{w.max_r_hat:.3f}, min bulk ESS {w.min_ess_bulk:.0f}. Their metrics describe "
-                "chains that had not converged: raise num_warmup and num_samples (the paper "
-                "ran 5000 + 5000). The rows 'converged', 'max_r_hat' and 'min_ess_bulk' of the "
-                "results give every fit's.", ConvergenceWarning, stacklevel=stacklevel)
-    if "s_noise_min_coverage" in rows:
-        fits = rows[rows["s_noise_min_coverage"].notna()]
-        bad = fits[fits["s_noise_min_coverage"] < S_NOISE_COVERAGE_MIN]
-        if len(bad):
-            w = next(bad.sort_values("s_noise_min_coverage").itertuples())
-            warnings.warn(
-                f"compare: in {len(bad)} of {len(fits)} fits of the methods that fix S "
-                f"({per_method(bad)}) the noise on S they leave out makes theta's 90% "
-                f"intervals too narrow: to first order some coefficient's hold the truth less "
-                f"than {S_NOISE_COVERAGE_MIN:.0%} of the time (lowest {where(w)}: "
-                f"{w.s_noise_min_coverage:.0%}). The rows 's_noise_min_coverage' give every "
-                "fit's; docs/methods.md, 'Does the noise on S matter?'.",
-                CalibrationWarning, stacklevel=stacklevel)
-    if "s_hat_agrees" in rows:
-        fits = rows[rows["s_hat_agrees"].notna()]
-        bad = fits[fits["s_hat_agrees"] < 1]
-        if len(bad):
-            w = next(bad.sort_values("s_hat_max_abs_z", ascending=False).itertuples())
-            warnings.warn(
-                f"compare: in {len(bad)} of {len(fits)} fits of the methods that sample S "
-                f"({per_method(bad)}) the release and the posterior disagree along some "
-                f"direction of the features (the posterior predictive check of S_hat; largest "
-                f"|z| {w.s_hat_max_abs_z:.1f}, {where(w)}): theta's intervals along it rest on "
-                "the prior of Sigma_x. The rows 's_hat_max_abs_z' and 's_hat_agrees' give "
-                "every fit's; docs/methods.md, 'Does the release agree with the prior of "
-                "Sigma_x?'.", CalibrationWarning, stacklevel=stacklevel)
+    def failing(check, fails, worst_first, ascending):
+        """The fits that report ``check``, those of them that fail it, and the worst one."""
+        if check not in rows:
+            return rows.iloc[:0], rows.iloc[:0], None
+        fits = rows[rows[check].notna()]
+        bad = fits[fails(fits[check])]
+        worst = next(bad.sort_values(worst_first, ascending=ascending).itertuples(), None)
+        return fits, bad, worst
+
+    fits, bad, w = failing("converged", lambda c: c < 1, "max_r_hat", False)
+    if w is not None:
+        warnings.warn(
+            f"compare: {len(bad)} of {len(fits)} MCMC fits did not pass fit's convergence "
+            f"check (r_hat <= {RHAT_MAX} and bulk ESS >= {ESS_MIN} for every sampled "
+            f"variable; {per_method(bad)}); the worst, {where(w)}: max r_hat "
+            f"{w.max_r_hat:.3f}, min bulk ESS {w.min_ess_bulk:.0f}. Their metrics describe "
+            "chains that had not converged: raise num_warmup and num_samples (the paper "
+            "ran 5000 + 5000). The rows 'converged', 'max_r_hat' and 'min_ess_bulk' of the "
+            "results give every fit's.", ConvergenceWarning, stacklevel=stacklevel)
+    fits, bad, w = failing("s_noise_min_coverage", lambda c: c < S_NOISE_COVERAGE_MIN,
+                       "s_noise_min_coverage", True)
+    if w is not None:
+        warnings.warn(
+            f"compare: in {len(bad)} of {len(fits)} fits of the methods that fix S "
+            f"({per_method(bad)}) the noise on S they leave out makes theta's 90% "
+            f"intervals too narrow: to first order some coefficient's hold the truth less "
+            f"than {S_NOISE_COVERAGE_MIN:.0%} of the time (lowest {where(w)}: "
+            f"{w.s_noise_min_coverage:.0%}). The rows 's_noise_min_coverage' give every "
+            "fit's; docs/methods.md, 'Does the noise on S matter?'.",
+            CalibrationWarning, stacklevel=stacklevel)
+    fits, bad, w = failing("s_hat_agrees", lambda c: c < 1, "s_hat_max_abs_z", False)
+    if w is not None:
+        warnings.warn(
+            f"compare: in {len(bad)} of {len(fits)} fits of the methods that sample S "
+            f"({per_method(bad)}) the release and the posterior disagree along some "
+            f"direction of the features (the posterior predictive check of S_hat; largest "
+            f"|z| {w.s_hat_max_abs_z:.1f}, {where(w)}): theta's intervals along it rest on "
+            "the prior of Sigma_x. The rows 's_hat_max_abs_z' and 's_hat_agrees' give "
+            "every fit's; docs/methods.md, 'Does the release agree with the prior of "
+            "Sigma_x?'.", CalibrationWarning, stacklevel=stacklevel)
 
 
 def _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose, progress, desc):

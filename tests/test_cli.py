@@ -458,6 +458,7 @@ def test_cli_subprocess_no_traceback(tmp_path, csv_data):
 
     env = {k: v for k, v in os.environ.items() if k != "BAYESDP_DEBUG"}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["BAYESDP_COMPILATION_CACHE"] = "off"  # leave the user's cache alone
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
     runs = [

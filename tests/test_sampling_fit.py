@@ -462,6 +462,7 @@ def test_the_command_runs_normalx_chains_in_parallel_on_the_same_posterior(rel, 
     path = rel.save(tmp_path / "release.json")
     out = tmp_path / "posterior.nc"
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["BAYESDP_COMPILATION_CACHE"] = str(tmp_path / "jax-cache")  # not the user's cache
     subprocess.run([sys.executable, "-m", "bayesdp.cli", "fit", str(path), "--method",
                     "normalx", "--seed", "3", "--out", str(out)],
                    env=env, check=True, timeout=900, capture_output=True)
