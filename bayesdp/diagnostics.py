@@ -552,7 +552,8 @@ def s_hat_message(method, z, directions, feature_names, floor=None, Lambda=None)
     if low:
         at = "" if floor is None else f" = {floor:.3g}"
         refit = ("a smaller Priors(Lambda=...)" if Lambda is None
-                 else f"e.g. priors=bayesdp.Priors(Lambda={1e-4 * Lambda:.3g})")
+                 else f"e.g. priors=bayesdp.Priors(Lambda={1e-4 * Lambda:.3g}) (bayesdp fit "
+                 f"--prior-lambda {1e-4 * Lambda:.3g})")
         msg += ("the release shows less variance there than the posterior holds. The prior of "
                 f"Sigma_x keeps every variance of the features above about Lambda / (kappa + "
                 f"d + 1){at}, so nearly collinear features whose small variance the noise hides "
@@ -565,7 +566,7 @@ def s_hat_message(method, z, directions, feature_names, floor=None, Lambda=None)
                 "variance the release measures only weakly down (more so the larger d), or "
                 "the rows do not follow the normalX model (normal features, y linear in x). "
                 "Theta's intervals along that direction may be off; refit with a larger "
-                "Priors(Lambda=...) and compare")
+                "Priors(Lambda=...) (bayesdp fit --prior-lambda) and compare")
     return msg + "; docs/methods.md, 'Does the release agree with the prior of Sigma_x?'."
 
 

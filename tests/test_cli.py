@@ -81,6 +81,16 @@ def test_simulate_release_fit_from_the_shell(tmp_path, capsys):
     assert a["priors"] == "weakly-informative (public bounds) + user (a, b, C)"
     np.testing.assert_allclose(a["prior_C"], (9.0 * np.eye(3)).ravel())
     assert (a["prior_a"], a["prior_b"]) == (2.0, 0.5)
+    # the features' covariance prior, which the S_hat check's warning tells users to change
+    assert main(["fit", str(rel_path), "--method", "fast", "--seed", "2", "--prior-lambda",
+                 "0.04", "--prior-kappa", "7", "--out", str(post)]) == 0
+    a = bayesdp.diagnostics.load(post).posterior.attrs
+    np.testing.assert_allclose(a["prior_Lambda"], (0.04 * np.eye(3)).ravel())
+    assert a["prior_kappa"] == 7.0
+    for bad, word in ((["--prior-lambda", "0"], "--prior-lambda"), (["--prior-kappa", "1"], "kappa")):
+        assert main(["fit", str(rel_path), "--method", "fast", *bad]) == 2
+        err = capsys.readouterr().err
+        assert word in err and "Traceback" not in err, err
 
 
 def test_combine_from_the_shell(tmp_path):

@@ -77,6 +77,12 @@ def _priors_from_args(args):
         if not args.prior_scale_theta > 0:
             raise BayesdpError(f"--prior-scale-theta must be > 0, got {args.prior_scale_theta}")
         over["C"] = np.array([[args.prior_scale_theta ** 2]])
+    if args.prior_lambda is not None:
+        if not args.prior_lambda > 0:
+            raise BayesdpError(f"--prior-lambda must be > 0, got {args.prior_lambda}")
+        over["Lambda"] = np.array([[args.prior_lambda]])
+    if args.prior_kappa is not None:
+        over["kappa"] = args.prior_kappa  # checked against d when the priors are resolved
     return Priors.paper(**over) if args.priors == "paper" else Priors(**over)
 
 
@@ -132,6 +138,13 @@ def register(subparsers):
                    help="scale b of sigma_y^2 ~ InvGamma(a, b) (overrides --priors)")
     p.add_argument("--prior-scale-theta", type=float, default=None,
                    help="prior sd s of every coefficient: theta ~ N(0, s^2 I) (overrides --priors)")
+    p.add_argument("--prior-lambda", type=float, default=None,
+                   help="scale of the features' covariance prior: Sigma_x ~ InvWishart(kappa, "
+                        "LAMBDA I) (normalX methods; overrides --priors; the S_hat check's "
+                        "warning suggests a value)")
+    p.add_argument("--prior-kappa", type=float, default=None,
+                   help="degrees of freedom kappa > d - 1 of Sigma_x ~ InvWishart(kappa, Lambda) "
+                        "(overrides --priors)")
     p.add_argument("--full", "--all-parameters", action="store_true",
                    help="MCMC methods: print the ArviZ summary of every entry of every sampled "
                         "variable (S, Sigma_x too); by default theta and sigma_y2 entry by entry "
