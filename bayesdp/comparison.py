@@ -683,7 +683,7 @@ def warn_checks(df: pd.DataFrame, *, stacklevel=3) -> None:
             "ran 5000 + 5000). The rows 'converged', 'max_r_hat' and 'min_ess_bulk' of the "
             "results give every fit's.", ConvergenceWarning, stacklevel=stacklevel)
     fits, bad, w = failing("s_noise_min_coverage", lambda c: c < S_NOISE_COVERAGE_MIN,
-                       "s_noise_min_coverage", True)
+                           "s_noise_min_coverage", True)
     if w is not None:
         warnings.warn(
             f"compare: in {len(bad)} of {len(fits)} fits of the methods that fix S "
