@@ -653,7 +653,8 @@ def check_convergence(idata, method="?", *, rhat_max=RHAT_MAX, ess_min=ESS_MIN, 
             f"{method}: {n_div} of {conv['n_chains'] * conv['n_draws']} NUTS transitions "
             "diverged: the sampler missed part of the posterior, so these draws may be biased "
             "even where r_hat and ESS look fine; refit with a higher target_accept_prob (e.g. "
-            "0.99) and check that the divergences go away.", ConvergenceWarning,
+            "0.99; bayesdp fit --target-accept-prob 0.99) and check that the divergences go "
+            "away.", ConvergenceWarning,
             stacklevel=stacklevel)
     return conv
 

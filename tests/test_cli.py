@@ -87,7 +87,8 @@ def test_simulate_release_fit_from_the_shell(tmp_path, capsys):
     a = bayesdp.diagnostics.load(post).posterior.attrs
     np.testing.assert_allclose(a["prior_Lambda"], (0.04 * np.eye(3)).ravel())
     assert a["prior_kappa"] == 7.0
-    for bad, word in ((["--prior-lambda", "0"], "--prior-lambda"), (["--prior-kappa", "1"], "kappa")):
+    for bad, word in ((["--prior-lambda", "0"], "--prior-lambda"), (["--prior-kappa", "1"], "kappa"),
+                      (["--target-accept-prob", "0.9"], "unknown option(s) for method 'fast'")):
         assert main(["fit", str(rel_path), "--method", "fast", *bad]) == 2
         err = capsys.readouterr().err
         assert word in err and "Traceback" not in err, err
@@ -505,8 +506,9 @@ def test_fit_normalx_prints_theta_and_sigma_y2_and_one_line_per_matrix(tmp_path,
     rel = bayesdp.release(sim.X, sim.y, epsilon=5, delta=1e-5, bounds=sim.bounds, nodes=3,
                           seed=1).save(tmp_path / "r.json")
     argv = ["fit", str(rel), "--method", "normalx", "--seed", "0", "--num-samples", "30",
-            "--num-warmup", "30", "--num-chains", "2"]
+            "--num-warmup", "30", "--num-chains", "2", "--target-accept-prob", "0.9"]
     assert main(argv) == 0
+    assert fits[0].posterior.attrs["target_accept_prob"] == 0.9  # what a divergence warning asks
     out = capsys.readouterr().out
     assert not re.search(r"^(S|Sigma_x)\[", out, re.M)  # no table row of any entry of S
     assert re.search(r"^theta\[x1\]", out, re.M) and re.search(r"^sigma_y2 ", out, re.M)

@@ -242,6 +242,8 @@ def test_bad_settings_give_clear_errors(rel):
         bayesdp.fit(rel, method="normalx", alpha_init=10.0, num_samples=5, num_warmup=5)
     with pytest.raises(BayesdpInputError, match="unknown option"):
         bayesdp.fit(rel, method="fixeds", alpha=3, num_samples=5, num_warmup=5)
+    with pytest.raises(BayesdpInputError, match=r"unknown option.*target_accept_prob.*takes.*sigma_y2"):
+        bayesdp.fit(rel, method="fast", target_accept_prob=0.9)  # a runner without **options
     with pytest.raises(BayesdpInputError, match="fixed_s"):
         bayesdp.fit(rel, method="fixeds", fixed_s="nearest", num_samples=5, num_warmup=5)
 

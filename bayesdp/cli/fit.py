@@ -26,7 +26,8 @@ def _cmd_fit(args):
         raise BayesdpError("--method bs (MCMC-B&S) needs a noisy y^T y, which this release does "
                            "not have: make the release with 'bayesdp release ... --include-yty' "
                            "(Python: release(..., include_yty=True)), or use another --method")
-    kwargs = {name: getattr(args, name) for name in ("num_warmup", "sigma_y2", "s_noise")
+    kwargs = {name: getattr(args, name) for name in ("num_warmup", "sigma_y2", "s_noise",
+                                                     "target_accept_prob")
               if getattr(args, name) is not None}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)  # ConvergenceWarning is a UserWarning
@@ -123,6 +124,9 @@ def register(subparsers):
                         "device each (the command asks JAX for max(4, cores) devices)")
     p.add_argument("--num-warmup", type=int, default=None,
                    help="burn-in draws per chain (MCMC methods; default: the method's, 1000)")
+    p.add_argument("--target-accept-prob", type=float, default=None,
+                   help="NUTS methods (normalx): the acceptance rate its step size adapts to "
+                        "(default 0.8); raise it (e.g. 0.99) when transitions diverge")
     p.add_argument("--sigma-y2", type=float, default=None,
                    help="method 'fast': fix sigma_y^2 at this value instead of the plug-in (B_y/3)^2")
     p.add_argument("--s-noise", default=None, choices=["conditional", "eiv", "ignore"],

@@ -113,12 +113,30 @@ def fit(release, method="fast", *, seed=None, priors: Optional[Priors] = None, n
     """
     release, seed, priors = prepare_fit(release, method, seed, priors, num_samples, num_chains,
                                         num_warmup)
+    _check_options(method, options)
     result = METHODS[method].run(
         release, priors, seed=seed, num_samples=int(num_samples),
         num_chains=int(num_chains), num_warmup=int(num_warmup), progress_bar=progress_bar,
         **options,
     )
     return finish_fit(release, method, seed, priors, result, stacklevel=4)
+
+
+def _check_options(method, options):
+    """A clear error for method options the method's runner does not take (runners that take
+    ``**options`` check their own)."""
+    import inspect
+
+    params = inspect.signature(METHODS[method].run).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    common = {"release", "priors", "seed", "num_samples", "num_chains", "num_warmup",
+              "progress_bar"}
+    unknown = sorted(set(options) - set(params))
+    if unknown:
+        takes = sorted(set(params) - common)
+        raise BayesdpInputError(f"unknown option(s) for method {method!r}: {unknown}; it takes "
+                                + (", ".join(takes) if takes else "none"))
 
 
 def prepare_fit(release, method, seed, priors, num_samples, num_chains, num_warmup):
