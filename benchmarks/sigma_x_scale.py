@@ -50,22 +50,13 @@ def _log_uniform_tau_fit(rel, seed):
     from bayesdp.models import regression as R
 
     def model(data):
-        J, d = data.Sigma_z.shape[0], data.m.shape[0]
+        # the package's model with Lambda scaled by tau (and its Cholesky factor by sqrt(tau))
         tau = numpyro.sample("tau", dist.LogUniform(TAU_LOW, 1.0))
-        Q = data.basis
-        Lq = Q.T @ data.Lambda @ Q
-        L_x = Q @ numpyro.sample("L_x", R.inverse_wishart_cholesky(
-            data.kappa, tau * 0.5 * (Lq + Lq.T)))
-        numpyro.deterministic("Sigma_x", L_x @ L_x.T)
-        with numpyro.plate("holder", J):
-            W_diag = numpyro.sample("W_diag", dist.Normal(0.0, 1.0).expand([d]).to_event(1))
-            W_off = numpyro.sample(
-                "W_offdiag", dist.Normal(0.0, 1.0).expand([d * (d - 1) // 2]).to_event(1))
-        A, correction = R.bartlett_cholesky(data.n, W_diag, W_off)
-        numpyro.factor("W_diag_chi", correction)
-        LA = jnp.einsum("ik,jkl->jil", L_x, A)
-        S = numpyro.deterministic("S", LA @ jnp.swapaxes(LA, -1, -2))
-        R._noncentred_observations(data, S)
+        pf = data.prior_factors
+        R.normalx_noncentred_model(data._replace(
+            Lambda=tau * data.Lambda,
+            prior_factors=None if pf is None else pf._replace(L_Lambda=jnp.sqrt(tau)
+                                                              * pf.L_Lambda)))
 
     priors = bayesdp.Priors().resolve(rel)
     s2_0 = M.initial_sigma_y2(rel, priors)

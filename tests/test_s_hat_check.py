@@ -109,6 +109,7 @@ def test_the_check_flags_the_paper_simulation_and_not_well_conditioned_features(
     idata, warned = _fit(rel)
     assert idata.posterior.attrs["s_hat_check_max_abs_z"] < 1.0 and not warned
 
+
 def _sbc_z(**run):
     """z-scores of the S_hat check for each replication of the NUTS SBC runs of
     tests/test_sbc.py (data drawn from the model's prior predictive, D = 2, J = 2,
