@@ -2,6 +2,7 @@
 (network adapters), and normalX's refusal where the Wishart model does not hold."""
 
 import dataclasses
+import re
 import warnings
 
 import numpy as np
@@ -124,15 +125,28 @@ def test_normalx_refuses_non_wishart_release(small_release, method):
         bayesdp.fit(rel, method=method, num_samples=5, num_warmup=5)
 
 
+WISHART_APPROX = r"assumes S_j ~ Wishart\(Sigma_x, n_j\), which holds only approximately"
+
+
+def _wishart_approx_warnings(record):
+    return [w for w in record
+            if issubclass(w.category, UserWarning) and re.search(WISHART_APPROX, str(w.message))]
+
+
 def test_normalx_warns_on_approximate_wishart(small_release):
     rel = dataclasses.replace(small_release, provenance={"protocol": "consensus",
                                                          "wishart_S": "approximate"})
-    with pytest.warns(UserWarning, match="approximately"):
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
         bayesdp.fit(rel, method="normalx", seed=0, num_samples=5, num_warmup=5, num_chains=1,
                     progress_bar=False)
-    with warnings.catch_warnings():  # the Gaussian mechanism's release: no Wishart warning
-        warnings.simplefilter("error", UserWarning)
-        # 5 draws cannot converge; that warning is not what this test is about
-        warnings.simplefilter("ignore", bayesdp.ConvergenceWarning)
+    assert len(_wishart_approx_warnings(rec)) == 1, [str(w.message) for w in rec]
+    # The Gaussian mechanism's release: no Wishart warning. Only that warning is looked for, with
+    # the same pattern that just found it: a 5-draw fit may also warn that it did not converge or
+    # that S_hat disagrees with the posterior (CalibrationWarning), which depends on where 5
+    # draws land (it does on some processors), and neither is what this test is about.
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
         bayesdp.fit(small_release, method="normalx", seed=0, num_samples=5, num_warmup=5,
                     num_chains=1, progress_bar=False)
+    assert not _wishart_approx_warnings(rec), [str(w.message) for w in rec]
