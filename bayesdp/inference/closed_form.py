@@ -241,15 +241,14 @@ def s_noise_coverage(release, theta, sigma_y2, priors, *, fixed_s="psd", s_noise
     array (d,)."""
     from scipy.stats import norm
 
-    from ..releases.layout import eiv_covariance, noise_blocks
-
     theta = np.asarray(theta, dtype=float)
     s2_err = float(sigma_y2 if sigma_y2_error is None else sigma_y2_error)
     S = fixed_s_estimate(release, fixed_s)
     used = theta if theta_used is None else np.asarray(theta_used, dtype=float)
     shift, Sig = z_given_s_noise(release, S, s_noise=s_noise, theta=used)
     Sig = complete_degenerate_noise(S, release.z_hat - shift, sigma_y2, Sig)  # as the fit did
-    D = eiv_covariance(*noise_blocks(release), theta) - Sig
+    # Sigma_eiv,j(theta) in the structured noise model (O(d^2) memory for the iid design)
+    D = z_given_s_noise(release, S, s_noise="eiv", theta=theta)[1] - Sig
     d = release.d
     P = linalg.cho_solve(linalg.cho_factor(priors.C, lower=True), np.eye(d))
     G = np.zeros((d, d))
