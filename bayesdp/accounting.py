@@ -53,8 +53,17 @@ DISCRETE_GAUSSIAN = "discrete_gaussian"
 
 
 def gaussian_rho(sigma, sensitivity):
-    """rho-zCDP of the Gaussian mechanism: Delta^2 / (2 sigma^2) (Bun & Steinke 2016, Prop. 1.6)."""
-    return 0.5 * (float(sensitivity) / float(sigma)) ** 2
+    """rho-zCDP of the Gaussian mechanism: Delta^2 / (2 sigma^2) (Bun & Steinke 2016, Prop. 1.6);
+    inf when that overflows float64 (or sigma is 0)."""
+    try:
+        return 0.5 * (float(sensitivity) / float(sigma)) ** 2
+    except (OverflowError, ZeroDivisionError):
+        return math.inf
+
+
+_LOG_T_RANGE = (-700.0, 700.0)
+"""The range of log t = log(alpha - 1) searched by :func:`_zcdp_log_delta`: exp stays finite, and
+every alpha > 1 gives a valid bound, so clamping can only make delta larger."""
 
 
 def _zcdp_log_delta(rho, eps):
@@ -62,23 +71,28 @@ def _zcdp_log_delta(rho, eps):
 
     With alpha = 1 + t, the exponent is g(t) = t (alpha rho - eps + log(t / alpha)) - log alpha,
     convex in t > 0 (g'' = 2 rho + 1 / (alpha t) > 0) with g'(t) = (2 alpha - 1) rho - eps +
-    log(t / alpha). Its root is found by bisection on log t; every alpha > 1 gives a valid bound,
-    so an inexact root can only make delta larger.
+    log(t / alpha). Its root is found by bisection on log t, within _LOG_T_RANGE; every
+    alpha > 1 gives a valid bound, so an inexact (or clamped) root can only make delta larger.
+    Every loop is bounded, whatever rho and eps are (at most about 1400 + 200 evaluations).
     """
-    def g(u):
+    u_min, u_max = _LOG_T_RANGE
+
+    def g(u):  # log(t / alpha) as -log1p(1 / t): exact where u - log1p(t) would cancel
         t = math.exp(u)
-        return t * ((1.0 + t) * rho - eps + u - math.log1p(t)) - math.log1p(t)
+        return t * ((1.0 + t) * rho - eps - math.log1p(math.exp(-u))) - math.log1p(t)
 
     def dg(u):
         t = math.exp(u)
-        return (1.0 + 2.0 * t) * rho - eps + u - math.log1p(t)
+        return (1.0 + 2.0 * t) * rho - eps - math.log1p(math.exp(-u))
 
-    lo = math.log(max((eps / rho - 1.0) / 2.0, 1.0))
-    while dg(lo) >= 0:
-        lo -= 1.0
-    hi = lo + 1.0
-    while dg(hi) <= 0:
-        hi += 1.0
+    ratio = eps / rho  # inf for a tiny rho: start at the top of the range
+    lo = math.log(max((ratio - 1.0) / 2.0, 1.0)) if math.isfinite(ratio) else u_max
+    lo = min(lo, u_max)
+    while lo > u_min and dg(lo) >= 0:
+        lo = max(lo - 1.0, u_min)
+    hi = min(lo + 1.0, u_max)
+    while hi < u_max and dg(hi) <= 0:
+        hi = min(hi + 1.0, u_max)
     for _ in range(200):
         mid = 0.5 * (lo + hi)
         if mid in (lo, hi):
@@ -126,20 +140,30 @@ def zcdp_epsilon(rho, delta):
     delta)-DP guarantee implied by rho-zCDP (Canonne, Kamath & Steinke 2020, Corollary 13).
 
     Bisection on eps (delta(eps) decreases), started from Bun & Steinke's (2016, Prop. 1.3)
-    looser eps = rho + 2 sqrt(rho log(1/delta)); the upper end is returned, so
-    zcdp_delta(rho, result) <= delta always holds.
+    looser eps = rho + 2 sqrt(rho log(1/delta)) (log(1/delta) as -log(delta), finite for every
+    delta in (0, 1), subnormal ones included); the upper end is returned, so
+    zcdp_delta(rho, result) <= delta always holds, and so does the bound itself in log space
+    (which matters for a subnormal delta, where exp rounds coarsely). Every loop is bounded.
     """
     r = _check_rho(rho)
     _, dlt = privacy.check_epsilon_delta(1.0, delta)
+    log_dlt = math.log(dlt)
 
-    def ok(eps):  # compared as zcdp_delta returns it
-        return math.exp(_zcdp_log_delta(r, eps)) <= dlt
+    def ok(eps):  # compared as zcdp_delta returns it, and in log space
+        log_d = _zcdp_log_delta(r, eps)
+        return log_d <= log_dlt and math.exp(log_d) <= dlt
 
     if r == 0 or ok(0.0):
         return 0.0
-    lo, hi = 0.0, r + 2.0 * math.sqrt(r * math.log(1.0 / dlt))
-    while not ok(hi):
+    lo, hi = 0.0, r + 2.0 * math.sqrt(r * -log_dlt)
+    for _ in range(64):  # Bun & Steinke's eps already meets delta; a few doublings absorb rounding
+        if ok(hi):
+            break
         lo, hi = hi, 2.0 * hi
+    else:  # pragma: no cover - the Bun & Steinke bound holds
+        raise BayesdpInputError(f"zcdp_epsilon: no epsilon found for rho={r!r}, delta={dlt!r}")
+    if not math.isfinite(hi):  # pragma: no cover - rho is finite, so is the bound
+        raise BayesdpInputError(f"zcdp_epsilon: rho={r!r} is too large for a finite epsilon")
     for _ in range(200):
         mid = 0.5 * (lo + hi)
         if mid in (lo, hi) or hi - lo <= 1e-15 * hi:
