@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import socket
 import tempfile
 from pathlib import Path
 
@@ -31,13 +33,21 @@ def write_atomic(path, write) -> Path:
     """Write ``path`` through a temporary file beside it and an atomic rename, so that a failure
     leaves no partial file and an existing file unchanged. ``write(fd, tmp)`` writes the
     temporary file, open as the descriptor ``fd`` (``write`` closes it) at the path ``tmp``.
-    The file gets the permissions the umask allows (it is for sharing)."""
+    The file gets the permissions the umask allows (it is for sharing).
+
+    The temporary file is ``.NAME.HOST.PID.XXXXXXXX.tmp`` (this machine's name and this
+    process's id). A writer killed before its rename (kill -9, power loss) leaves it behind; the
+    next write of the same target removes such leftovers whose writer is certainly gone: written
+    on this machine by a process that no longer exists (:func:`_remove_stale_temporaries`).
+    """
     path = Path(path)
     if path.parent and not path.parent.exists():
         raise BayesdpInputError(f"path: folder {str(path.parent)!r} does not exist")
     if path.is_dir():
         raise BayesdpInputError(f"path: {str(path)!r} is a folder; give a file name to write")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    _remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path.name), suffix=".tmp",
+                               dir=path.parent or ".")
     try:
         umask = os.umask(0)
         os.umask(umask)
@@ -49,6 +59,56 @@ def write_atomic(path, write) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def _host_tag():
+    """This machine's name as it goes into a temporary file's name: letters, digits and '-'."""
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname() or "host")[:32] or "host"
+
+
+def _temporary_prefix(name, pid=None):
+    """``.NAME.HOST.PID.``: the start of the name of a temporary file of :func:`write_atomic`."""
+    return f".{name}.{_host_tag()}.{os.getpid() if pid is None else int(pid)}."
+
+
+def _process_exists(pid):
+    """False only when no process ``pid`` exists on this machine (a zombie still counts)."""
+    if pid <= 0:
+        return True  # not a process id a writer has: keep the file
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists (another user's), or cannot tell: keep the file
+    return True
+
+
+def _remove_stale_temporaries(path):
+    """Remove the temporary files that an earlier :func:`write_atomic` of ``path`` left behind
+    when its process died before the rename: those named ``.NAME.HOST.PID.XXXXXXXX.tmp`` with
+    this machine's HOST and a PID that no longer exists. A live writer's file (its process
+    exists: another process writing the same target right now, or this one), a file from
+    another machine (its process cannot be checked from here) and files of any other name are
+    kept. Best effort: a failure to list or remove is ignored (the write itself reports real
+    problems)."""
+    pattern = re.compile(re.escape(f".{path.name}.{_host_tag()}.") + r"(\d+)\.[^.]+\.tmp")
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is None:
+            continue
+        pid = int(m.group(1))
+        if pid == os.getpid() or _process_exists(pid):
+            continue
+        try:
+            os.unlink(folder / name)
+        except OSError:
+            pass
 
 
 def write_text_atomic(path, text: str) -> Path:
