@@ -483,7 +483,7 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     split : how a count J splits the rows over holders: "contiguous" (default; the paper's
         protocol, so its experiments and earlier result folders reproduce; not add/remove
         private, see docs/privacy.md, but the releases made here stay inside the experiment) or
-        "hash" (bayesdp's private default for real releases). On data in random order both give
+        "random" (bayesdp's private default for real releases). On data in random order both give
         statistically equivalent results.
     mmd : compute the MMD metrics (default: when d <= 5). mmd_draws, mmd_bandwidth : draws per
         posterior and kernel variance h. method_options : {method: {option: value}} for ``fit``.

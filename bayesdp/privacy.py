@@ -27,11 +27,61 @@ from .errors import BayesdpInputError
 
 CALIBRATIONS = ("exact", "classical", "paper-code")
 
-NEIGHBOURING = (
-    "add/remove one row (the paper's Delta_sz; a replace-one neighbour would need twice the "
-    "sensitivity); each row's holder depends on that row only (its own label, or a hash of its "
-    "values for a holder count), so adding or removing a row changes one holder's statistics"
-)
+#: What each kind of release protects (``privacy.neighbouring`` in the file) and what it
+#: releases without noise (``privacy.public``), by how rows were assigned to holders
+#: (``provenance.split``; docs/privacy.md sections 3-3a and 8, checked by tests/test_release.py).
+NEIGHBOURING = {
+    "random": (
+        "add/remove one row: each row's holder was drawn uniformly at random, independently of "
+        "its values and of the other rows, so adding or removing a row changes one holder's "
+        "statistics by at most the sensitivity. Replace-one (n fixed): the whole release, "
+        "counts included, with twice the sensitivity (eps' of docs/privacy.md section 3)"),
+    "labels": (
+        "add/remove one row within a holder: each row's holder is its own label (an "
+        "organisation), so adding or removing a row changes that holder's statistics by at most "
+        "the sensitivity. Replace-one (a row replaced by another at the same holder, counts "
+        "fixed): twice the sensitivity (eps' of docs/privacy.md section 3)"),
+    "contiguous": (
+        "none at the stated (eps, delta): the authors' split in row order moves other rows "
+        "between holders when a row is added or removed (dp_claim_note gives the true eps); "
+        "replace-one with row order and n fixed: twice the sensitivity"),
+    "hash": (
+        "none for the counts: made by a former bayesdp whose split='hash' assigned rows by a "
+        "public hash of their values, so the exact counts n_j reveal hash(row) mod J of every "
+        "row; the noisy statistics alone are add/remove-one private"),
+    "unknown": (
+        "add/remove one row of one holder's statistics (how rows were assigned to holders is "
+        "not recorded: a combined release or a network adapter's output)"),
+}
+
+#: Released without noise: public by these assumptions (``privacy.public`` in the file).
+PUBLIC = {
+    "random": ("n: each holder's row count; given the total n it is Multinomial(n, 1/J), a "
+               "function of the split's random draw only, so it reveals n and nothing about "
+               "any row. The total n is public (as in the paper)"),
+    "labels": ("n: each holder's row count, public by assumption (the holders are "
+               "organisations whose sizes are known, as in the paper); the holders' names"),
+    "contiguous": "n: each holder's row count, a function of the total n (public)",
+    "hash": "n: each holder's row count (NOT protected: it reveals hash(row) mod J)",
+    "unknown": "n: each holder's row count, public by assumption (as in the paper)",
+}
+PUBLIC_ALWAYS = ("; the bounds, feature names, n_rows (rows before averaging) and design are "
+                 "public inputs; n_clipped, when a holder chooses to include it, is NOT "
+                 "protected (it tells whether a row was clipped)")
+
+
+def split_kind(provenance):
+    """The kind of split a release's ``provenance.split`` records (a key of NEIGHBOURING);
+    files written before it was recorded as a kind say it in words."""
+    text = str((provenance or {}).get("split", ""))
+    if text in NEIGHBOURING:
+        return text
+    for words, kind in (("hash of", "hash"), ("contiguous in", "contiguous"),
+                        ("one holder label", "labels")):
+        if text.startswith(words):
+            return kind
+    return "unknown"
+
 
 PAPER_CODE_WARNING = (
     "calibration='paper-code' reproduces the authors' MATLAB analytic_Gaussian_mech.m, which has "

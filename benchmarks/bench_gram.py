@@ -3,7 +3,7 @@ X.T @ X on the same rows as the ceiling, all measured in this run.
 
     python benchmarks/bench_gram.py [--rows 20000000] [--d 10] [--nodes 1] [--workers 1 2]
 
-(a) in memory: PartialStatistics.add of the rows (finiteness check, clipping, hash split when
+(a) in memory: PartialStatistics.add of the rows (finiteness check, clipping, random split when
     --nodes > 1, the per-holder sums), and bayesdp.release;
 (b) bayesdp.release_file on a Parquet file of --rows rows in row groups of --row-group rows
     (written to a temporary folder first), with the default chunksize and with one row group
@@ -59,13 +59,13 @@ def write_parquet(path, rows, d, row_group, seed=0):
 
 def main(argv=None):
     import bayesdp
-    from bayesdp.releases import PartialStatistics, hash_split
+    from bayesdp.releases import PartialStatistics, random_split
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=float, default=2e7, help="rows in the Parquet file")
     ap.add_argument("--memory-rows", type=float, default=5e6, help="rows for (a)")
     ap.add_argument("--d", type=int, default=10)
-    ap.add_argument("--nodes", type=int, default=1, help="holders (hash split)")
+    ap.add_argument("--nodes", type=int, default=1, help="holders (random split)")
     ap.add_argument("--row-group", type=float, default=1e6)
     ap.add_argument("--workers", type=int, nargs="*", default=[1, 2])
     ap.add_argument("--repeat", type=int, default=3)
@@ -79,8 +79,8 @@ def main(argv=None):
     out = [("numpy X.T @ X (ceiling)", ceiling)]
 
     def add():
-        acc = PartialStatistics(d, BOUNDS, J, split="hash")
-        acc.add(X, y, hash_split(X, y, J) if J > 1 else None)
+        acc = PartialStatistics(d, BOUNDS, J, split="random")
+        acc.add(X, y, random_split(len(y), J, np.random.default_rng(0)) if J > 1 else None)
 
     out.append(("(a) PartialStatistics.add, in memory", n_mem / best_time(add, args.repeat)))
     out.append(("(a) bayesdp.release, in memory", n_mem / best_time(

@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 
 import bayesdp
-from bayesdp.releases import hash_split
+from bayesdp.releases.holders import random_split, split_entropy, split_rng
 
 
 def posterior_quantiles(idata, var_name, probs=(0.05, 0.95)):
@@ -38,8 +38,8 @@ def one(seed, methods, priors_kinds, num_samples, which_s=("release", "oracle S"
     sim = bayesdp.simulate(100_000, 5, seed=1000 + seed)
     rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=5,
                           seed=2000 + seed)
-    # the release's own holders (hash split); no row is clipped at the simulation's bounds
-    labels = hash_split(sim.X, sim.y, 5)
+    # the release's own holders (random split); no row is clipped at the simulation's bounds
+    labels = random_split(sim.X.shape[0], 5, split_rng(split_entropy(2000 + seed)))
     assert int(rel.n_clipped.sum()) == 0 and list(rel.n) == list(np.bincount(labels, minlength=5))
     oracle = dataclasses.replace(rel, S_hat=np.stack(
         [sim.X[labels == j].T @ sim.X[labels == j] for j in range(5)]))

@@ -5,7 +5,7 @@ the data.
 
 For each data set (the three UCI sets of the paper, when ``--data-dir`` has them, and the
 paper's simulation) and each eps in ``--epsilons`` (delta = 1 / n_train), releases the training
-rows over ``--nodes`` holders (hash split) three times per replication:
+rows over ``--nodes`` holders (random split) three times per replication:
 
 - "max": ``bounds="data"``, B_x = max ||x_i||, B_y = max |y_i| of the training rows (NOT
   private; the paper's protocol);

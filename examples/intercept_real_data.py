@@ -11,7 +11,7 @@ Everything private uses public knowledge only, fixed before looking at the rows:
 ranges below (not the data's min and max). Each column is mapped to [0, 1] with its public range
 (a public affine map: no privacy cost, and it does not centre the data), so ||x|| <= 2 for the
 four features and |y| <= 1. Rows outside the ranges are clipped and counted. Three holders
-(split by a hash of each row) release with eps = 5 (``--epsilon``), delta = 1e-5, once with an
+(rows split at random) release with eps = 5 (``--epsilon``), delta = 1e-5, once with an
 intercept and, for comparison, once without. The analyst fits both with ``fixeds``, compares
 them with the non-private fit with an intercept, and plots the coefficients (theta.png).
 

@@ -1,13 +1,13 @@
 """adaSSP, distributed (paper appendix C.2, eq. 15), against a direct implementation written here
 from the paper's text, with both budget splits; and its limit (OLS) at huge eps."""
 
-import importlib
 import math
 
 import numpy as np
 import pytest
 
 import bayesdp
+from dp_helpers import split_of
 from bayesdp.errors import BayesdpInputError
 
 
@@ -87,11 +87,11 @@ def test_adassp_matches_eq15(data, budget, calibration, eps):
     np.testing.assert_allclose(est, ref, rtol=1e-9, atol=1e-12)
 
 
-def test_adassp_hash_split_is_the_default(data):
-    """nodes=J assigns each row by a hash of its own values (as bayesdp.release does); holders
-    in order 0..J-1."""
+def test_adassp_random_split_is_the_default(data):
+    """nodes=J assigns each row to a random holder from the split's stream of the seed (as
+    bayesdp.release does); holders in order 0..J-1."""
     X, y = data
-    labels = importlib.import_module("bayesdp.releases").hash_split(X, y, 3)
+    labels = split_of(X.shape[0], 3, 17)
     groups = [np.flatnonzero(labels == j) for j in range(3)]
     assert sorted(len(g) for g in groups) != [1000, 1000, 1000]  # not the contiguous sizes
     est = bayesdp.adassp(X, y, epsilon=0.5, delta=1e-5, bounds=(2.5, 2.0), nodes=3, seed=17)

@@ -220,14 +220,14 @@ def test_holders_sharing_their_factor_give_the_same_draws(monkeypatch):
 
 def test_batch_of_releases_with_different_groupings_matches_single_fits():
     """fit_batch stacks the releases' inputs, so when their numbers of shared factors differ
-    (a contiguous split: 2 groups; a hash split: one per holder) none are shared; each release's
+    (a contiguous split: 2 groups; a random split: one per holder) none are shared; each release's
     draws still equal its own fit's."""
     import bayesdp.inference.bs as B
 
     sim = bayesdp.simulate(n=3001, d=2, seed=0)
     rels = [bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-5, bounds=sim.bounds, nodes=3,
                             seed=0, include_yty=True, split=split)
-            for split in ("contiguous", "hash")]
+            for split in ("contiguous", "random")]
     pri = bayesdp.Priors.paper().resolve(2)
     assert [len(B._setup(r, pri, 1.0, None, None)[1][-2]) for r in rels] == [2, 3]
     kw = dict(num_samples=100, num_warmup=50, num_chains=2)

@@ -281,14 +281,14 @@ def test_release_headerless_csv_needs_no_header(tmp_path, capsys):
 
 def test_release_split_option(tmp_path, capsys):
     data = _csv(tmp_path / "d.csv", n=60)
-    for split, valid in (("hash", True), ("contiguous", False)):
+    for split, valid in (("random", True), ("contiguous", False)):
         out = tmp_path / f"{split}.json"
         assert main(["release", str(data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "2",
                      "2", "--nodes", "3", "--split", split, "--seed", "0",
                      "--out", str(out)]) == 0
         doc = json.loads(out.read_text())
         assert doc["privacy"]["dp_claim_valid"] is valid
-        assert doc["provenance"]["split"].startswith(split if split == "contiguous" else "hash")
+        assert doc["provenance"]["split"] == split
     assert "WARNING: split='contiguous'" in capsys.readouterr().err
 
 

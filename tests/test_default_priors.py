@@ -12,10 +12,10 @@ import pytest
 from scipy import stats
 
 import bayesdp
+from dp_helpers import split_of
 from bayesdp import Priors
 from bayesdp.errors import BayesdpInputError
 from bayesdp.inference import closed_form
-from bayesdp.releases import hash_split
 
 
 def posterior_quantiles(idata, var_name, probs=(0.05, 0.95)):
@@ -118,8 +118,8 @@ def _demo_problem(seed):
     sim = bayesdp.simulate(100_000, 5, seed=1000 + seed)
     rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=5,
                           seed=2000 + seed)
-    # the release's own holders (hash split); no row is clipped at the simulation's bounds
-    labels = hash_split(sim.X, sim.y, 5)
+    # the release's own holders (random split); no row is clipped at the simulation's bounds
+    labels = split_of(sim.X.shape[0], 5, 2000 + seed)
     assert int(rel.n_clipped.sum()) == 0 and list(rel.n) == list(np.bincount(labels, minlength=5))
     oracle = dataclasses.replace(rel, S_hat=np.stack(
         [sim.X[labels == j].T @ sim.X[labels == j] for j in range(5)]))

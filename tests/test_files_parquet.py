@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 
 import bayesdp
+from dp_helpers import split_of
 from bayesdp.errors import BayesdpInputError
-from bayesdp.releases import PartialStatistics, hash_split
+from bayesdp.releases import PartialStatistics
 from bayesdp.releases import data_files
 
 pa = pytest.importorskip("pyarrow")
@@ -80,7 +81,7 @@ def test_parquet_equals_in_memory(tmp_path, rows, nodes, chunksize, no_pandas_re
     assert rf.feature_names == ("a", "b", "c")
     assert rf.n_clipped.sum() > 0
     if nodes > 1:
-        assert rf.n.tolist() == np.bincount(hash_split(Xm, y, nodes)).tolist()
+        assert rf.n.tolist() == np.bincount(split_of(len(y), nodes, KW["seed"])).tolist()
     assert_close(rf, rm)
 
 

@@ -17,9 +17,10 @@ import pandas as pd
 import pytest
 
 import bayesdp
+from dp_helpers import dask_split_of, split_of
 from bayesdp import privacy
 from bayesdp.errors import BayesdpInputError
-from bayesdp.releases import PartialStatistics, hash_split
+from bayesdp.releases import PartialStatistics
 from bayesdp.releases.mechanism import secure_plan
 
 BOUNDS = (2.5, 3.0)
@@ -111,12 +112,12 @@ def test_clip_counts_add_up(data):
 @pytest.mark.parametrize("intercept", [False, True])
 @pytest.mark.parametrize("include_yty", [False, True])
 def test_release_from_partial_is_release(data, intercept, include_yty):
-    """The same seed gives the release of bayesdp.release byte for byte (count J, hash split;
+    """The same seed gives the release of bayesdp.release byte for byte (count J, random split;
     and labels)."""
     X, y, labels = data
     J = 4
-    p = PartialStatistics(X.shape[1], BOUNDS, J, intercept=intercept, split="hash")
-    p.add(X, y, hash_split(X, y, J))
+    p = PartialStatistics(X.shape[1], BOUNDS, J, intercept=intercept, split="random")
+    p.add(X, y, split_of(len(y), J, KW["seed"]))
     mine = p.release(epsilon=1.0, delta=1e-5, seed=11, include_yty=include_yty)
     ref = bayesdp.release(X, y, nodes=J, intercept=intercept, include_yty=include_yty, **KW)
     _assert_identical(mine, ref)
@@ -173,7 +174,7 @@ def test_secure_grid_sums_merge_exactly(data):
     (dict(average_rows=2), "average_rows"),
     (dict(grid=2.0 ** -20), "grid"),
     (dict(feature_names=["a", "b", "c"]), "feature_names"),
-    (dict(split="hash"), "split"),
+    (dict(split="random"), "split"),
 ])
 def test_mismatched_merges_raise(data, change, match):
     X, y, labels = data
@@ -277,9 +278,10 @@ def _dask_checks(frame, data):
     X, y, labels = data
     J = 3
     ddf = dd.from_pandas(frame, npartitions=9)
-    ref = PartialStatistics(3, BOUNDS, J).add(X, y, hash_split(X, y, J))
+    sizes = ddf.map_partitions(len).compute().tolist()
+    ref = PartialStatistics(3, BOUNDS, J).add(X, y, dask_split_of(sizes, J, 3))
     got = bayesdp.releases.partial_statistics_dask(ddf.drop(columns="who"), bounds=BOUNDS,
-                                                   nodes=J, split_every=2)
+                                                   nodes=J, split_every=2, seed=3)
     assert_same_sums(got, ref)
     assert got.feature_names == ("age", "dose", "weight")
     got = bayesdp.releases.partial_statistics_dask(ddf, bounds=BOUNDS, node_column="who",
@@ -287,8 +289,9 @@ def _dask_checks(frame, data):
     assert_same_sums(got, one_pass(X, y, labels))
     arr = bayesdp.releases.partial_statistics_dask(
         da.from_array(X, chunks=(611, 2)), da.from_array(y, chunks=1000), bounds=BOUNDS,
-        nodes=J)
-    assert_same_sums(arr, ref)
+        nodes=J, seed=3)
+    sizes = [611] * (len(y) // 611) + ([len(y) % 611] if len(y) % 611 else [])
+    assert_same_sums(arr, PartialStatistics(3, BOUNDS, J).add(X, y, dask_split_of(sizes, J, 3)))
     # the release: same holders, counts and noise; the sums to rounding
     rel = bayesdp.release_dask(ddf, node_column="who", y_column="y", **KW)
     mem = bayesdp.release(frame[["age", "dose", "weight"]], y, nodes=labels, **KW)

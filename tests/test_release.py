@@ -16,8 +16,9 @@ from scipy import stats
 
 import bayesdp
 from bayesdp.errors import BayesdpInputError, CombineError, ReleaseFormatError
-from bayesdp.releases import hash_split
-from dp_helpers import delta_sz, rows_in_ball, stats_vector, vech
+from bayesdp.releases.holders import random_split
+from dp_helpers import (coupled_changes, delta_sz, removals_and_adds, rows_in_ball, split_of,
+                        stats_vector, vech)
 
 files_mod = importlib.import_module("bayesdp.releases.files")
 
@@ -279,9 +280,10 @@ def test_nodes_count_contiguous_split():
     assert r.to_dict()["provenance"]["split"].startswith("contiguous")
 
 
-def test_nodes_count_hash_split():
-    """The default for a count J: row i goes to holder hash(x_i, y_i) mod J, whatever the other
-    rows are, in their order or how many there are; holders are named 0..J-1 in that order."""
+def test_nodes_count_random_split():
+    """The default for a count J: each row to a uniformly random holder, drawn from the split's
+    own stream of the seed: independent of the rows' values (the same n and seed give the same
+    holders whatever the data) and of the noise; holders are named 0..J-1 in that order."""
     rng = np.random.default_rng(2)
     X, y = rows_in_ball(rng, 200, 2, *BOUNDS)
     kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=5, seed=3)
@@ -290,14 +292,15 @@ def test_nodes_count_hash_split():
         r = bayesdp.release(X, y, **kw)
     assert r.dp_claim_valid is True and r.dp_claim_note == ""
     assert r.holder_names == ("0", "1", "2", "3", "4") and r.n_total == 200
-    labels = hash_split(X, y, 5)
+    assert r.provenance["split"] == "random"
+    labels = split_of(200, 5, 3)
     assert r.n.tolist() == np.bincount(labels, minlength=5).tolist()
     assert r.n.tolist() != [40] * 5  # sizes are random around n/J
-    # a row's label depends on that row only
-    perm = rng.permutation(200)
-    np.testing.assert_array_equal(hash_split(X[perm], y[perm], 5), labels[perm])
-    np.testing.assert_array_equal(hash_split(X[:7], y[:7], 5), labels[:7])
-    np.testing.assert_array_equal(hash_split(X + 0.0 * X, y, 5), labels)
+    # the holders do not depend on the values: other rows, same n and seed, same counts
+    X2, y2 = rows_in_ball(np.random.default_rng(9), 200, 2, *BOUNDS)
+    assert bayesdp.release(X2, y2, **kw).n.tolist() == r.n.tolist()
+    # another seed, another split (negative control for the line above)
+    assert bayesdp.release(X, y, **{**kw, "seed": 4}).n.tolist() != r.n.tolist()
     # the statistics per holder are the sums over the rows of that label
     big = bayesdp.release(X, y, **{**kw, "epsilon": 1e9})  # small noise: the sums show
     tol = 6 * big.sigma_s[0]
@@ -308,10 +311,94 @@ def test_nodes_count_hash_split():
         np.testing.assert_allclose(big.z_hat[j], X[m].T @ y[m], rtol=0, atol=tol)
 
 
-def test_hash_split_refuses_an_empty_holder():
+def test_random_split_is_uniform():
+    """Counts of the split over many draws are Multinomial(n, 1/J): each holder's share of
+    200,000 rows is within 5 standard errors of 1/J, and a chi-square statistic over the J
+    holders stays below its 0.9999 quantile."""
+    n, J = 200_000, 7
+    counts = np.bincount(random_split(n, J, np.random.default_rng(11)), minlength=J)
+    assert np.all(np.abs(counts - n / J) < 5 * np.sqrt(n * (1 / J) * (1 - 1 / J)))
+    chi2 = float(((counts - n / J) ** 2 / (n / J)).sum())
+    assert chi2 < stats.chi2.ppf(0.9999, J - 1)
+
+
+def _counts_attack(split_fn, trials=300):
+    """The audit's attack on the counts: 1,000 known rows uniform in [-1, 1]^2, then either
+    x = (0.5, 0.5) or x = (0.5, -0.5) with y = 1; the adversary reads only the released counts
+    n_j and guesses which row is present, assuming rows go to holder h(row) mod 5 (h a public
+    hash): the holder whose count exceeds that of the known rows. ``split_fn(X, y)``: the
+    holders (None: bayesdp's own split, unseeded). Returns the share of correct guesses."""
+    import hashlib
+
+    def h(X, y):
+        return np.array([hashlib.blake2b(np.append(x, v).tobytes(), digest_size=8).digest()[0] % 5
+                         for x, v in zip(X, y)])
+
+    rng = np.random.default_rng(17)
+    base_X = rng.uniform(-1, 1, size=(1000, 2))
+    base_y = rng.uniform(-1, 1, size=1000)
+    cand = [np.array([0.5, 0.5]), np.array([0.5, -0.5])]
+    assert h(cand[0][None], [1.0])[0] != h(cand[1][None], [1.0])[0]  # distinguishable by h
+    known = np.bincount(h(base_X, base_y), minlength=5)
+    right = 0
+    for t in range(trials):
+        truth = t % 2
+        X = np.vstack([base_X, cand[truth]])
+        y = np.append(base_y, 1.0)
+        nodes = 5 if split_fn is None else split_fn(X, y)
+        r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=(2, 2), nodes=nodes)
+        extra = r.n - known
+        guess = 0 if extra[h(cand[0][None], [1.0])[0]] == 1 else 1
+        right += guess == truth
+    return right / trials, h
+
+
+def test_counts_say_nothing_about_the_changed_row():
+    """docs/privacy.md 3a: under the random split the counts n_j reveal nothing about which of
+    two rows is present (replace-one, n fixed): the audit's attack guesses right about half the
+    time (300 releases: within 6 binomial sd of 0.5). Negative control: a split by a public hash
+    of each row's values (the former default) lets it guess right every time."""
+    share, h = _counts_attack(None)
+    assert abs(share - 0.5) < 6 * math.sqrt(0.25 / 300)
+    leaky, _ = _counts_attack(lambda X, y: h(X, y), trials=60)
+    assert leaky == 1.0
+
+
+@pytest.mark.parametrize("kind", ["random", "labels", "contiguous"])
+def test_release_file_states_what_it_protects_as_the_docs_do(tmp_path, kind):
+    """privacy.neighbouring and privacy.public in the file are those of the release's kind of
+    split, and docs/privacy.md states both word for word (section 3a)."""
+    rng = np.random.default_rng(3)
+    X, y = rows_in_ball(rng, 60, 2, *BOUNDS)
+    nodes = np.array(["north", "south"])[rng.integers(0, 2, 60)] if kind == "labels" else 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # split="contiguous" warns
+        r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=nodes, seed=1,
+                            **({} if kind == "labels" else {"split": kind}))
+    r.save(tmp_path / "r.json")
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["provenance"]["split"] == kind
+    assert doc["privacy"]["neighbouring"] == bayesdp.privacy.NEIGHBOURING[kind]
+    assert doc["privacy"]["public"].startswith(bayesdp.privacy.PUBLIC[kind])
+    text = " ".join(open(os.path.join(os.path.dirname(__file__), "..", "docs", "privacy.md"))
+                    .read().split())
+    for stated in (bayesdp.privacy.NEIGHBOURING[kind], bayesdp.privacy.PUBLIC[kind],
+                   bayesdp.privacy.PUBLIC_ALWAYS.lstrip("; ")):
+        assert " ".join(stated.split()) in text, stated[:60]
+
+
+def test_split_hash_is_refused_with_the_reason():
     X = np.ones((10, 2))
-    with pytest.raises(BayesdpInputError, match="got no rows"):
-        bayesdp.release(X, np.ones(10), epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=3)
+    with pytest.raises(BayesdpInputError, match="split='hash' was removed.*counts"):
+        bayesdp.release(X, np.ones(10), epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=3,
+                        split="hash")
+
+
+def test_random_split_refuses_an_empty_holder():
+    seed = next(s for s in range(100) if np.bincount(split_of(4, 3, s), minlength=3).min() == 0)
+    with pytest.raises(BayesdpInputError, match="got no rows.*fewer holders"):
+        bayesdp.release(np.ones((4, 2)), np.ones(4), epsilon=EPS, delta=DELTA, bounds=BOUNDS,
+                        nodes=3, seed=seed)
 
 
 def test_nodes_label_array():
@@ -385,7 +472,7 @@ def _int_data(n=50, d=3, seed=0):
     return X, y, (10.0, 20.0)
 
 
-@pytest.mark.parametrize("split", ["hash", "contiguous"])
+@pytest.mark.parametrize("split", ["random", "contiguous"])
 @pytest.mark.parametrize("fmt", ["csv-header", "csv-noheader", "parquet"])
 def test_release_file_matches_in_memory(tmp_path, fmt, split):
     X, y, bounds = _int_data()
@@ -412,10 +499,10 @@ def test_release_file_matches_in_memory(tmp_path, fmt, split):
     assert np.array_equal(rf.S_hat, rm.S_hat)
     assert np.array_equal(rf.z_hat, rm.z_hat)
     sizes = [16, 16, 18] if split == "contiguous" else \
-        np.bincount(hash_split(X, y, 3), minlength=3).tolist()
+        np.bincount(split_of(len(y), 3, 21), minlength=3).tolist()
     assert rf.n.tolist() == rm.n.tolist() == sizes
     assert np.array_equal(rf.sigma_s, rm.sigma_s)
-    assert rf.dp_claim_valid is rm.dp_claim_valid is (split == "hash")
+    assert rf.dp_claim_valid is rm.dp_claim_valid is (split == "random")
     assert rf.dp_claim_note == rm.dp_claim_note
     if header == "infer":
         assert rf.feature_names == ("a", "b", "c")
@@ -1044,20 +1131,20 @@ def _removals(X, y):
 
 @pytest.mark.parametrize("n, J", [(60, 5), (61, 5), (200, 10)])
 def test_remove_or_add_one_row_changes_whole_release_by_at_most_delta(n, J):
+    """Random split: removing or adding a row (every other row keeping its holder, the coupling
+    of the privacy argument) changes the sums of all holders together by at most Delta."""
     rng = np.random.default_rng(n + J)
     X, y = rows_in_ball(rng, n, 3, *BOUNDS)
     Xa, ya = rows_in_ball(rng, 5, 3, *BOUNDS)
-    adds = [(np.insert(X, i, Xa[k], axis=0), np.insert(y, i, ya[k]))
-            for k, i in enumerate([0, n // 3, n // 2, n - 1, n])]
-    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=J)  # split="hash", the default
-    change, rel = _changes(X, y, _removals(X, y) + adds, **kw)
-    Delta = rel.sensitivity
-    assert Delta == pytest.approx(delta_sz(*BOUNDS))
+    neighbours = removals_and_adds(X, y, Xa, ya, [0, n // 3, n // 2, n - 1, n], J)
+    change, Delta = coupled_changes(X, y, J, neighbours, BOUNDS), delta_sz(*BOUNDS)
     assert change.max() <= Delta * (1 + 1e-9)
     assert change.max() > 0.5 * Delta  # the check is not vacuous: rows near the bounds move it
 
     # negative control: the authors' contiguous split moves other rows between holders
-    change_c, rel_c = _changes(X, y, _removals(X, y) + adds, split="contiguous", **kw)
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=J)
+    change_c, rel_c = _changes(X, y, [(Xn, yn) for Xn, yn, _ in neighbours],
+                               split="contiguous", **kw)
     assert change_c.max() > 1.5 * Delta  # exceeds the sensitivity the noise was calibrated for
     assert rel_c.dp_claim_valid is False
     # ... by no more than the bound stated in its dp_claim_note
@@ -1066,18 +1153,22 @@ def test_remove_or_add_one_row_changes_whole_release_by_at_most_delta(n, J):
     assert f"{k:.4g} x the sensitivity" in rel_c.dp_claim_note
 
 
-def test_remove_one_row_from_a_file(tmp_path):
+def test_remove_one_row_from_a_file_with_a_node_column(tmp_path):
+    """Holder labels in a file: removing a row changes its holder's statistics only, by at most
+    Delta, and that holder's count by one."""
     rng = np.random.default_rng(4)
     X, y = rows_in_ball(rng, 80, 2, *BOUNDS)
-    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=4, seed=9, chunksize=13)
+    site = np.array(["north", "south", "east", "west"])[rng.integers(0, 4, size=80)]
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=9, chunksize=13, node_column="site")
     rels = {}
-    for name, (Xd, yd) in {"full": (X, y), "minus": (np.delete(X, 17, 0), np.delete(y, 17))}.items():
+    for name, keep in {"full": np.arange(80) >= 0, "minus": np.arange(80) != 17}.items():
         p = tmp_path / f"{name}.csv"
-        pd.DataFrame({"a": Xd[:, 0], "b": Xd[:, 1], "y": yd}).to_csv(p, index=False,
-                                                                    float_format="%.17g")
+        pd.DataFrame({"a": X[keep, 0], "b": X[keep, 1], "site": site[keep], "y": y[keep]}
+                     ).to_csv(p, index=False, float_format="%.17g")
         rels[name] = bayesdp.release_file(p, **kw)
+    assert rels["full"].holder_names == rels["minus"].holder_names
     change = np.linalg.norm(_whole(rels["full"]) - _whole(rels["minus"]))
-    assert change <= rels["full"].sensitivity * (1 + 1e-9)
+    assert 0 < change <= rels["full"].sensitivity * (1 + 1e-9)
     assert (rels["full"].n - rels["minus"].n).tolist().count(1) == 1  # one holder lost a row
     assert (rels["full"].n - rels["minus"].n).tolist().count(0) == 3
 
@@ -1323,3 +1414,37 @@ def test_folders_where_files_belong(tmp_path, data):
     with pytest.raises(BayesdpInputError, match="is a folder"):
         bayesdp.release_file(tmp_path / "sub", epsilon=EPS, delta=DELTA, bounds=BOUNDS)
     assert os.listdir(tmp_path / "sub") == []
+
+
+@pytest.mark.parametrize("labels, match", [
+    ("column", "float64 values"),                         # a feature column as labels
+    ("strings", "looks like a measurement"),              # its values written as text
+    ("ids", "distinct holder labels for 60 rows"),        # a per-row identifier
+    ("ints", "distinct holder labels for 60 rows"),       # per-row integer codes
+    ("bools", "bool values"),
+    ("empty", "empty holder label"),
+])
+def test_holder_labels_must_name_holders(labels, match):
+    """Holder labels are published as the holders' names: a column of values, a per-row
+    identifier or an empty name is refused (the audit: nodes=X[:, 0] published every row's
+    value); names and integer codes of a few holders pass."""
+    rng = np.random.default_rng(5)
+    X, y = rows_in_ball(rng, 60, 2, *BOUNDS)
+    nodes = {"column": X[:, 0], "strings": np.array([f"{v:.4g}" for v in X[:, 0]]),
+             "ids": np.array([f"patient{i}" for i in range(60)]), "ints": np.arange(60),
+             "bools": X[:, 0] > 0, "empty": np.where(X[:, 0] > 0, "north", " ")}[labels]
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=1)
+    with pytest.raises(BayesdpInputError, match=match):
+        bayesdp.release(X, y, nodes=nodes, **kw)
+    # names and integer codes of a few holders are fine
+    assert bayesdp.release(X, y, nodes=np.where(X[:, 0] > 0, "north", "south"), **kw).J == 2
+    assert bayesdp.release(X, y, nodes=(X[:, 0] > 0).astype(int), **kw).J == 2
+
+
+def test_node_column_of_measurements_is_refused_by_release_file(tmp_path):
+    rng = np.random.default_rng(6)
+    X, y = rows_in_ball(rng, 50, 2, *BOUNDS)
+    p = tmp_path / "d.csv"
+    pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "y": y}).to_csv(p, index=False)
+    with pytest.raises(BayesdpInputError, match="node_column: holder labels are float64"):
+        bayesdp.release_file(p, epsilon=EPS, delta=DELTA, bounds=BOUNDS, node_column="a")

@@ -568,12 +568,13 @@ def test_combine_secure_releases():
 
 def test_release_file_matches_release(tmp_path, no_noise):
     X, y = _data(n=300)
-    path = tmp_path / "d.csv"
-    path.write_text("a,b,c,y\n" + "\n".join(",".join(repr(float(v)) for v in [*x, t])
-                                           for x, t in zip(X, y)))
-    kw = dict(epsilon=2.0, delta=1e-6, bounds=(2.0, 3.0), nodes=2, noise="secure")
-    from_file = bayesdp.release_file(path, chunksize=70, **kw)
-    direct = bayesdp.release(X, y, **kw)
+    site = np.where(np.arange(300) % 3 == 0, "north", "south")  # secure noise is never seeded,
+    path = tmp_path / "d.csv"                                    # so the holders are labels
+    path.write_text("a,b,c,site,y\n" + "\n".join(
+        ",".join([*(repr(float(v)) for v in x), s, repr(float(t))]) for x, s, t in zip(X, site, y)))
+    kw = dict(epsilon=2.0, delta=1e-6, bounds=(2.0, 3.0), noise="secure")
+    from_file = bayesdp.release_file(path, chunksize=70, node_column="site", y_column="y", **kw)
+    direct = bayesdp.release(X, y, nodes=site, **kw)
     assert np.array_equal(from_file.S_hat, direct.S_hat)
     assert np.array_equal(from_file.z_hat, direct.z_hat)
     assert from_file.noise_grid == direct.noise_grid

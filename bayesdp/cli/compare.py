@@ -82,9 +82,9 @@ def register(subparsers):
                         "'sound' (shuffled split, scaling fitted on training rows only)")
     p.add_argument("--bounds", default="data", choices=["data", "public"],
                    help="'data' (as the paper; not private) or 'public' (simulated only)")
-    p.add_argument("--split", default="contiguous", choices=["contiguous", "hash"],
+    p.add_argument("--split", default="contiguous", choices=["contiguous", "random"],
                    help="how J splits the rows: 'contiguous' (the paper's protocol; not "
-                        "add/remove private) or 'hash' (private; bayesdp release's default)")
+                        "add/remove private) or 'random' (private; bayesdp release's default)")
     p.add_argument("--intercept", action="store_true",
                    help="release and fit [1, x] (appendix B.2); methods: fast, fixeds, "
                         "fixeds-paper, nuts-fixeds, nuts-normalx, adassp, nonprivate")

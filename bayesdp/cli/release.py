@@ -117,11 +117,15 @@ def register(subparsers):
                    help="read the bounds off the data (NOT private; flagged in the release)")
     p.add_argument("--nodes", type=int, default=1,
                    help="number of data holders J (default 1); rows assigned by --split")
-    p.add_argument("--split", default="hash", choices=["hash", "contiguous"],
-                   help="how --nodes J assigns rows: 'hash' (default; each row by a hash of its "
-                        "own values, add/remove-one private) or 'contiguous' (the authors' split "
+    p.add_argument("--split", default="random", choices=["random", "contiguous"],
+                   help="how --nodes J assigns rows: 'random' (default; each row to a random "
+                        "holder, independently of its values: add/remove-one private, and the "
+                        "counts say nothing about any row) or 'contiguous' (the authors' split "
                         "in row order; NOT private, flagged in the release)")
-    p.add_argument("--node-column", default=None, help="column of holder labels (instead of --nodes)")
+    p.add_argument("--node-column", default=None,
+                   help="column naming each row's holder (instead of --nodes): names or integer "
+                        "codes of at most 1000 organisations, published with their row counts; "
+                        "a column of measurements or per-row identifiers is refused")
     p.add_argument("--holder", default=None, metavar="NAME",
                    help="name of the single holder (--nodes 1), e.g. hospital_a; 'bayesdp "
                         "combine' keeps it and refuses the same name twice (default: '0', "

@@ -30,11 +30,11 @@ ADASSP_BUDGETS = ("paper", "paper-code")
 
 
 def adassp(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, p=0.05, budget="paper",
-           calibration="exact", split="hash"):
+           calibration="exact", split="random"):
     """Distributed adaSSP estimate of theta (paper eq. 15); returns a (d,) array.
 
     ``bounds`` are public (B_x, B_y) (rows are clipped to them) or "data" (not private; warns).
-    ``nodes``: holder count (rows assigned by ``split``, "hash" or "contiguous", as in
+    ``nodes``: holder count (rows assigned by ``split``, "random" or "contiguous", as in
     :func:`bayesdp.release`) or per-row labels. ``p``: failure probability of
     the eigenvalue bound (0.05 as in the paper). ``budget``: "paper" or "paper-code".
     """
@@ -44,7 +44,7 @@ def adassp(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, p=0.05, budget="
     if not 0 < p < 1:
         raise BayesdpInputError(f"p must lie in (0, 1), got {p}")
     X, y = check_rows(X, y)
-    labels, holders = node_labels(nodes, X, y, split)
+    labels, holders = node_labels(nodes, X, y, split, seed)
     if split == "contiguous" and holders is not None and len(holders) > 1:
         warnings.warn("adassp(split='contiguous'): the authors' split moves other rows between "
                       "holders when one row is added or removed, so the estimate is not "

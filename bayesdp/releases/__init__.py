@@ -18,7 +18,7 @@ from .combine import combine_releases
 from .files import load_release, write_text_atomic
 from .from_dask import partial_statistics_dask, release_dask
 from .from_rows import release, release_file
-from .holders import contiguous_split, hash_split, row_hash
+from .holders import contiguous_split, random_split
 from .partial import PartialStatistics
 from .release_object import INTERCEPT_NAME, Release
 
@@ -28,12 +28,11 @@ __all__ = [
     "Release",
     "combine_releases",
     "contiguous_split",
-    "hash_split",
     "load_release",
     "partial_statistics_dask",
     "release",
     "release_dask",
+    "random_split",
     "release_file",
-    "row_hash",
     "write_text_atomic",
 ]

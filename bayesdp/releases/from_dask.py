@@ -4,7 +4,8 @@
 
 The sums are exact sums over rows, so the partition of the rows into Dask partitions does not
 matter beyond floating-point rounding; the holder of a row is a function of that row alone (a
-hash of its values, or its label in a node column), never of its partition, so the release keeps
+uniformly random draw independent of its values, or its label in a node column), never of its
+partition, so the release keeps
 the add/remove-one guarantee of :func:`~bayesdp.releases.from_rows.release`. Dask is imported
 only here, only when called (``pip install bayesdp[dask]``); the computation runs on whatever
 scheduler is active: the local threads by default, a ``distributed.Client``'s cluster when one is
@@ -18,8 +19,7 @@ import numpy as np
 from .. import privacy
 from ..errors import BayesdpInputError, check_seed
 from .data_files import frame_rows, pick_columns
-from .from_rows import hash_labels
-from .holders import check_holder_name, holder_count
+from .holders import check_holder_name, holder_count, random_split, split_entropy, split_rng
 from .mechanism import check_noise, noisy_release, secure_plan
 from .partial import PartialStatistics
 from .release_object import Release
@@ -36,10 +36,12 @@ def _dask():
 
 def partial_statistics_dask(data, y=None, *, bounds, nodes=1, y_column=None, node_column=None,
                             intercept=False, average_rows=1, grid=None, split_every=8,
-                            scheduler=None) -> PartialStatistics:
+                            scheduler=None, seed=None) -> PartialStatistics:
     """The exact :class:`PartialStatistics` of a Dask DataFrame ``data`` (or Dask arrays
     ``data`` = X, ``y``), computed by the active Dask scheduler: one object per partition,
-    merged ``split_every`` at a time. NOT private (the raw sums); see :func:`release_dask`."""
+    merged ``split_every`` at a time. NOT private (the raw sums); see :func:`release_dask`.
+    With a holder count ``nodes`` = J each row goes to a uniformly random holder; partition i
+    draws from its own stream of ``seed`` (None: of fresh OS entropy)."""
     dask = _dask()
     import dask.array as da
     import dask.dataframe as dd
@@ -66,7 +68,7 @@ def partial_statistics_dask(data, y=None, *, bounds, nodes=1, y_column=None, nod
         names = dataframe_names(data[feats])
         k = check_design(intercept, average_rows, names)
         cfg = (len(feats), bnds, None if ncol is not None else J, intercept, k, grid,
-               "labels" if ncol is not None else "hash")
+               "labels" if ncol is not None else "random", split_entropy(seed))
         parts = [dask.delayed(_frame_partial)(p, i, feats, ycol, ncol, cfg)
                  for i, p in enumerate(data.to_delayed())]
     elif isinstance(data, da.Array):
@@ -85,7 +87,8 @@ def partial_statistics_dask(data, y=None, *, bounds, nodes=1, y_column=None, nod
             if nodes.shape != (X.shape[0],):
                 raise BayesdpInputError("nodes: expected one holder label per row of X")
             blocks.append(nodes.rechunk((X.chunks[0],)).to_delayed().ravel())
-        cfg = (X.shape[1], bnds, J, intercept, k, grid, "hash" if J is not None else "labels")
+        cfg = (X.shape[1], bnds, J, intercept, k, grid, "random" if J is not None else "labels",
+               split_entropy(seed))
         parts = [dask.delayed(_array_partial)(xb, i, cfg, *rest)
                  for i, (xb, *rest) in enumerate(zip(X.to_delayed().ravel(), *blocks))]
         names = None
@@ -104,7 +107,7 @@ def partial_statistics_dask(data, y=None, *, bounds, nodes=1, y_column=None, nod
 
 
 def _new_partial(cfg):
-    d, bounds, holders, intercept, k, grid, split = cfg
+    d, bounds, holders, intercept, k, grid, split, _ = cfg
     return PartialStatistics(d, bounds, holders, intercept=intercept, average_rows=k, grid=grid,
                              split=split)
 
@@ -113,7 +116,7 @@ def _frame_partial(frame, i, feats, ycol, ncol, cfg):
     acc = _new_partial(cfg)
     where = f"the Dask DataFrame, partition {i}"
     X, y = frame_rows(frame, feats, ycol, where)
-    labels = hash_labels(X, y, cfg[2]) if ncol is None else frame[ncol].to_numpy()
+    labels = _random_labels(len(y), i, cfg) if ncol is None else frame[ncol].to_numpy()
     try:
         acc.add(X, y, labels, "node_column" if ncol is not None else "nodes", overwrite=True)
     except BayesdpInputError as exc:
@@ -121,11 +124,17 @@ def _frame_partial(frame, i, feats, ycol, ncol, cfg):
     return acc
 
 
+def _random_labels(n, i, cfg):
+    """The random split of partition i's n rows among cfg's J holders (None for one holder)."""
+    J, entropy = cfg[2], cfg[7]
+    return None if J == 1 else random_split(n, J, split_rng(entropy, part=i))
+
+
 def _array_partial(X, i, cfg, y, labels=None):
     acc = _new_partial(cfg)
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if labels is None:
-        labels = hash_labels(X, y, cfg[2])
+        labels = _random_labels(len(y), i, cfg)
     try:
         acc.add(X, y, labels)
     except BayesdpInputError as exc:
@@ -157,7 +166,7 @@ def release_dask(data, y=None, *, epsilon, delta, bounds, nodes=1, y_column=None
 
     Parameters as in :func:`bayesdp.release_file`: ``y_column`` (default: the last column that is
     not ``node_column``) and ``node_column`` name DataFrame columns; every other column is a
-    feature. ``nodes`` = J assigns each row to holder hash(row values) mod J (the default split of
+    feature. ``nodes`` = J assigns each row to a uniformly random holder (the default split of
     :func:`bayesdp.release`, add/remove-one private); with Dask arrays ``nodes`` may also be a
     Dask array of holder labels. ``bounds`` must be public (B_x, B_y). ``intercept``,
     ``average_rows``, ``noise``, ``include_yty``, ``calibration``, ``seed`` and ``holder_name``
@@ -187,7 +196,7 @@ def release_dask(data, y=None, *, epsilon, delta, bounds, nodes=1, y_column=None
                                   node_column=node_column, intercept=intercept,
                                   average_rows=average_rows,
                                   grid=None if plan is None else plan["grid"],
-                                  split_every=split_every, scheduler=scheduler)
+                                  split_every=split_every, scheduler=scheduler, seed=seed)
     rows = int(acc.n.sum())
     if rows == 0:
         raise BayesdpInputError("the Dask data has no rows")

@@ -15,7 +15,8 @@ import numpy as np
 from .. import privacy
 from ..errors import BayesdpInputError, check_seed
 from .data_files import check_csv_header, iter_stacked
-from .holders import check_holder_name, check_split, hash_split, holder_count, node_labels
+from .holders import (check_holder_name, check_split, holder_count, node_labels, random_split,
+                      split_entropy, split_rng)
 from .mechanism import (check_noise, estimate_bounds, noisy_release, private_bounds_setup,
                         secure_plan)
 from .partial import PartialStatistics
@@ -25,7 +26,7 @@ from .rows import (DATA_BOUNDS_WARNING, all_finite, check_design, check_feature_
 
 
 def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="exact",
-            include_yty=False, feature_names=None, split="hash", holder_name=None,
+            include_yty=False, feature_names=None, split="random", holder_name=None,
             intercept=False, average_rows=1, noise="float", bounds_share=None,
             bounds_range=None) -> Release:
     """Release noisy (S_hat_j, z_hat_j, n_j) for each data holder with (eps, delta)-DP.
@@ -58,11 +59,12 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
     nodes : int or array of labels
         Number of holders J, or one holder label per row. With labels, a row's holder is a
         property of that row (e.g. the hospital that holds it).
-    split : "hash" | "contiguous"
-        How a holder count J assigns rows. "hash" (default): each row to holder
-        hash(row values) mod J, a function of that row alone, so adding or removing one row
-        changes one holder's statistics by at most Delta (add/remove-one DP of the whole
-        release); holder sizes are random around n/J. "contiguous": the authors' split (rows in
+    split : "random" | "contiguous"
+        How a holder count J assigns rows. "random" (default): each row to a uniformly random
+        holder, independently of its values and of the other rows, so adding or removing one
+        row changes one holder's statistics by at most Delta (add/remove-one DP of the whole
+        release) and the counts n_j (Multinomial(n, 1/J), random around n/J) say nothing about
+        any row; the draw uses its own stream of ``seed`` (OS entropy without one). "contiguous": the authors' split (rows in
         order, floor(n/J) each, the remainder to the last holder), for reproducing the paper; a
         row removal moves other rows between holders, so the release is flagged
         ``dp_claim_valid=False`` with the true eps in ``dp_claim_note`` (and a warning).
@@ -118,7 +120,7 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
     else:
         names = df_names if df_names is not None else [f"x{i}" for i in range(X.shape[1])]
     k = check_design(intercept, average_rows, names)
-    labels, holders = node_labels(nodes, X, y, split)
+    labels, holders = node_labels(nodes, X, y, split, seed)
     part = None
     if private is not None:
         hist = privacy.BoundsHistogram(private[1])
@@ -142,7 +144,7 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
 
 def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_column=None,
                  header="infer", seed=None, calibration="exact", include_yty=False,
-                 chunksize=100_000, split="hash", holder_name=None, progress=None,
+                 chunksize=100_000, split="random", holder_name=None, progress=None,
                  intercept=False, average_rows=1, noise="float", bounds_share=None,
                  bounds_range=None) -> Release:
     """Release from a CSV or Parquet file far larger than memory, in constant memory.
@@ -150,7 +152,7 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
     ``y_column`` names (or indexes) the response (default: the last column that is not
     ``node_column``); every other column except ``node_column`` is a feature. ``nodes`` is a holder count, its rows assigned by ``split`` as in :func:`release`
-    ("hash": one pass; "contiguous", the authors' split, flagged not private: the file is read
+    ("random": one pass; "contiguous", the authors' split, flagged not private: the file is read
     once more to count rows), or omitted when ``node_column`` names a column of holder labels.
     ``bounds`` are public (B_x, B_y); rows outside are clipped and counted.
     ``header`` is "infer" (first row has names) or None (no header, as in the paper's CSVs).
@@ -235,6 +237,7 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     acc = plan = None
     start = 0
     names = None
+    rng = split_rng(split_entropy(seed))
     desc = path.name + (" (pass 2/2)" if passes == 2 else "")
     for A, feats, ycol, ncol, labels in iter_stacked(path, header, chunksize, y_column,
                                                       node_column, progress, desc):
@@ -251,7 +254,7 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
         if ncol is None and split == "contiguous":
             labels = np.minimum((start + np.arange(n)) // size, J - 1)
         elif ncol is None:
-            labels = None if J == 1 else hash_labels(A[:, 1:-1], A[:, -1], J)
+            labels = None if J == 1 else random_split(n, J, rng)
         try:
             acc.add_stacked(A, labels, "node_column" if ncol is not None else "nodes")
         except BayesdpInputError as exc:
@@ -266,13 +269,3 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
                           private_bounds=not data_bounds, source=f"file {path.name}",
                           split="labels" if J is None else split, holder_name=holder_name,
                           plan=plan, bounds_part=part)
-
-
-def hash_labels(X, y, J):
-    """:func:`~bayesdp.releases.holders.hash_split` of a chunk; rows with NaN or infinite
-    values all get label 0 (the sums refuse them with an error naming the rows)."""
-    if J == 1:
-        return np.zeros(len(y), dtype=np.int64)
-    if all_finite(X) and all_finite(y):
-        return hash_split(X, y, J)
-    return np.zeros(len(y), dtype=np.int64)

@@ -1,9 +1,10 @@
 """Which rows belong to which data holder, and the holders' names.
 
-A count ``nodes=J`` assigns each row by ``split``: "hash" (a function of the row's own values,
-so adding or removing one row changes one holder's statistics only; docs/privacy.md) or
-"contiguous" (the authors' split in row order; not add/remove-one private). Per-row labels name
-the holders themselves.
+A count ``nodes=J`` assigns each row by ``split``: "random" (each row to a uniformly random
+holder, independently of its values and of the other rows, so adding or removing one row changes
+one holder's statistics only and the counts n_j say nothing about any row; docs/privacy.md
+section 3a) or "contiguous" (the authors' split in row order; not add/remove-one private).
+Per-row labels name the holders themselves: organisations whose names and row counts are public.
 """
 
 from __future__ import annotations
@@ -14,12 +15,20 @@ import numpy as np
 
 from ..errors import BayesdpInputError
 
-SPLITS = ("hash", "contiguous")
+SPLITS = ("random", "contiguous")
 
-SPLIT_HASH_KEY = 0x6261796573647031  # b"bayesdp1": fixed and public; the split needs no secret
+SPLIT_STREAM = 0x73706C6974  # b"split": the seed stream of the random split
+
+HASH_SPLIT_REMOVED = (
+    "split='hash' was removed: the holder of a row was a public hash of its values, so the "
+    "exact per-holder counts n_j in the release revealed hash(row) mod J of every row (which of "
+    "two candidate rows is present, with certainty). split='random' (the default) assigns rows "
+    "independently of their values; docs/privacy.md section 3a")
 
 
 def check_split(split):
+    if split == "hash":
+        raise BayesdpInputError(HASH_SPLIT_REMOVED)
     if split not in SPLITS:
         raise BayesdpInputError(f"split must be one of {SPLITS}, got {split!r}")
     return split
@@ -34,11 +43,12 @@ def holder_count(nodes):
     return None
 
 
-def node_labels(nodes, X, y, split="hash"):
+def node_labels(nodes, X, y, split="random", seed=None):
     """Per-row holder labels and the holders in release order (None: first-appearance order).
 
-    ``nodes`` is a count J (rows assigned by ``split``: "hash", each row by a hash of its own
-    values; "contiguous", the authors' split in row order) or one label per row.
+    ``nodes`` is a count J (rows assigned by ``split``: "random", each row to a uniformly random
+    holder drawn from the split's stream of ``seed``; "contiguous", the authors' split in row
+    order) or one label per row (checked by :func:`check_labels`).
     """
     check_split(split)
     n_rows = X.shape[0]
@@ -48,7 +58,7 @@ def node_labels(nodes, X, y, split="hash"):
             raise BayesdpInputError(f"fewer rows ({n_rows}) than data holders (nodes={J})")
         if split == "contiguous":
             return contiguous_split(n_rows, J), list(range(J))
-        return hash_split(X, y, J), list(range(J))
+        return random_split(n_rows, J, split_rng(split_entropy(seed))), list(range(J))
     labels = np.asarray(nodes)
     if labels.ndim != 1 or labels.shape[0] != n_rows:
         raise BayesdpInputError(
@@ -57,60 +67,33 @@ def node_labels(nodes, X, y, split="hash"):
     return labels, None
 
 
-def _mix64(h, t):
-    """The splitmix64 finaliser on a uint64 array, in place (wrapping arithmetic); ``t`` is
-    scratch space of the same shape."""
-    for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
-        np.right_shift(h, np.uint64(shift), out=t)
-        np.bitwise_xor(h, t, out=h)
-        np.multiply(h, np.uint64(mult), out=h)
-    np.right_shift(h, np.uint64(31), out=t)
-    np.bitwise_xor(h, t, out=h)
-    return h
+def split_entropy(seed):
+    """The entropy of the random split: its own stream of the release's seed (so the noise draws
+    do not depend on it), or a fresh 128-bit draw from the OS when ``seed`` is None (kept by the
+    caller, never released)."""
+    return np.random.SeedSequence(None if seed is None else [int(seed), SPLIT_STREAM]).entropy
 
 
-HASH_BLOCK = 1 << 15  # rows hashed at a time (the temporaries stay in cache)
+def split_rng(entropy, part=()):
+    """The generator of the random split from :func:`split_entropy`; ``part`` (e.g. a Dask
+    partition's index) gives each part an independent stream of the same entropy."""
+    return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=tuple(np.atleast_1d(part))))
 
 
-def row_hash(X, y):
-    """A 64-bit hash of each row's own values [x_1, ..., x_d, y] (float64 bit patterns).
-
-    h = K; for each value v of the row in turn: h = mix(h xor bits(v)); finally
-    h = mix(h xor (d + 1)), with mix the splitmix64 finaliser and K = SPLIT_HASH_KEY.
-    It depends on that row only: on no other row, on no row position and on no row count.
-    -0.0 and 0.0 hash alike. Not cryptographic, and it needs no secret: the privacy argument only
-    uses that a row's holder is a function of the row itself.
-    """
-    X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    n, p = X.shape[0], X.shape[1] + 1
-    out = np.empty(n, dtype=np.uint64)
-    for lo in range(0, n, HASH_BLOCK):
-        hi = min(lo + HASH_BLOCK, n)
-        # columns contiguous; + 0.0 turns -0.0 into 0.0
-        A = np.empty((p, hi - lo))
-        np.add(X[lo:hi].T, 0.0, out=A[:-1])
-        np.add(y[lo:hi], 0.0, out=A[-1])
-        W = A.view(np.uint64)
-        h, t = out[lo:hi], np.empty(hi - lo, dtype=np.uint64)
-        h[:] = SPLIT_HASH_KEY
-        for k in range(p):
-            np.bitwise_xor(h, W[k], out=h)
-            _mix64(h, t)
-        np.bitwise_xor(h, np.uint64(p), out=h)
-        _mix64(h, t)
-    return out
-
-
-def hash_split(X, y, J):
-    """Holder label (0..J-1) of each row from a hash of that row's values (the default split).
+def random_split(n_rows, J, rng=None):
+    """Holder label (0..J-1) of each row, drawn uniformly at random and independently of the
+    rows' values, of their positions and of each other (the default split).
 
     Adding or removing a row changes exactly one holder's statistics, by at most the per-row
-    sensitivity Delta, so a count ``nodes=J`` keeps the add/remove-one guarantee of the whole
-    release. Identical rows go to the same holder (harmless). Holder sizes are random around
-    n/J (multinomial-like), not exactly equal.
+    sensitivity Delta (couple the two assignments row by row: every other row keeps its holder),
+    so a count ``nodes=J`` keeps the add/remove-one guarantee of the whole release. The holder
+    counts n_j are Multinomial(n, 1/J): given n they carry no information about any row, so
+    under replace-one neighbouring (n fixed) the whole release, counts included, keeps the
+    replace-one guarantee (docs/privacy.md section 3a). ``rng``: a numpy Generator (a release's
+    is ``split_rng(split_entropy(seed))``); None: fresh OS entropy.
     """
-    return (row_hash(X, y) % np.uint64(J)).astype(np.int64)
+    rng = np.random.default_rng() if rng is None else rng
+    return rng.integers(0, J, size=int(n_rows), dtype=np.int64)
 
 
 def contiguous_split(n_rows, J):
@@ -126,10 +109,64 @@ def contiguous_split(n_rows, J):
     return labels
 
 
+MAX_HOLDERS = 1000  # holders one release may name (the paper's J is at most 10)
+
+_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*|\s*[-+]?(nan|inf|infinity)\s*",
+                     re.IGNORECASE)
+_INTEGER = re.compile(r"[-+]?\d+")
+
+
+def check_label_type(labels, what="nodes"):
+    """Refuse holder labels that look like measurements rather than names of holders: floats,
+    booleans and complex numbers (a feature column given as ``nodes`` or ``node_column`` would
+    otherwise publish every row's value as a holder name). Integers and strings pass here;
+    :func:`unique_in_order` checks the strings."""
+    kind = labels.dtype.kind
+    if kind in "fcb":
+        raise BayesdpInputError(
+            f"{what}: holder labels are {labels.dtype} values; labels name the data holders "
+            "(e.g. 'hospital_a', or integer codes 0..J-1) and are published as the holders' "
+            "names, so a column of measurements cannot be one. Give names or integer codes "
+            "(cast a column of whole numbers with .astype(int)), or a holder count nodes=J")
+
+
+def check_holder_label(label, what="nodes"):
+    """One distinct holder label: an integer, or a non-empty string that does not look like a
+    non-integer number (e.g. '0.1257', '1e3', 'nan')."""
+    if isinstance(label, (bool, np.bool_)) or not isinstance(label, (str, int, np.integer)):
+        raise BayesdpInputError(
+            f"{what}: holder label {str(label)[:40]!r} is a {type(label).__name__}; labels "
+            "name the data holders and are published: give names or integer codes")
+    if isinstance(label, str):
+        if not label.strip():
+            raise BayesdpInputError(f"{what}: an empty holder label; every holder needs a name")
+        if _NUMBER.fullmatch(label) and not _INTEGER.fullmatch(label.strip()):
+            raise BayesdpInputError(
+                f"{what}: holder label {label[:40]!r} looks like a measurement, not the name of a "
+                "data holder; labels are published as the holders' names, so a column of values "
+                "cannot be one. Give names (e.g. 'hospital_a') or integer codes")
+
+
+def check_holder_count(J, n_rows=None, what="nodes"):
+    """At most MAX_HOLDERS holders and at least two rows per holder on average (``n_rows``
+    None: the first only): per-row labels (an identifier column, a column of values) would
+    publish one name per person."""
+    if J > MAX_HOLDERS or (n_rows is not None and J > 1 and 2 * J > n_rows):
+        rows = f"more than {MAX_HOLDERS}" if n_rows is None else f"{J}"
+        raise BayesdpInputError(
+            f"{what}: {rows} distinct holder labels" + ("" if n_rows is None else
+                                                        f" for {n_rows} rows") + "; labels name a few data "
+            f"holders (at most {MAX_HOLDERS}, with at least 2 rows each on average) and are "
+            "published, so a per-row identifier or a column of values cannot be one. Use the "
+            "column that names the holders, or a holder count nodes=J")
+
+
 def unique_in_order(labels, what="nodes"):
-    """Distinct holder labels in order of first appearance; missing labels (None, NaN) and a
-    mix of numbers and strings are refused with an error naming ``what``."""
-    if labels.dtype.kind in "fcO":
+    """Distinct holder labels in order of first appearance, each checked by
+    :func:`check_holder_label`; missing labels (None, NaN), measurements and a mix of numbers
+    and strings are refused with an error naming ``what``."""
+    check_label_type(labels, what)
+    if labels.dtype.kind == "O":
         missing = np.array([v is None or (isinstance(v, (float, np.floating, complex))
                                           and not np.isfinite(v)) for v in labels.ravel()],
                            dtype=bool)
@@ -143,7 +180,12 @@ def unique_in_order(labels, what="nodes"):
         raise BayesdpInputError(
             f"{what}: holder labels must be all numbers or all strings, got a mix of "
             f"{sorted({type(v).__name__ for v in labels.ravel()})}") from None
-    return [labels[i].item() if hasattr(labels[i], "item") else labels[i] for i in np.sort(idx)]
+    out = [labels[i].item() if hasattr(labels[i], "item") else labels[i] for i in np.sort(idx)]
+    if len(out) > MAX_HOLDERS:
+        check_holder_count(len(out), labels.shape[0], what)
+    for lab in out:
+        check_holder_label(lab, what)
+    return out
 
 
 _DEFAULT_HOLDER_NAME = re.compile(r"\d+(:\d+)*")

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import accounting, privacy, secure_noise
 from ..errors import BayesdpInputError, check_seed
+from .holders import check_holder_count
 from .layout import unvech
 from .release_object import INTERCEPT_NAME, MAX_ABS, Release
 
@@ -119,10 +120,12 @@ def noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featur
         warnings.warn(privacy.PAPER_CODE_WARNING, UserWarning, stacklevel=3)
     labels = list(acc.stats)
     rows = np.array([acc.stats[lab].n for lab in labels])
+    if split == "labels":
+        check_holder_count(len(labels), int(rows.sum()))
     if np.any(rows < k):
         few = [str(lab) for lab, nj in zip(labels, rows) if nj < k]
-        how = " (split='hash' assigns rows by their values, so a holder can get none; use fewer " \
-              "holders)" if split == "hash" and k == 1 else ""
+        how = " (split='random' assigns rows at random, so a holder can get none; use fewer " \
+              "holders)" if split == "random" and k == 1 else ""
         need = "at least one row" if k == 1 else f"at least average_rows={k} rows (one group)"
         raise BayesdpInputError(f"nodes: holder(s) {', '.join(few)} got "
                                 f"{'no rows' if k == 1 else 'fewer than ' + str(k) + ' rows'}"
@@ -235,10 +238,7 @@ def noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featur
                f"{plan['scale']} (the discrete Gaussian's scale in grid steps, from its (eps, "
                "delta) bound; docs/privacy.md section 10)"),
             "source": source,
-            "split": {"hash": "hash of each row's values (nodes = holder count)",
-                      "contiguous": "contiguous in row order (the authors' split; not add/remove "
-                                    "private)",
-                      "labels": "one holder label per row (given)"}[split],
+            "split": split,
             **({"bounds": f"estimated privately from the {int(rows.sum())} rows of this release "
                           f"(exponential mechanism, eps={bounds_part['epsilon']:g}; "
                           "docs/privacy.md section 11)"} if bounds_part is not None else {}),
@@ -270,4 +270,4 @@ def _contiguous_note(k, sigma, sens, eps, dlt, eps_bounds=0.0):
             f"{k:.4g} x the sensitivity it was calibrated for; under add/remove-one neighbouring "
             f"it is only ({true_eps:.4g}, {dlt:g})-DP, not ({eps:g}, {dlt:g}). Under replace-one "
             f"neighbouring with row order and n fixed it is ({replace_eps:.4g}, {dlt:g})-DP. Use "
-            f"split='hash' (the default) for a private split")
+            f"split='random' (the default) for a private split")

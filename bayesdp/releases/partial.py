@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import privacy, secure_noise
 from ..errors import BayesdpInputError
-from .holders import check_split, unique_in_order
+from .holders import MAX_HOLDERS, check_holder_count, check_split, unique_in_order
 from .rows import all_finite, check_design, check_feature_names, check_finite, check_rows
 
 #: rows per block of the clipping and per-holder sums: large enough to amortise numpy's call
@@ -83,11 +83,11 @@ class PartialStatistics:
         the bounds (:func:`bayesdp.releases.mechanism.secure_plan`); :meth:`release` checks it.
     feature_names : list of str or None
         Names of the d features (default "x0", "x1", ...).
-    split : "labels" | "hash"
-        How rows were assigned to holders: given labels, or
-        :func:`~bayesdp.releases.holders.hash_split` with ``holders`` = J (recorded in the
-        release's provenance). Both keep add/remove-one DP: a row's holder depends on that row
-        only.
+    split : "labels" | "random"
+        How rows were assigned to holders: given labels (holders whose names and counts are
+        public), or :func:`~bayesdp.releases.holders.random_split` with ``holders`` = J
+        (recorded in the release's provenance). Both keep add/remove-one DP: a row's holder
+        depends on no other row (docs/privacy.md section 3a).
 
     ``add(X, y, labels)`` feeds rows; ``a + b`` (or ``a.merge(b)``) is the object of the rows of
     both, for objects of the same d, bounds, intercept, average_rows, grid, feature names and
@@ -110,10 +110,10 @@ class PartialStatistics:
         self.grid = None if grid is None else float(grid)
         self.feature_names = None if feature_names is None else tuple(
             check_feature_names(feature_names, self.d, "feature_names"))
-        if split not in ("labels", "hash"):
+        if split not in ("labels", "random"):
             check_split(split)
             raise BayesdpInputError(
-                f"split={split!r}: partial statistics take rows assigned by 'hash' or by labels; "
+                f"split={split!r}: partial statistics take rows assigned by 'random' or by labels; "
                 "the contiguous split depends on row positions over the whole data and is not "
                 "add/remove-one private")
         self.split = split
@@ -131,6 +131,8 @@ class PartialStatistics:
 
     def _new(self, lab):
         if lab not in self.stats:
+            if len(self.stats) >= MAX_HOLDERS:
+                check_holder_count(len(self.stats) + 1)
             self.stats[lab] = self._new_sums()
         return self.stats[lab]
 
@@ -448,7 +450,7 @@ class PartialStatistics:
 def holder_rows(labels, what="nodes"):
     """(label, row indices) of each holder in ``labels``, in order of first appearance, the
     indices in row order; indices None when all rows have one label. Small integer labels
-    (a hash split) are found with one comparison per label, others by a stable sort."""
+    (a random split) are found with one comparison per label, others by a stable sort."""
     if len(labels) == 0:
         return []
     if labels.dtype.kind in "iu":
