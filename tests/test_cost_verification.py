@@ -139,3 +139,462 @@ def test_write_atomic_cleans_up_after_a_writer_killed_with_sigkill(tmp_path):
 
     write_text_atomic(target, "{}\n")
     assert os.listdir(tmp_path) == ["fit.json"] and target.read_text() == "{}\n"
+
+
+# --------------------------------------------------------------------------------------------
+# every release bayesdp writes still loads: the record agrees with its own derivation
+
+import warnings  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def sim():
+    """8000 rows: enough for private bounds at eps = 1 (2020 rows) on four holders."""
+    return bayesdp.simulate(n=8000, d=3, seed=1)
+
+
+def _quiet(f, *a, **kw):
+    """Run a release entry point; the warnings of the flawed options (paper-code, contiguous,
+    bounds read off the data) are expected here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return f(*a, **kw)
+
+
+def _round_trip(rel, tmp_path, name="r.json"):
+    """Save, load (which verifies the record), and check the cost came back unchanged; the
+    record also agrees with accounting.derive_cost on the loaded release."""
+    back = bayesdp.load_release(rel.save(tmp_path / name))
+    assert back.privacy_cost == rel.privacy_cost
+    accounting.verify_cost(rel)
+    derived = accounting.derive_cost(back, back.privacy_cost)
+    assert [p["name"] for p in derived] == [p["name"] for p in back.privacy_cost] or any(
+        "holders" in p for p in back.privacy_cost)
+    return back
+
+
+RELEASE_OPTIONS = {
+    "plain": {},
+    "holders": dict(nodes=3),
+    "intercept": dict(intercept=True),
+    "average_rows": dict(average_rows=3, nodes=2),
+    "intercept_average_rows_yty": dict(intercept=True, average_rows=2, include_yty=True),
+    "yty": dict(include_yty=True),
+    "classical": dict(calibration="classical"),
+    "classical_short": dict(calibration="classical", epsilon=10.0),
+    "paper_code": dict(calibration="paper-code"),
+    "contiguous": dict(nodes=4, split="contiguous"),
+    "contiguous_average_rows": dict(nodes=3, split="contiguous", average_rows=2),
+    "data_bounds": dict(bounds="data"),
+    "secure": dict(noise="secure", seed=None),
+    "secure_intercept_yty": dict(noise="secure", seed=None, nodes=2, intercept=True,
+                                 include_yty=True),
+    "secure_average_rows": dict(noise="secure", seed=None, average_rows=2),
+    "private_bounds": dict(bounds="private"),
+    "private_bounds_holders": dict(bounds="private", nodes=4),
+    "private_bounds_share_classical": dict(bounds="private", bounds_share=0.3,
+                                           calibration="classical"),
+    "private_bounds_contiguous": dict(bounds="private", nodes=3, split="contiguous"),
+    "private_bounds_intercept_average_rows": dict(bounds="private", intercept=True,
+                                                  average_rows=2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RELEASE_OPTIONS))
+def test_every_kind_of_release_round_trips(sim, tmp_path, name):
+    kw = dict(RELEASE_OPTIONS[name])
+    kw.setdefault("epsilon", EPS)
+    kw.setdefault("delta", DELTA)
+    kw.setdefault("bounds", sim.bounds)
+    kw.setdefault("seed", 3)
+    if kw["seed"] is None:
+        del kw["seed"]
+    rel = _quiet(bayesdp.release, sim.X, sim.y, **kw)
+    back = _round_trip(rel, tmp_path)
+    assert back.epsilon == rel.epsilon and back.sigma_s.tolist() == rel.sigma_s.tolist()
+
+
+def test_release_file_partial_statistics_and_dask_round_trip(sim, tmp_path):
+    import pandas as pd
+
+    path = tmp_path / "d.csv"
+    frame = pd.DataFrame(sim.X, columns=["a", "b", "c"])
+    frame["y"] = sim.y
+    frame.to_csv(path, index=False, float_format="%.17g")
+    kw = dict(epsilon=EPS, delta=DELTA, seed=4)
+    for extra in (dict(bounds=sim.bounds, nodes=2), dict(bounds="private"),
+                  dict(bounds=sim.bounds, nodes=3, split="contiguous", intercept=True)):
+        _round_trip(_quiet(bayesdp.release_file, path, **kw, **extra), tmp_path, "file.json")
+    _round_trip(bayesdp.release_file(path, epsilon=EPS, delta=DELTA, bounds=sim.bounds,
+                                     noise="secure"), tmp_path, "file_secure.json")
+    from bayesdp.releases import PartialStatistics
+
+    acc = PartialStatistics(3, sim.bounds)
+    acc.add(sim.X[:4000], sim.y[:4000])
+    other = PartialStatistics(3, sim.bounds)
+    other.add(sim.X[4000:], sim.y[4000:])
+    _round_trip((acc + other).release(epsilon=EPS, delta=DELTA, seed=5), tmp_path, "ps.json")
+    try:
+        import dask.dataframe as dd
+    except ImportError:
+        return
+    ddf = dd.from_pandas(frame, npartitions=3)
+    _round_trip(bayesdp.release_dask(ddf, epsilon=EPS, delta=DELTA, bounds=sim.bounds, nodes=2,
+                                     seed=6, scheduler="synchronous"), tmp_path, "dask.json")
+
+
+def test_combined_releases_round_trip(sim, tmp_path):
+    half = len(sim.y) // 2
+    kw = dict(epsilon=EPS, delta=DELTA)
+    one = lambda X, y, **o: _quiet(bayesdp.release, X, y, **{**kw, **o})  # noqa: E731
+    a = one(sim.X[:half], sim.y[:half], bounds=sim.bounds, holder_name="a", seed=1)
+    b = one(sim.X[half:], sim.y[half:], bounds=sim.bounds, holder_name="b", seed=2)
+    c = bayesdp.combine_releases(a, b)
+    assert c.privacy_cost == a.privacy_cost  # equal costs kept as they are
+    _round_trip(c, tmp_path, "ab.json")
+    # holders that estimated their own bounds: per-holder parts, the largest bounds
+    pa = one(sim.X[:half], sim.y[:half], bounds="private", holder_name="pa", seed=1)
+    pb = one(sim.X[half:] * 1.5, sim.y[half:], bounds="private", holder_name="pb", seed=2)
+    own = bayesdp.combine_releases(pa, pb)
+    assert pa.bounds != pb.bounds and own.bounds != pa.bounds
+    _round_trip(own, tmp_path, "own.json")
+    # private bounds next to public ones of the same values
+    pe = one(sim.X[half:], sim.y[half:], bounds=pa.bounds, holder_name="pe", seed=3)
+    _round_trip(bayesdp.combine_releases(pa, pe), tmp_path, "pe.json")
+    # secure releases
+    sa = one(sim.X[:half], sim.y[:half], bounds=sim.bounds, noise="secure", holder_name="sa")
+    sb = one(sim.X[half:], sim.y[half:], bounds=sim.bounds, noise="secure", holder_name="sb")
+    _round_trip(bayesdp.combine_releases(sa, sb), tmp_path, "secure.json")
+    # contiguous splits: each input's cost is the whole-release change over its own holders
+    ca = one(sim.X[:half], sim.y[:half], bounds=sim.bounds, nodes=3, split="contiguous", seed=4)
+    cb = one(sim.X[half:], sim.y[half:], bounds=sim.bounds, nodes=3, split="contiguous", seed=5)
+    _round_trip(bayesdp.combine_releases(ca, cb), tmp_path, "contiguous.json")
+    # a contiguous input next to a randomly split one, in either order
+    ra = one(sim.X[half:], sim.y[half:] + 1.0, bounds=sim.bounds, nodes=2, seed=6)
+    _round_trip(bayesdp.combine_releases(ca, ra), tmp_path, "mixed1.json")
+    _round_trip(bayesdp.combine_releases(ra, ca), tmp_path, "mixed2.json")
+    # a combination of combinations, through files
+    c3 = one(sim.X[:half], sim.y[:half] - 1.0, bounds=sim.bounds, holder_name="c", seed=9)
+    again = bayesdp.combine_releases(str(tmp_path / "ab.json"), c3)
+    _round_trip(again, tmp_path, "again.json")
+
+
+def test_network_adapter_releases_round_trip(tmp_path):
+    from bayesdp.adapters import consensus, gossip
+    from bayesdp.adapters.pricer import PricerNetwork, pricer_release
+    from dp_helpers import rows_in_ball
+
+    rng = np.random.default_rng(11)
+    X, y = rows_in_ball(rng, 6, 3, *BOUNDS)
+    adj = np.ones((6, 6)) - np.eye(6)
+    sim = consensus.consensus_release(adj, X, y, eps=1.0, bound_x=BOUNDS[0], bound_y=BOUNDS[1],
+                                      seed=0, T=5)
+    _round_trip(sim.release, tmp_path, "consensus.json")
+    net = PricerNetwork.erdos_renyi(6, 0.7, 0.8)
+    Xs = [rng.standard_normal((10, 2)) for _ in range(6)]
+    ys = [Xk @ np.ones(2) + 0.1 * rng.standard_normal(10) for Xk in Xs]
+    pr = pricer_release(Xs, ys, net, eps=0.5, delta=1e-5, bound_x=3.0, bound_y=10.0, seed=1)
+    _round_trip(pr.release, tmp_path, "pricer.json")
+    A = gossip.synthetic_graph(64, seed=1)
+    Xg = rng.normal(size=(64, 2))
+    yg = Xg @ [0.2, -0.1] + rng.normal(0, 0.3, 64)
+    out, _ = _quiet(gossip.simulate_gossip, A, Xg, yg, epsilon=50, delta=1e-5, bounds=(3, 3),
+                    it_go=64, seed=1)
+    _round_trip(_quiet(gossip.gossip_release, out), tmp_path, "gossip.json")
+
+
+# --------------------------------------------------------------------------------------------
+# a record that disagrees with the file is refused, naming the field
+
+
+def _doc(rel):
+    return json.loads(json.dumps(rel.to_dict()))
+
+
+def _load(tmp_path, doc, name="edited.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return bayesdp.load_release(path)
+
+
+def test_noise_scales_that_disagree_with_the_record_are_refused(tmp_path):
+    """Audit reproducer 1: every holder's sigma_s and sigma_z set to 1.0 while the record keeps
+    sigma = 26.9 used to load, and a budget said eps = 1.0 for noise worth eps ~ 40."""
+    rel = _release(nodes=3)
+    assert rel.privacy_cost[0]["sigma"] == pytest.approx(26.90, abs=0.01)
+    doc = _doc(rel)
+    for h in doc["holders"]:
+        h["sigma_s"] = h["sigma_z"] = 1.0
+    with pytest.raises(ReleaseFormatError, match=r"privacy\.cost\.parts\[0\]\.sigma = 26\.9\d* "
+                                                 r"disagrees with holders\[0\]\.sigma_s = 1\.0"):
+        _load(tmp_path, doc)
+    doc = _doc(rel)
+    doc["holders"][2]["sigma_z"] = 0.5 * doc["holders"][2]["sigma_z"]  # one holder, one block
+    with pytest.raises(ReleaseFormatError, match=r"parts\[0\]\.sigma .* holders\[2\]\.sigma_z"):
+        _load(tmp_path, doc)
+    # negative control: the file as written loads, and more noise than recorded is refused too
+    # (the record must describe the file's noise)
+    assert _load(tmp_path, _doc(rel)).privacy_cost == rel.privacy_cost
+    doc = _doc(rel)
+    doc["holders"][1]["sigma_s"] *= 2
+    assert _load(tmp_path, doc).sigma_s[1] == 2 * rel.sigma_s[1]  # the smallest still agrees
+
+
+def _cut_sensitivity(part, factor):
+    """Scale a Gaussian part's sensitivity and keep rho, the noise multiplier and epsilon
+    consistent with it (what a careful forger does)."""
+    part["sensitivity"] *= factor
+    part["rho"] = 0.5 * (part["sensitivity"] / part["sigma"]) ** 2
+    part["dp_event"]["noise_multiplier"] = part["sigma"] / part["sensitivity"]
+    part["epsilon"] = bayesdp.true_epsilon(part["sigma"], part["delta"], part["sensitivity"])
+
+
+def test_a_sensitivity_below_the_bounds_is_refused(tmp_path):
+    """Audit reproducer 2: privacy.sensitivity and the part's cut to a tenth, rho consistent,
+    bounds (2, 3) unchanged: the second of two releases at (1, 1e-5) then composed to 0.9585
+    instead of 1.4002."""
+    a, b = _release(seed=1), _release(seed=2)
+    assert accounting.budget(a, b).epsilon == pytest.approx(1.4002, abs=1e-4)
+    doc = _doc(b)
+    doc["privacy"]["sensitivity"] /= 10
+    _cut_sensitivity(doc["privacy"]["cost"]["parts"][0], 0.1)
+    with pytest.raises(ReleaseFormatError, match=r"privacy\.sensitivity 0\.72\d* does not match "
+                                                 r"the bounds \(2, 3\).* 7\.211"):
+        _load(tmp_path, doc)
+    doc = _doc(b)  # the part alone
+    _cut_sensitivity(doc["privacy"]["cost"]["parts"][0], 0.1)
+    with pytest.raises(ReleaseFormatError, match=r"parts\[0\]\.sensitivity = 0\.72\d* is below "
+                                                 r"7\.211\d*, the sensitivity of the file's "
+                                                 r"bounds \(2, 3\)"):
+        _load(tmp_path, doc)
+    doc = _doc(b)  # the bounds with the sensitivity: the noise then exceeds the calibration
+    doc["privacy"]["sensitivity"] /= 10
+    doc["privacy"]["bounds"] = {"x": 2.0 / math.sqrt(10), "y": 3.0 / math.sqrt(10)}
+    _cut_sensitivity(doc["privacy"]["cost"]["parts"][0], 0.1)
+    with pytest.raises(ReleaseFormatError, match=r"parts\[0\] claims epsilon .* more than "
+                                                 r"calibration='exact' gives"):
+        _load(tmp_path, doc)
+
+
+def test_unknown_or_misplaced_mechanisms_are_refused(tmp_path):
+    """Audit reproducer 3: a part with mechanism "laplace" (any string) and eps 0.1 in place of
+    the statistics part was composed, 1.124 instead of 1.400 for two releases at (1, 1e-5)."""
+    a, b = _release(seed=1), _release(seed=2)
+    laplace = {"name": "statistics", "mechanism": "laplace", "epsilon": 0.1, "delta": 0.0,
+               "rho": 0.005, "sensitivity": 1.0, "sigma": None,
+               "dp_event": {"type": "ZCDpEvent", "rho": 0.005}}
+    doc = _doc(b)
+    doc["privacy"]["cost"]["parts"] = [laplace]
+    with pytest.raises(ReleaseFormatError, match=r"parts\[0\]\.mechanism 'laplace' is not a "
+                                                 r"mechanism bayesdp can account"):
+        _load(tmp_path, doc)
+    doc["privacy"]["cost"]["parts"] = [{**laplace, "mechanism": "exponential"}]
+    with pytest.raises(ReleaseFormatError, match=r"parts\[0\]\.mechanism 'exponential' "
+                                                 r"disagrees with the file's noise"):
+        _load(tmp_path, doc)
+    doc["privacy"]["cost"]["parts"] = [{**laplace, "mechanism": "exponential", "name": "x"},
+                                       _doc(b)["privacy"]["cost"]["parts"][0]]
+    assert _load(tmp_path, doc)  # an extra pure eps-DP part only adds cost: accepted
+    doc["privacy"]["cost"]["parts"] = [{**laplace, "mechanism": "exponential", "name": "x"}]
+    with pytest.raises(ReleaseFormatError, match=r"has 0 'statistics' parts"):
+        _load(tmp_path, doc)
+    doc = _doc(b)
+    doc["privacy"]["cost"]["parts"][0]["neighbouring"] = "replace-one"
+    with pytest.raises(ReleaseFormatError, match=r"parts\[0\]\.neighbouring 'replace-one'"):
+        _load(tmp_path, doc)
+    doc = _doc(b)
+    doc["privacy"]["cost"]["parts"][0]["mechanism"] = "discrete_gaussian"
+    doc["privacy"]["cost"]["parts"][0]["dp_event"] = {"type": "ZCDpEvent",
+                                                      "rho": b.privacy_cost[0]["rho"]}
+    doc["privacy"]["cost"]["parts"][0]["epsilon"] = 1.2
+    with pytest.raises(ReleaseFormatError, match=r"mechanism 'discrete_gaussian' disagrees"):
+        _load(tmp_path, doc)
+
+
+@pytest.fixture(scope="module")
+def private_pair(sim):
+    kw = dict(epsilon=EPS, delta=DELTA, bounds="private")
+    return (bayesdp.release(sim.X, sim.y, seed=1, **kw),
+            bayesdp.release(sim.X, sim.y, seed=2, **kw))
+
+
+def test_a_missing_or_zeroed_bounds_part_is_refused(tmp_path, private_pair):
+    """Audit reproducer 4: deleting the bounds part of a private-bounds release, or setting its
+    epsilon to 0, made the budget forget the bounds estimate's 0.1."""
+    a, b = private_pair
+    total = accounting.budget(a, b).epsilon
+    doc = _doc(b)
+    del doc["privacy"]["cost"]["parts"][0]
+    with pytest.raises(ReleaseFormatError, match=r"parts\[0\] claims epsilon = 0\.9\d*, but .* "
+                                                 r"more than calibration='exact' gives at "
+                                                 r"epsilon = 1, .*'bounds' cost part is missing"):
+        _load(tmp_path, doc)
+    doc = _doc(b)
+    doc["privacy"]["cost"]["parts"][0].update(epsilon=0.0, rho=0.0)
+    with pytest.raises(ReleaseFormatError, match=r"parts\[0\]\.dp_event: its epsilons add up"):
+        _load(tmp_path, doc)
+    for eps_b in (0.0, 0.05):  # the events forged along, rho as small as allowed
+        doc = _doc(b)
+        ev = {"type": "EpsilonDeltaDpEvent", "epsilon": eps_b / 2, "delta": 0.0}
+        doc["privacy"]["cost"]["parts"][0].update(
+            epsilon=eps_b, rho=eps_b**2 / 16, dp_event={"type": "ComposedDpEvent",
+                                                        "events": [ev, dict(ev)]})
+        with pytest.raises(ReleaseFormatError, match=r"parts\[1\] claims epsilon .* less the "
+                                                     r"other parts"):
+            _load(tmp_path, doc)
+    doc = _doc(b)
+    doc["privacy"]["cost"]["parts"][0]["rho"] /= 4  # below what two eps/2 mechanisms prove
+    with pytest.raises(ReleaseFormatError, match=r"parts\[0\]\.rho = .* understates"):
+        _load(tmp_path, doc)
+    doc = _doc(b)  # the estimate's own bounds must be the release's
+    doc["privacy"]["cost"]["parts"][0]["bounds"]["x"] /= 2
+    with pytest.raises(ReleaseFormatError, match=r"privacy\.bounds .* not the largest"):
+        _load(tmp_path, doc)
+    # a file without any record loads (as files written before it did) but its cost is
+    # unknown: a budget refuses it rather than count 0.9
+    doc = _doc(b)
+    del doc["privacy"]["cost"]
+    path = tmp_path / "no_record.json"
+    path.write_text(json.dumps(doc))
+    (part,) = bayesdp.load_release(path).privacy_cost
+    assert part["mechanism"] == "unaccounted" and "'bounds' cost part is missing" in part["note"]
+    with pytest.raises(bayesdp.BayesdpInputError, match="no DP guarantee that can be composed"):
+        accounting.budget(a, path)
+    # negative control: the files as written load and compose as before
+    assert accounting.budget(a, _load(tmp_path, _doc(b))).epsilon == total
+
+
+def test_other_records_that_claim_less_than_the_file_are_refused(tmp_path, sim):
+    rel = _release()
+    doc = _doc(rel)  # a smaller delta
+    doc["privacy"]["cost"]["parts"][0]["delta"] = 1e-6
+    doc["privacy"]["cost"]["parts"][0]["epsilon"] = 2.0
+    with pytest.raises(ReleaseFormatError, match=r"parts\[0\]\.delta = 1e-06 disagrees with "
+                                                 r"privacy\.delta = 1e-05"):
+        _load(tmp_path, doc)
+    doc = _doc(rel)  # a guarantee where the bounds were read off the data
+    doc["privacy"]["private_bounds"] = False
+    with pytest.raises(ReleaseFormatError, match=r"claims epsilon = 1\.0, but .* bounds were "
+                                                 r"read off the data"):
+        _load(tmp_path, doc)
+    doc = _doc(rel)  # a design with a larger sensitivity
+    doc["average_rows"] = 2
+    for h in doc["holders"]:
+        h["n_rows"], h["n"] = 2 * h["n"], h["n"]
+    with pytest.raises(ReleaseFormatError, match=r"privacy\.sensitivity .*\(average_rows=2"):
+        _load(tmp_path, doc)
+    c = _quiet(_release, nodes=4, split="contiguous")  # the split's factor dropped
+    doc = _doc(c)
+    _cut_sensitivity(doc["privacy"]["cost"]["parts"][0], 1 / privacy_factor(c))
+    with pytest.raises(ReleaseFormatError, match=r"parts\[0\]\.sensitivity .* contiguous split's "
+                                                 r"factor"):
+        _load(tmp_path, doc)
+    s = _release(noise="secure", seed=None)  # secure noise: the grid, and sigma
+    doc = _doc(s)
+    doc["noise"]["grid"] /= 2  # the values are on the finer grid too
+    with pytest.raises(ReleaseFormatError, match=r"noise\.grid .* disagrees with the grid"):
+        _load(tmp_path, doc)
+    doc = _doc(s)
+    for h in doc["holders"]:
+        h["sigma_s"] = h["sigma_z"] = h["sigma_s"] / 2
+    with pytest.raises(ReleaseFormatError, match=r"parts\[0\]\.sigma .* holders\[0\]\.sigma_s"):
+        _load(tmp_path, doc)
+
+
+def privacy_factor(rel):
+    return rel.privacy_cost[0]["sensitivity"] / rel.sensitivity
+
+
+def test_a_secure_part_with_the_smallest_delta_is_refused_quickly(tmp_path):
+    """Audit (B): delta = 5e-324 in a secure release's part made load_release loop for over a
+    minute (zcdp_epsilon never returned); now the part is checked at once: its epsilon 1 is
+    far below the 9.53 that its rho proves at that delta, and its delta is not the
+    release's either."""
+    import time
+
+    doc = _doc(_release(noise="secure", seed=None))
+    doc["privacy"]["cost"]["parts"][0]["delta"] = 5e-324
+    start = time.perf_counter()
+    with pytest.raises(ReleaseFormatError, match=r"parts\[0\]\.epsilon = 1\.0 understates the "
+                                                 r"cost: .* gives epsilon = 9\.53\d* at delta = "
+                                                 r"5e-324"):
+        _load(tmp_path, doc)
+    assert time.perf_counter() - start < 30
+    doc["privacy"]["cost"]["parts"][0]["epsilon"] = 9.6  # consistent with itself: still refused
+    with pytest.raises(ReleaseFormatError, match=r"parts\[0\]\.delta = 5e-324 disagrees with "
+                                                 r"privacy\.delta = 1e-05"):
+        _load(tmp_path, doc)
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda d: d["privacy"]["cost"]["parts"][0].update(sensitivity=1e200),
+     r"privacy\.cost\.parts\[0\]\.sensitivity must be a finite number of magnitude at most"),
+    (lambda d: d.update(average_rows=2**70), r"'average_rows' must be at most 2\*\*53"),
+    (lambda d: d["privacy"]["cost"]["parts"][0].update(epsilon=10**400),
+     r"parts\[0\]\.epsilon must be a finite number .* 401-digit integer"),
+    (lambda d: d["privacy"]["cost"]["parts"][0]["dp_event"].update(noise_multiplier=10**400),
+     r"parts\[0\]\.dp_event\.noise_multiplier must be a finite number"),
+    (lambda d: d["privacy"]["cost"]["parts"][0].update(sigma=1e-300),
+     r"parts\[0\]\.rho = .* but the noise gives"),
+])
+def test_out_of_range_numbers_are_a_release_format_error(tmp_path, edit, field):
+    """Audit (B): these raised OverflowError (not a ReleaseFormatError naming the field)."""
+    doc = _doc(_release(average_rows=2))
+    edit(doc)
+    with pytest.raises(ReleaseFormatError, match=field):
+        _load(tmp_path, doc)
+
+
+def _number_paths(obj, path=()):
+    """The paths to the numbers of a JSON document (the first two entries of long arrays)."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _number_paths(v, path + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj[:2]):
+            yield from _number_paths(v, path + (i,))
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        yield path
+
+
+EXTREMES = [1e200, -1e149, 1e149, 5e-324, 0, -1, 2**70, 10**400, 1e-300]
+
+
+@pytest.mark.parametrize("kind", ["private_bounds", "secure", "contiguous"])
+def test_every_number_of_a_file_at_its_extremes(tmp_path, sim, kind):
+    """Every numeric field of a release file set to extreme values either loads or raises
+    ReleaseFormatError, quickly: never OverflowError, ZeroDivisionError or a hang."""
+    import signal
+
+    kw = {"private_bounds": dict(bounds="private", nodes=2, intercept=True, seed=1),
+          "secure": dict(bounds=sim.bounds, noise="secure", include_yty=True, average_rows=2),
+          "contiguous": dict(bounds=sim.bounds, nodes=3, split="contiguous", seed=1)}[kind]
+    rel = _quiet(bayesdp.release, sim.X[:4000] if kind != "private_bounds" else sim.X,
+                 sim.y[:4000] if kind != "private_bounds" else sim.y, epsilon=EPS, delta=DELTA,
+                 **kw)
+    base = _doc(rel)
+
+    def alarm(*_):
+        raise TimeoutError
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    try:
+        for path in list(_number_paths(base)):
+            for value in EXTREMES:
+                doc = copy.deepcopy(base)
+                target = doc
+                for key in path[:-1]:
+                    target = target[key]
+                target[path[-1]] = value
+                signal.alarm(20)
+                try:
+                    _load(tmp_path, doc)
+                except ReleaseFormatError:
+                    pass
+                except Exception as exc:  # noqa: BLE001 - the point of the test
+                    pytest.fail(f"{'.'.join(map(str, path))} = {value!r}: "
+                                f"{type(exc).__name__}: {exc}")
+                finally:
+                    signal.alarm(0)
+    finally:
+        signal.signal(signal.SIGALRM, old)

@@ -311,6 +311,8 @@ def release_from_dict(doc) -> Release:
     k = doc.get("average_rows", 1)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ReleaseFormatError(f"field 'average_rows' must be a whole number >= 1, got {k!r}")
+    if k > MAX_COUNT:  # a group holds at most as many rows as a holder can count
+        raise ReleaseFormatError(f"field 'average_rows' must be at most 2**53, got {_short(k)}")
     S, z, n, ss, sz, hn = [], [], [], [], [], []
     clipped, yty, syty, cov, rows = [], [], [], [], []
     for j, h in enumerate(holders):
@@ -378,36 +380,44 @@ def release_from_dict(doc) -> Release:
         raise ReleaseFormatError("n_clipped must be given for every holder or for none")
     if any(v is not None for v in rows) and not has(rows):
         raise ReleaseFormatError("n_rows must be given for every holder or for none")
-    return Release(
-        S_hat=np.stack(S),
-        z_hat=np.stack(z),
-        n=np.array(n),
-        sigma_s=np.array(ss),
-        sigma_z=np.array(sz),
-        feature_names=tuple(names),
-        holder_names=tuple(hn),
-        epsilon=pr.get("epsilon"),
-        delta=pr.get("delta"),
-        calibration=pr.get("calibration"),
-        sensitivity=pr.get("sensitivity"),
-        bounds=bounds,
-        private_bounds=_flag(pr, "private_bounds", True, "privacy."),
-        seeded=seeded,
-        n_clipped=np.array(clipped) if has(clipped) else None,
-        yty_hat=np.array(yty, dtype=float) if has(yty) else None,
-        sigma_yty=np.array(syty, dtype=float) if has(yty) else None,
-        noise_cov=np.stack(cov) if has(cov) and len({c.shape for c in cov}) == 1 else (
-            None if not has(cov) else _ragged("noise_cov")),
-        dp_claim_valid=claim_valid,
-        dp_claim_note=claim_note,
-        provenance=prov,
-        intercept=intercept,
-        average_rows=k,
-        n_rows=np.array(rows) if has(rows) else None,
-        privacy_cost=parts,
-        noise_mechanism=mech,
-        noise_grid=grid,
-    )
+    try:
+        rel = Release(
+            S_hat=np.stack(S),
+            z_hat=np.stack(z),
+            n=np.array(n),
+            sigma_s=np.array(ss),
+            sigma_z=np.array(sz),
+            feature_names=tuple(names),
+            holder_names=tuple(hn),
+            epsilon=pr.get("epsilon"),
+            delta=pr.get("delta"),
+            calibration=pr.get("calibration"),
+            sensitivity=pr.get("sensitivity"),
+            bounds=bounds,
+            private_bounds=_flag(pr, "private_bounds", True, "privacy."),
+            seeded=seeded,
+            n_clipped=np.array(clipped) if has(clipped) else None,
+            yty_hat=np.array(yty, dtype=float) if has(yty) else None,
+            sigma_yty=np.array(syty, dtype=float) if has(yty) else None,
+            noise_cov=np.stack(cov) if has(cov) and len({c.shape for c in cov}) == 1 else (
+                None if not has(cov) else _ragged("noise_cov")),
+            dp_claim_valid=claim_valid,
+            dp_claim_note=claim_note,
+            provenance=prov,
+            intercept=intercept,
+            average_rows=k,
+            n_rows=np.array(rows) if has(rows) else None,
+            privacy_cost=parts,
+            noise_mechanism=mech,
+            noise_grid=grid,
+        )
+        # the record must agree with the cost the file's own noise, bounds and design give
+        accounting.verify_cost(rel)
+    except ReleaseFormatError:
+        raise
+    except BayesdpInputError as exc:
+        raise ReleaseFormatError(str(exc)) from None
+    return rel
 
 
 def _noise_from_dict(noise):
