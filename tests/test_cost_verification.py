@@ -598,3 +598,62 @@ def test_every_number_of_a_file_at_its_extremes(tmp_path, sim, kind):
                     signal.alarm(0)
     finally:
         signal.signal(signal.SIGALRM, old)
+
+
+# --------------------------------------------------------------------------------------------
+# combine: the same holder's release given twice, even when its digits changed
+
+
+def test_combine_refuses_a_copy_changed_by_one_ulp(tmp_path):
+    """A copy of a holder's file whose S_hat[0][0] moved by one ulp used to be combined as a
+    second holder (only byte-identical statistics were caught), doubling its rows and halving
+    its noise in the posterior. Its noise draw is the same, so it is the same release."""
+    a = _release(holder_name="hosp_a", seed=1)
+    path_a = a.save(tmp_path / "a.json")
+    doc = json.loads(path_a.read_text())
+    h = doc["holders"][0]
+    h["name"] = "hosp_copy"
+    h["S_hat"][0][0] = math.nextafter(h["S_hat"][0][0], math.inf)
+    copy_path = tmp_path / "copy.json"
+    copy_path.write_text(json.dumps(doc))
+    assert bayesdp.load_release(copy_path).S_hat[0, 0, 0] != a.S_hat[0, 0, 0]
+    with pytest.raises(bayesdp.CombineError, match=r"holder 'hosp_copy' of release 1 .* same "
+                                                   r"statistics .* holder 'hosp_a' of release 0"):
+        bayesdp.combine_releases(str(path_a), str(copy_path))
+    # every number rewritten with 12 significant digits (another program's printout)
+    doc = json.loads(path_a.read_text())
+    h = doc["holders"][0]
+    h["name"] = "hosp_printed"
+    h["S_hat"] = [[float(f"{v:.12g}") for v in row] for row in h["S_hat"]]
+    h["z_hat"] = [float(f"{v:.12g}") for v in h["z_hat"]]
+    printed = tmp_path / "printed.json"
+    printed.write_text(json.dumps(doc))
+    with pytest.raises(bayesdp.CombineError, match="same statistics"):
+        bayesdp.combine_releases(a, str(printed))
+    # a budget refuses it as the same release given twice (instead of adding it up)
+    with pytest.raises(bayesdp.BayesdpInputError, match="the same release is given twice"):
+        accounting.budget(str(path_a), str(copy_path))
+
+
+def test_different_holders_still_combine():
+    """Negative control: holders with their own noise combine, also when their rows are the
+    same (the same data released twice has two noise draws; only names can tell that) and
+    when their statistics are close (a hundredth of the noise apart in every coordinate)."""
+    a = _release(holder_name="a", seed=1)
+    b = _release(holder_name="b", seed=2)  # the same rows, fresh noise
+    c = bayesdp.combine_releases(a, b)
+    assert c.J == 2 and c.holder_names == ("a", "b")
+    sig = a.sigma_s[0]
+    near = dataclasses_replace(a, S_hat=a.S_hat + 0.01 * sig, z_hat=a.z_hat + 0.01 * sig,
+                               holder_names=("near",))
+    assert bayesdp.combine_releases(a, near).J == 2
+    from bayesdp.releases.combine import same_release_pairs
+
+    assert same_release_pairs([a, b, near]) == []
+    assert same_release_pairs([a, b, a]) == [((0, "a"), (2, "a"))]
+
+
+def dataclasses_replace(rel, **kw):
+    import dataclasses
+
+    return dataclasses.replace(rel, **kw)
