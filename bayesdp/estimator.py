@@ -31,9 +31,10 @@ class BayesDPRegressor:
         Public bounds on ||x||_2 and |y| (required; rows outside are clipped). ``"data"`` reads
         them off the rows, which is NOT private (the release is flagged).
     method : str
-        Inference method (``bayesdp.METHODS``); default ``"fixeds"`` (MCMC-fixedS, estimates
-        sigma_y^2). ``"fast"`` is a closed form but fixes sigma_y^2 at (B_y / 3)^2, which makes
-        ``return_std`` and intervals wide.
+        Inference method (``bayesdp.METHODS``); default ``"eiv"`` (the noise on S carried into
+        theta's likelihood, sigma_y^2 integrated out; a closed form whose intervals hold on
+        real data, docs/methods.md). ``"fast"`` is a closed form but fixes sigma_y^2 at
+        (B_y / 3)^2, which makes ``return_std`` and intervals wide.
     nodes : number of data holders J the rows are split over (default 1).
     seed : None or int
         None (default): the release noise comes from fresh OS entropy (right for real data).
@@ -57,7 +58,7 @@ class BayesDPRegressor:
         ``idata_``).
     """
 
-    def __init__(self, epsilon=1.0, delta=1e-5, bounds=None, method="fixeds", nodes=1, seed=None,
+    def __init__(self, epsilon=1.0, delta=1e-5, bounds=None, method="eiv", nodes=1, seed=None,
                  calibration="exact", priors=None, num_samples=1000, num_chains=4,
                  num_warmup=1000, method_options=None):
         given = locals()

@@ -17,12 +17,13 @@ method (``fixeds``) to have sigma_y^2 estimated.
 from __future__ import annotations
 
 import secrets
+import warnings
 
 import numpy as np
 import pandas as pd
 
 from . import diagnostics
-from .errors import BayesdpInputError, check_seed
+from .errors import BayesdpInputError, CalibrationWarning, check_seed
 
 
 def predict(idata, X_new, *, seed=None, hdi_prob=0.9):
@@ -62,10 +63,20 @@ def predict(idata, X_new, *, seed=None, hdi_prob=0.9):
     theta = np.asarray(idata.posterior["theta"].transpose("chain", "draw", ...).values,
                        dtype=float)
     s2, source = noise_variance(idata)
+    spread = sigma_y_spread(s2)
+    if spread > SIGMA_Y_SPREAD_MAX:
+        lo, hi = np.sqrt(np.quantile(s2, [0.05, 0.95]))
+        warnings.warn(
+            f"predict: the release determines sigma_y poorly (90% posterior interval {lo:.3g} "
+            f"to {hi:.3g}, a factor {spread:.3g}), so the width of these prediction intervals "
+            "rests on the prior of sigma_y^2, not on the data: their coverage can be far from "
+            "nominal either way (docs/prediction.md, 'When sigma_y is not identified')",
+            CalibrationWarning, stacklevel=2)
     rng = np.random.default_rng(seed)
     mu = np.einsum("cnk,mk->cnm", theta, X)
     y = mu + np.sqrt(s2)[..., None] * rng.standard_normal(mu.shape)
     attrs = {"predict_seed": int(seed), "hdi_prob": hdi_prob, "sigma_y2_source": source,
+             "sigma_y_spread": spread,
              "method": diagnostics.attrs(idata).get("method", "?")}
     return diagnostics.with_predictions(
         idata, predictions={"y": y}, constant_data={"X": X},
@@ -122,6 +133,16 @@ def predictive_moments(idata, X):
     mu = theta @ X.T
     var = mu.var(axis=0, ddof=1) + float(np.mean(s2))
     return mu.mean(axis=0), np.sqrt(var), False
+
+
+#: predict warns when sigma_y's 90% posterior interval spans more than this factor.
+SIGMA_Y_SPREAD_MAX = 2.0
+
+
+def sigma_y_spread(s2):
+    """q95 / q05 of sigma_y over the draws of sigma_y^2 (1.0 when it is fixed)."""
+    lo, hi = np.quantile(np.asarray(s2, dtype=float), [0.05, 0.95])
+    return float(np.sqrt(hi / lo)) if lo > 0 else float("inf")
 
 
 def noise_variance(idata):

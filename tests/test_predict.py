@@ -206,7 +206,7 @@ def test_bad_arguments(fast, nonprivate):
 def test_regressor_recovers_theta_on_a_large_data_set_at_big_epsilon():
     """n = 100000 rows, x ~ N(0, I) (a well-conditioned design; the paper's simulation draws
     Sigma_x with eigenvalues down to 1e-3, where theta is hard to estimate at any epsilon),
-    epsilon = 10, the default method (fixeds). The posterior sd of theta is about 0.003, so
+    epsilon = 10, the default method (eiv). The posterior sd of theta is about 0.003, so
     0.02 is > 6 sd."""
     rng = np.random.default_rng(0)
     n, theta = 100_000, np.array([1.0, -0.5, 2.0])
@@ -222,14 +222,13 @@ def test_regressor_recovers_theta_on_a_large_data_set_at_big_epsilon():
     assert list(est.feature_names_in_) == ["age", "bmi", "dose"]
     assert list(est.idata_.posterior["theta"].coords["feature"].values) == ["age", "bmi", "dose"]
     assert est.release_.J == 2 and est.release_.epsilon == 10 and est.release_.n_total == n
-    assert est.idata_.posterior.attrs["method"] == "fixeds"
+    assert est.idata_.posterior.attrs["method"] == "eiv"
     new = X.iloc[:5]
     mean, sd = est.predict(new, return_std=True)
     np.testing.assert_allclose(mean, new.to_numpy() @ est.coef_, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(est.predict(new[["dose", "bmi", "age"]]), mean, rtol=1e-14)
     # sd^2 = var(x^T theta) + E[sigma_y^2] over the draws. Not ~1 (the true sigma_y): the six
-    # numbers of z_hat (noise sd ~50) barely measure sigma_y^2 (exact posterior of
-    # log sigma_y^2: mean -1.0, sd 0.9; tests/test_kernels.py checks the draws against it)
+    # numbers of z_hat (noise sd ~50) barely measure sigma_y^2
     th = est.idata_.posterior["theta"].values.reshape(-1, 3)
     s2 = est.idata_.posterior["sigma_y2"].values
     expected = np.sqrt((th @ new.to_numpy().T).var(axis=0, ddof=1) + s2.mean())
@@ -245,7 +244,7 @@ def test_regressor_parameters_follow_scikit_learn():
     assert list(params) == ["epsilon", "delta", "bounds", "method", "nodes", "seed",
                             "calibration", "priors", "num_samples", "num_chains", "num_warmup",
                             "method_options"]
-    assert params["epsilon"] == 2.0 and params["method"] == "fixeds" and params["seed"] is None
+    assert params["epsilon"] == 2.0 and params["method"] == "eiv" and params["seed"] is None
     assert est.set_params(method="fast", nodes=3) is est
     assert (est.method, est.nodes) == ("fast", 3)
     clone = bayesdp.BayesDPRegressor(**est.get_params())

@@ -112,9 +112,9 @@ def register(subparsers):
 
     p = add_command(subparsers, "fit", _cmd_fit, "fit a posterior from one or more release files")
     p.add_argument("releases", nargs="+", help="release file(s)")
-    p.add_argument("--method", default="fast", metavar="METHOD",
+    p.add_argument("--method", default="eiv", metavar="METHOD",
                    help="inference method, one of: " + ", ".join(sorted(METHODS))
-                        + " (default: fast; docs/methods.md)")
+                        + " (default: eiv, calibrated on real data; docs/methods.md)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the sampler (default: fresh OS entropy)")
     p.add_argument("--num-samples", type=int, default=1000,

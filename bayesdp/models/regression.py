@@ -448,6 +448,93 @@ def fixeds_model(data: ModelData):
     _z_likelihood(data, data.S_fixed, theta, sigma_y2)
 
 
+EivData = _data_class(
+    "EivData", ("S_hat", "z_hat", "S_plus", "noise_SS", "noise_Sz", "noise_zz", "slopes",
+                "scale_min", "sigma_y2_max", "theta_plugin", "a", "b", "m", "C"), """\
+What :func:`eiv_model` conditions on: the holders pooled (sums over j).
+
+S_hat (d, d) and z_hat (d,): sum_j S_hat_j and sum_j z_hat_j; S_plus (d, d): the nearest PSD
+matrix of S_hat; the pooled noise blocks over [vech(S), z] (:class:`layout.NoiseBlocks` summed
+over the holders): noise_SS (k,) when it is diagonal (the iid release), else (k, k), noise_Sz
+(k, d) or None, noise_zz (d, d); slopes (d,): 1.0 for the coefficients whose prior scale is
+sampled, 0.0 for an intercept; scale_min: the smallest prior scale; sigma_y2_max: the upper
+bound of sigma_y^2 (B_y^2, or inf); theta_plugin (d,) or None: the theta through which the S
+noise is pushed (None: theta itself); theta's prior m, C and sigma_y^2's a, b.
+""")
+
+
+def eiv_model_data(release, priors, *, scale_min, sigma_y2_max, theta_plugin=None) -> EivData:
+    """EivData from a release and resolved priors (NumPy arrays; :func:`eiv_arrays` makes them
+    JAX arrays for numpyro)."""
+    from ..inference.closed_form import nearest_psd
+
+    blocks = layout.noise_blocks(release)
+    S_hat = release.S_hat.sum(axis=0)
+    slopes = np.ones(release.d)
+    if release.intercept:
+        slopes[0] = 0.0
+    return EivData(S_hat=S_hat, z_hat=release.z_hat.sum(axis=0), S_plus=nearest_psd(S_hat),
+                   noise_SS=blocks.SS.sum(axis=0),
+                   noise_Sz=None if blocks.Sz is None else blocks.Sz.sum(axis=0),
+                   noise_zz=blocks.zz.sum(axis=0), slopes=slopes, scale_min=float(scale_min),
+                   sigma_y2_max=float(sigma_y2_max),
+                   theta_plugin=None if theta_plugin is None else np.asarray(theta_plugin, float),
+                   a=float(priors.a), b=float(priors.b), m=np.asarray(priors.m, float),
+                   C=np.asarray(priors.C, float))
+
+
+def eiv_arrays(data: EivData) -> EivData:
+    """The same data as float64 JAX arrays (call ``bayesdp._jax.enable_x64()`` first)."""
+    return EivData(**{k: None if v is None else _arrays(v=v)["v"]
+                      for k, v in data._asdict().items()})
+
+
+def eiv_prior_covariance(data, theta_scale, xp=np):
+    """Theta's prior covariance given the scale r: D C D with D = diag(r on the slopes, 1 on an
+    intercept)."""
+    r = data.slopes * theta_scale + (1.0 - data.slopes)
+    return data.C * r[:, None] * r[None, :]
+
+
+def eiv_noise_covariance(data, theta, xp=np):
+    """Var(e_z - E theta) of the pooled noise (:func:`layout.eiv_covariance`)."""
+    return layout.eiv_covariance(data.noise_SS, data.noise_Sz, data.noise_zz, theta, xp=xp,
+                                 ss_diagonal=data.noise_SS.ndim == 1)
+
+
+def eiv_model(data: EivData):
+    """The errors-in-variables model of the pooled release (the default method "eiv";
+    docs/methods.md). With S_hat = sum_j S_hat_j = S + E and z_hat = sum_j z_hat_j:
+
+        r         ~ LogUniform(scale_min, 1)          (theta's prior scale)
+        theta     ~ N(m, D_r C D_r),   D_r = diag(r on the slopes, 1 on an intercept)
+        sigma_y^2 ~ InvGamma(a, b) truncated to sigma_y^2 <= sigma_y2_max
+        z_hat | theta, sigma_y^2 ~ N(S_hat theta, sigma_y^2 S_+ + Var(e_z - E t))
+
+    t = theta (or ``theta_plugin`` when given). Summing the holders is exact given S_j: z =
+    sum_j z_j ~ N(S theta, sigma_y^2 S + sum_j Sigma_z,j) (Prop. 3.1 summed over j). Writing
+    S = S_hat - E, z_hat = S_hat theta + (z - S theta) + e_z - E theta: the pivot z_hat - S_hat
+    theta has mean 0 and covariance sigma_y^2 S + Var(e_z - E theta) given S; with S's
+    uncertainty given S_hat taken as the noise's (a flat prior on S) sigma_y^2 S is replaced by
+    sigma_y^2 S_+ (S_hat made PSD) - the moment-matched noise-aware likelihood of Bernstein &
+    Sheldon (2019) for the release of eqs. (2)-(3). The release's noise on S then widens theta's
+    likelihood along the directions the noise hides, instead of being read as signal.
+    """
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    r = numpyro.sample("theta_scale", dist.LogUniform(data.scale_min, 1.0))
+    theta = numpyro.sample("theta", dist.MultivariateNormal(
+        data.m, covariance_matrix=eiv_prior_covariance(data, r, jnp)))
+    sigma_y2 = numpyro.sample("sigma_y2", dist.InverseGamma(data.a, data.b))
+    numpyro.factor("sigma_y2_max", jnp.where(sigma_y2 <= data.sigma_y2_max, 0.0, -jnp.inf))
+    t = theta if data.theta_plugin is None else data.theta_plugin
+    cov = sigma_y2 * data.S_plus + eiv_noise_covariance(data, t, jnp)
+    numpyro.sample("z_hat", dist.MultivariateNormal(data.S_hat @ theta, covariance_matrix=cov),
+                   obs=data.z_hat)
+
+
 InterceptModelData = _data_class(
     "InterceptModelData", ("S_hat", "z_hat", "n", "column", "sigma_s", "Sigma_z", *PRIOR_FIELDS,
                            "mu_mean", "mu_cov"), """\
@@ -592,7 +679,8 @@ def intercept_setup(release, priors, S_init, sigma_y2, theta):
 
 MODELS = {"normalx": normalx_model, "normalx-noncentred": normalx_noncentred_model,
           "normalx-intercept-noncentred": normalx_intercept_noncentred_model,
-          "fixeds": fixeds_model, "normalx-intercept": normalx_intercept_model}
+          "fixeds": fixeds_model, "normalx-intercept": normalx_intercept_model,
+          "eiv": eiv_model}
 
 
 def log_joint(model, data: ModelData, params: dict):

@@ -1,0 +1,151 @@
+"""The default method "eiv" (bayesdp/inference/eiv.py) against its numpyro model
+(models/regression.py, eiv_model), closed forms and exact identities."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import bayesdp
+from bayesdp.inference import eiv
+from bayesdp.models import regression
+
+
+def _release(seed=0, n=3000, d=2, J=3, eps=1.0, intercept=False):
+    sim = bayesdp.simulate(n=n, d=d, seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # centring advice
+        return bayesdp.release(sim.X, sim.y, epsilon=eps, delta=1e-5, bounds=sim.bounds,
+                               nodes=J, seed=seed + 1, intercept=intercept)
+
+
+def test_fit_default_method_is_eiv():
+    rel = _release()
+    idata = bayesdp.fit(rel, seed=0)
+    assert idata.posterior.attrs["method"] == "eiv"
+    assert set(idata.posterior.data_vars) == {"theta", "sigma_y2", "theta_scale"}
+    assert idata.posterior["theta"].shape == (4, 1000, 2)
+    a = idata.posterior.attrs
+    assert a["eiv_converged"] == 1 and a["sigma_y2_max"] == pytest.approx(rel.bounds[1] ** 2)
+    s2 = np.asarray(idata.posterior["sigma_y2"])
+    assert s2.max() <= rel.bounds[1] ** 2 and s2.min() > 0
+    r = np.asarray(idata.posterior["theta_scale"])
+    assert r.min() >= eiv.SCALE_MIN * (1 - 1e-12) and r.max() <= 1.0
+
+
+def test_log_weights_are_the_marginal_likelihood_times_the_prior():
+    """Each grid cell's weight is N(z_hat; S_hat m, M + S_hat C_r S_hat^T) times the priors'
+    densities in log coordinates (InvGamma(a, b) sigma^2, log-uniform r): checked against scipy
+    at every cell of a small grid."""
+    rel = _release(d=3)
+    pri = bayesdp.Priors().resolve(rel)
+    data = regression.eiv_model_data(rel, pri, scale_min=0.01, sigma_y2_max=100.0)
+    theta0 = np.array([0.3, -0.2, 0.5])
+    log_s2, log_r = np.linspace(-6, 3, 5), np.linspace(np.log(0.01), 0, 4)
+    grid = eiv._grid(data, theta0, log_s2, log_r)
+    noise = regression.eiv_noise_covariance(data, theta0)
+    direct = np.empty((5, 4))
+    for g, ls2 in enumerate(log_s2):
+        for h, lr in enumerate(log_r):
+            C = regression.eiv_prior_covariance(data, np.exp(lr))
+            cov = np.exp(ls2) * data.S_plus + noise + data.S_hat @ C @ data.S_hat.T
+            direct[g, h] = (stats.multivariate_normal(data.S_hat @ data.m, cov).logpdf(data.z_hat)
+                            + stats.invgamma(pri.a, scale=pri.b).logpdf(np.exp(ls2)) + ls2)
+    direct -= np.logaddexp.reduce(direct.ravel())
+    np.testing.assert_allclose(grid["log_weight"], direct, atol=1e-8)
+    # and the conditional mean is eq. 12's with S_hat as design and M as noise
+    g, h = 2, 1
+    M = np.exp(log_s2[g]) * data.S_plus + noise
+    C = regression.eiv_prior_covariance(data, np.exp(log_r[h]))
+    P = data.S_hat.T @ np.linalg.solve(M, data.S_hat) + np.linalg.inv(C)
+    mu = np.linalg.solve(P, data.S_hat.T @ np.linalg.solve(M, data.z_hat))
+    np.testing.assert_allclose(grid["mean"][g, h], mu, rtol=1e-9)
+    np.testing.assert_allclose(eiv.cell_precision(data, theta0, np.exp(log_s2[g]),
+                                                  np.exp(log_r[h])), P, rtol=1e-9)
+
+
+def test_pooling_holders_is_exact():
+    """The posterior depends on the holders only through their sums: a release of J = 4
+    holders and the same statistics summed into one holder (noise variances added) give the
+    same posterior."""
+    rel = _release(J=4)
+    one = bayesdp.Release(S_hat=rel.S_hat.sum(0, keepdims=True),
+                          z_hat=rel.z_hat.sum(0, keepdims=True), n=[int(rel.n.sum())],
+                          sigma_s=[float(np.sqrt((rel.sigma_s ** 2).sum()))],
+                          sigma_z=[float(np.sqrt((rel.sigma_z ** 2).sum()))],
+                          epsilon=rel.epsilon, delta=rel.delta, bounds=rel.bounds)
+    pri = bayesdp.Priors().resolve(rel)
+    a, b = eiv.eiv_posterior(rel, pri), eiv.eiv_posterior(one, pri)
+    np.testing.assert_allclose(a["theta_mean"], b["theta_mean"], rtol=1e-9)
+    np.testing.assert_allclose(a["log_weight"], b["log_weight"], atol=1e-9)
+
+
+def test_the_noise_on_s_widens_theta():
+    """Negative control of the errors-in-variables term: with the S noise left out (noise_SS
+    set to zero) the posterior of theta is narrower, by the closed form's own precision."""
+    rel = _release(d=2, eps=0.5)
+    pri = bayesdp.Priors().resolve(rel)
+    post = eiv.eiv_posterior(rel, pri)
+    data = post["data"]
+    P_eiv = eiv.cell_precision(data, post["theta_plugin"], 0.5, 0.5)
+    P_no = eiv.cell_precision(data._replace(noise_SS=0 * data.noise_SS), post["theta_plugin"],
+                              0.5, 0.5)
+    assert np.all(np.linalg.eigvalsh(P_no - P_eiv) > 0)  # strictly more precise without it
+
+
+def test_intercept_prior_is_not_scaled():
+    rel = _release(d=3, intercept=True)
+    pri = bayesdp.Priors().resolve(rel)
+    data = regression.eiv_model_data(rel, pri, scale_min=0.01, sigma_y2_max=1.0)
+    C = regression.eiv_prior_covariance(data, 0.1)
+    assert C[0, 0] == pytest.approx(pri.C[0, 0])
+    np.testing.assert_allclose(np.diag(C)[1:], 0.01 * np.diag(pri.C)[1:])
+    idata = bayesdp.fit(rel, method="eiv", seed=1)
+    assert list(idata.posterior["theta"].coords["feature"].values)[0] == "intercept"
+
+
+def test_zero_noise_and_a_singular_s_give_finite_draws():
+    """No noise (sigma 0) and a duplicated column: the z covariance is singular along the
+    null space of S, which the runner completes exactly; the draws are finite."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 2))
+    X = np.column_stack([X, X[:, 0]])
+    y = X @ np.array([1.0, -0.5, 0.0]) + 0.1 * rng.normal(size=400)
+    S, z = X.T @ X, X.T @ y
+    rel = bayesdp.Release(S_hat=S[None], z_hat=z[None], n=[400], sigma_s=[0.0], sigma_z=[0.0],
+                          bounds=(5.0, 5.0))
+    idata = bayesdp.fit(rel, method="eiv", seed=0)
+    th = np.asarray(idata.posterior["theta"]).reshape(-1, 3)
+    assert np.isfinite(th).all()
+    # the identified combination theta_0 + theta_2 is pinned down
+    assert abs(np.mean(th[:, 0] + th[:, 2]) - 1.0) < 0.05
+
+
+def test_grid_runner_matches_nuts_on_the_model():
+    """The runner's posterior is the numpyro model's (eiv_model with the runner's plug-in
+    theta_0): NUTS on the model agrees on theta's mean within 5 Monte Carlo standard errors and
+    on its sd and sigma_y^2's median within 10%."""
+    import jax
+    from numpyro.infer import MCMC, NUTS
+
+    from bayesdp._jax import enable_x64
+
+    enable_x64()
+    rel = _release(d=2, J=2, n=4000, eps=2.0)
+    pri = bayesdp.Priors().resolve(rel)
+    post = eiv.eiv_posterior(rel, pri)
+    theta, s2, _ = eiv.draw(post, np.random.default_rng(0), (4, 2000))
+    theta = theta.reshape(-1, 2)
+    mcmc = MCMC(NUTS(regression.eiv_model), num_warmup=1000, num_samples=2000, num_chains=2,
+                progress_bar=False, chain_method="sequential")
+    mcmc.run(jax.random.PRNGKey(0), regression.eiv_arrays(post["data"]))
+    nuts = np.asarray(mcmc.get_samples()["theta"])
+    nuts_s2 = np.asarray(mcmc.get_samples()["sigma_y2"])
+    ess = np.array([float(v) for v in
+                    __import__("numpyro").diagnostics.effective_sample_size(
+                        np.asarray(mcmc.get_samples(group_by_chain=True)["theta"])).ravel()])
+    se = theta.std(0) / np.sqrt(ess.min())
+    assert np.all(np.abs(nuts.mean(0) - theta.mean(0)) < 5 * se)
+    np.testing.assert_allclose(nuts.std(0), theta.std(0), rtol=0.1)
+    assert np.median(nuts_s2) == pytest.approx(np.median(s2), rel=0.1)
