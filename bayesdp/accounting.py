@@ -787,7 +787,9 @@ def _compare_statistics(rel, rec, g, where):
             f"sensitivity of the file's bounds {_pair(info['bounds'])} ({_design(rel)}"
             f"{factor})")
     for key in ("grid", "dim"):
-        if key in rec and key in d and not math.isclose(rec[key], d[key], rel_tol=1e-12):
+        v = rec.get(key, d.get(key))
+        if key in d and (isinstance(v, bool) or not isinstance(v, (int, float))
+                         or not math.isclose(v, d[key], rel_tol=1e-12)):
             raise BayesdpInputError(f"{where}.{key} = {rec[key]!r} disagrees with {d[key]!r} "
                                     "(the secure plan of the release's noise.grid and design)")
     if rec["epsilon"] < d["epsilon"] * (1 - 1e-9):

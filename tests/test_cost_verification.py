@@ -162,14 +162,23 @@ def _quiet(f, *a, **kw):
 
 
 def _round_trip(rel, tmp_path, name="r.json"):
-    """Save, load (which verifies the record), and check the cost came back unchanged; the
-    record also agrees with accounting.derive_cost on the loaded release."""
+    """Save, load (which verifies the record), and check the cost came back unchanged. When
+    one cost applies to every holder, accounting.derive_cost reproduces the writer's record
+    from the file's fields alone (the other parts given); not for a combination of contiguous
+    splits, whose factor the reader does not recheck."""
     back = bayesdp.load_release(rel.save(tmp_path / name))
     assert back.privacy_cost == rel.privacy_cost
     accounting.verify_cost(rel)
     derived = accounting.derive_cost(back, back.privacy_cost)
-    assert [p["name"] for p in derived] == [p["name"] for p in back.privacy_cost] or any(
-        "holders" in p for p in back.privacy_cost)
+    contiguous_combination = "combined_from" in back.provenance and str(
+        back.provenance.get("split", "")).startswith("contiguous")
+    if not any("holders" in p for p in back.privacy_cost) and not contiguous_combination:
+        assert len(derived) == len(back.privacy_cost)
+        for d, r in zip(derived, back.privacy_cost):
+            assert d["mechanism"] == r["mechanism"] and d["name"] == r["name"]
+            for key in ("epsilon", "delta", "rho", "sigma", "sensitivity"):
+                assert (d[key] is None) == (r[key] is None), key
+                assert d[key] is None or d[key] == pytest.approx(r[key], rel=1e-9), key
     return back
 
 
@@ -545,33 +554,34 @@ def test_out_of_range_numbers_are_a_release_format_error(tmp_path, edit, field):
         _load(tmp_path, doc)
 
 
-def _number_paths(obj, path=()):
-    """The paths to the numbers of a JSON document (the first two entries of long arrays)."""
+def _field_paths(obj, path=()):
+    """(path, value) of every field of a JSON document (the first two entries of arrays)."""
+    if path:
+        yield path, obj
     if isinstance(obj, dict):
         for k, v in obj.items():
-            yield from _number_paths(v, path + (k,))
+            yield from _field_paths(v, path + (k,))
     elif isinstance(obj, list):
         for i, v in enumerate(obj[:2]):
-            yield from _number_paths(v, path + (i,))
-    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        yield path
+            yield from _field_paths(v, path + (i,))
 
 
 EXTREMES = [1e200, -1e149, 1e149, 5e-324, 0, -1, 2**70, 10**400, 1e-300]
+WRONG_TYPES = ["x", "1.0", None, True, [], [1, 2], {}, {"x": 1}, "<deleted>"]
 
 
 @pytest.mark.parametrize("kind", ["private_bounds", "secure", "contiguous"])
-def test_every_number_of_a_file_at_its_extremes(tmp_path, sim, kind):
-    """Every numeric field of a release file set to extreme values either loads or raises
-    ReleaseFormatError, quickly: never OverflowError, ZeroDivisionError or a hang."""
+def test_every_field_of_a_file_at_its_extremes(tmp_path, sim, kind):
+    """Every numeric field of a release file set to extreme values, and every field to values
+    of the wrong type (or deleted), either loads or raises ReleaseFormatError, quickly: never
+    OverflowError, ZeroDivisionError, TypeError or a hang."""
     import signal
 
     kw = {"private_bounds": dict(bounds="private", nodes=2, intercept=True, seed=1),
           "secure": dict(bounds=sim.bounds, noise="secure", include_yty=True, average_rows=2),
           "contiguous": dict(bounds=sim.bounds, nodes=3, split="contiguous", seed=1)}[kind]
-    rel = _quiet(bayesdp.release, sim.X[:4000] if kind != "private_bounds" else sim.X,
-                 sim.y[:4000] if kind != "private_bounds" else sim.y, epsilon=EPS, delta=DELTA,
-                 **kw)
+    rows = slice(None) if kind == "private_bounds" else slice(0, 4000)
+    rel = _quiet(bayesdp.release, sim.X[rows], sim.y[rows], epsilon=EPS, delta=DELTA, **kw)
     base = _doc(rel)
 
     def alarm(*_):
@@ -579,13 +589,19 @@ def test_every_number_of_a_file_at_its_extremes(tmp_path, sim, kind):
 
     old = signal.signal(signal.SIGALRM, alarm)
     try:
-        for path in list(_number_paths(base)):
-            for value in EXTREMES:
+        for path, was in list(_field_paths(base)):
+            numeric = isinstance(was, (int, float)) and not isinstance(was, bool)
+            for value in (EXTREMES if numeric else []) + WRONG_TYPES:
                 doc = copy.deepcopy(base)
                 target = doc
                 for key in path[:-1]:
                     target = target[key]
-                target[path[-1]] = value
+                if value == "<deleted>":
+                    if not isinstance(target, dict):
+                        continue
+                    del target[path[-1]]
+                else:
+                    target[path[-1]] = value
                 signal.alarm(20)
                 try:
                     _load(tmp_path, doc)
