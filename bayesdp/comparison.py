@@ -19,7 +19,7 @@ as the authors did), ``mmd2`` and ``mmd2_paper`` (unbiased squared MMD to the no
 posterior, Gaussian kernel with variance h = 0.1; ``mmd2_paper`` carries the authors'
 (2 pi h)^(-d/2) factor), and ``seconds`` (wall time of the fit). Beside them, ``fit``'s own checks
 of each fit (``CHECKS``): ``converged`` (1 or 0), ``max_r_hat`` and ``min_ess_bulk`` for the MCMC
-methods, ``s_noise_min_coverage`` for the methods that fix S, ``s_hat_max_abs_z`` and
+methods, ``s_noise_mean_coverage`` for the methods that fix S, ``s_hat_max_abs_z`` and
 ``s_hat_agrees`` for the methods that sample S; ``compare`` warns once, at the end, when some
 fits did not pass them.
 
@@ -64,7 +64,7 @@ METRICS = ("estimation_mse", "prediction_mse", "mmd2", "mmd2_paper", "seconds")
 #: (bayesdp.diagnostics.check_convergence), the fixedS methods' calibration check
 #: (bayesdp.inference.fit.check_s_noise) and the S_hat check of the methods that sample S
 #: (bayesdp.inference.fit.check_s_hat: the largest |z| and whether it passed, 1 or 0)
-CHECKS = ("converged", "max_r_hat", "min_ess_bulk", "s_noise_min_coverage", "s_hat_max_abs_z",
+CHECKS = ("converged", "max_r_hat", "min_ess_bulk", "s_noise_mean_coverage", "s_hat_max_abs_z",
           "s_hat_agrees")
 COLUMNS = ["method", "epsilon", "J", "rep", "metric", "value"]
 PAPER_ORDER = ("normalx", "fixeds", "fast", "bs", "adassp", "nonprivate")
@@ -185,8 +185,8 @@ def _checks_of(attrs) -> dict:
     if attrs.get("convergence_checked"):
         out.update(converged=float(bool(attrs["converged"])),
                    max_r_hat=float(attrs["max_r_hat"]), min_ess_bulk=float(attrs["min_ess_bulk"]))
-    if "s_noise_min_coverage" in attrs:
-        out["s_noise_min_coverage"] = float(attrs["s_noise_min_coverage"])
+    if "s_noise_mean_coverage" in attrs:
+        out["s_noise_mean_coverage"] = float(attrs["s_noise_mean_coverage"])
     if "s_hat_check_max_abs_z" in attrs:
         from .diagnostics import s_hat_z_max
 
@@ -682,15 +682,15 @@ def warn_checks(df: pd.DataFrame, *, stacklevel=3) -> None:
             "chains that had not converged: raise num_warmup and num_samples (the paper "
             "ran 5000 + 5000). The rows 'converged', 'max_r_hat' and 'min_ess_bulk' of the "
             "results give every fit's.", ConvergenceWarning, stacklevel=stacklevel)
-    fits, bad, w = failing("s_noise_min_coverage", lambda c: c < S_NOISE_COVERAGE_MIN,
-                           "s_noise_min_coverage", True)
+    fits, bad, w = failing("s_noise_mean_coverage", lambda c: c < S_NOISE_COVERAGE_MIN,
+                           "s_noise_mean_coverage", True)
     if w is not None:
         warnings.warn(
             f"compare: in {len(bad)} of {len(fits)} fits of the methods that fix S "
             f"({per_method(bad)}) the noise on S they leave out makes theta's 90% "
-            f"intervals too narrow: to first order some coefficient's hold the truth less "
-            f"than {S_NOISE_COVERAGE_MIN:.0%} of the time (lowest {where(w)}: "
-            f"{w.s_noise_min_coverage:.0%}). The rows 's_noise_min_coverage' give every "
+            f"intervals too narrow: if the 'eiv' posterior is right they hold theta less "
+            f"than {S_NOISE_COVERAGE_MIN:.0%} of the time on average (lowest {where(w)}: "
+            f"{w.s_noise_mean_coverage:.0%}). The rows 's_noise_mean_coverage' give every "
             "fit's; docs/methods.md, 'Does the noise on S matter?'.",
             CalibrationWarning, stacklevel=stacklevel)
     fits, bad, w = failing("s_hat_agrees", lambda c: c < 1, "s_hat_max_abs_z", False)

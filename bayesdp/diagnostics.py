@@ -22,10 +22,10 @@ from .releases.files import write_atomic
 #: together) is below ESS_MIN.
 ESS_MIN = 400
 RHAT_MAX = 1.01
-#: The fixedS methods warn (:class:`~bayesdp.errors.CalibrationWarning`) when the noise on S
-#: they leave out brings the first-order coverage of some coefficient's 90% interval below
-#: this (:func:`bayesdp.inference.closed_form.s_noise_coverage`; docs/methods.md, "Does the
-#: noise on S matter?").
+#: The fixedS methods warn (:class:`~bayesdp.errors.CalibrationWarning`) when their 90%
+#: intervals would hold theta less often than this, on average over the coefficients, if the
+#: "eiv" posterior is right (:func:`bayesdp.inference.fit.check_s_noise`; docs/methods.md,
+#: "Does the noise on S matter?").
 S_NOISE_COVERAGE_MIN = 0.8
 #: The normalX methods' posterior predictive check of S_hat (:func:`s_hat_check`) warns when
 #: some principal direction's z-score is beyond the two-sided quantile of this family-wise level,
@@ -466,12 +466,12 @@ def s_noise_message(method, coverage, feature_names) -> str:
     coverage = np.asarray(coverage, dtype=float)
     worst = int(np.argmin(coverage))
     return (f"{method}: S is fixed at the noisy S_hat, and the noise on S it leaves out makes "
-            f"theta's 90% intervals too narrow for this release: to first order they hold the "
-            f"truth {100 * float(np.mean(coverage)):.0f}% of the time on average, "
+            f"theta's 90% intervals too narrow for this release: if the posterior that models "
+            f"that noise (method 'eiv') is right, they hold theta "
+            f"{100 * float(np.mean(coverage)):.0f}% of the time on average, "
             f"{100 * coverage[worst]:.0f}% for theta[{feature_names[worst]}] (attrs "
-            f"'s_noise_coverage'; lower still where S_hat barely measures S). Use "
-            f"method='normalx', which models the noise on S; docs/methods.md, 'Does the noise "
-            f"on S matter?'.")
+            f"'s_noise_coverage'). Use method='eiv' (the default); docs/methods.md, 'Does the "
+            f"noise on S matter?'.")
 
 
 def s_hat_z_max(d) -> float:
@@ -750,7 +750,7 @@ def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=R
                     f"chains): estimates are noisy; draw more samples or use a better-mixing "
                     f"method.")
     a = attrs(idata)
-    if "s_noise_coverage" in a and float(np.min(a["s_noise_coverage"])) < S_NOISE_COVERAGE_MIN:
+    if "s_noise_coverage" in a and float(np.mean(a["s_noise_coverage"])) < S_NOISE_COVERAGE_MIN:
         names = [str(c) for c in np.asarray(idata.posterior["theta"].coords["feature"].values)]
         problems.append(s_noise_message(method, a["s_noise_coverage"], names))
     s_hat = s_hat_warning(idata)

@@ -29,8 +29,10 @@ class ConvergenceWarning(UserWarning):
 class CalibrationWarning(UserWarning):
     """A posterior whose intervals are known to be off for this release. The fixedS methods
     leave out the noise on S, and here that noise widens the error of theta by more than their
-    intervals allow (first-order coverage below ``bayesdp.diagnostics.S_NOISE_COVERAGE_MIN`` of
-    the nominal 90%; attrs ``s_noise_coverage``). The normalX methods: the release's S_hat and
+    intervals allow (if the "eiv" posterior is right, their 90% intervals hold theta less than
+    ``bayesdp.diagnostics.S_NOISE_COVERAGE_MIN`` of the time on average; attrs
+    ``s_noise_coverage``). :func:`bayesdp.predict`: the release determines sigma_y so poorly
+    that the prediction intervals' width rests on its prior. The normalX methods: the release's S_hat and
     the posterior disagree along some direction of the features (posterior predictive check,
     ``bayesdp.diagnostics.s_hat_check``; attrs ``s_hat_check_z``), so theta's intervals along it
     rest on the prior of Sigma_x. Raised by :func:`bayesdp.fit`."""

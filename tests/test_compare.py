@@ -35,7 +35,7 @@ def test_paper_mcmc_methods_when_registered(tmp_path):
                      num_warmup=40, out_dir=tmp_path)
     for m in extra:
         checks = {"converged", "max_r_hat", "min_ess_bulk"} | (
-            {"s_noise_min_coverage"} if m == "fixeds" else {"s_hat_max_abs_z", "s_hat_agrees"})
+            {"s_noise_mean_coverage"} if m == "fixeds" else {"s_hat_max_abs_z", "s_hat_agrees"})
         assert set(df[df.method == m]["metric"]) == set(METRICS) | checks
         assert df[(df.method == m) & (df.metric == "converged")]["value"].tolist() == [0.0]
     assert np.isfinite(df["value"]).all()
@@ -89,7 +89,7 @@ def test_in_memory_and_bad_input():
     df = compare("simulated", methods=["fast", "adassp"], epsilons=[1.0], nodes=[1], reps=1,
                  n=2000, d=2, n_jobs=1, mmd=False)
     assert set(df["metric"]) == {"estimation_mse", "prediction_mse", "seconds",
-                                 "s_noise_min_coverage"}  # fast fixes S
+                                 "s_noise_mean_coverage"}  # fast fixes S
     with pytest.raises(BayesdpInputError, match="methods"):
         compare("simulated", methods=["nope"], reps=1)
     with pytest.raises(BayesdpInputError, match="calibration"):
@@ -408,9 +408,9 @@ def test_warn_checks_names_the_worst_fit_and_passes_clean_grids():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warn_checks(_checks_frame([("fixeds", 0, ok), ("normalx", 0, ok),
-                                   ("fast", 0, {"s_noise_min_coverage": 0.85})]))
+                                   ("fast", 0, {"s_noise_mean_coverage": 0.85})]))
     df = _checks_frame([("fixeds", 0, ok), ("normalx", 0, bad), ("normalx", 1, worse),
-                        ("fast", 0, {"s_noise_min_coverage": 0.5})])
+                        ("fast", 0, {"s_noise_mean_coverage": 0.5})])
     with pytest.warns(ConvergenceWarning) as conv:
         with pytest.warns(CalibrationWarning, match=r"1 of 1 fits .*fast 1.*rep=0: 50%"):
             warn_checks(df)
@@ -435,7 +435,7 @@ def test_docs_checks_example_runs_and_warns(capsys):
     code = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "CHECKS" in b)
     with pytest.warns(ConvergenceWarning, match="2 of 2 MCMC fits"):
         exec(compile(code, "docs/compare.md", "exec"), {})
-    assert "s_noise_min_coverage" in capsys.readouterr().out
+    assert "s_noise_mean_coverage" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="Linux only")

@@ -213,53 +213,20 @@ def _eiv_fixed_point(release, S, sigma_y2, priors, iterations, rtol):
     return mean, cov
 
 
-def s_noise_coverage(release, theta, sigma_y2, priors, *, fixed_s="psd", s_noise="conditional",
-                     theta_used=None, sigma_y2_error=None, level=0.9):
-    """First-order coverage of a fixed-S posterior's equal-tailed ``level`` intervals of theta,
-    per coefficient, given the noise on S that the fixedS model leaves out.
-
-    The fixedS model (Algorithms 2, 3) fixes S_j at S_fix,j (nearest PSD of S_hat_j) and models
-    z_hat_j - S_fix,j theta (- shift_j) with covariance M_j = sigma_y^2 S_fix,j + Sigma_j, Sigma_j
-    the z noise it uses (:func:`z_given_s_noise`); its posterior of theta is N(P^{-1} h, P^{-1}),
-    P = C^{-1} + sum_j A_j^T M_j A_j, A_j = M_j^{-1} S_fix,j (eq. 12). With S_fix,j = S_j + E_j
-    the pivot also holds -E_j theta, so its covariance is the errors-in-variables one,
-    Sigma_eiv,j(theta) (:func:`~bayesdp.releases.layout.eiv_covariance`): D_j =
-    Sigma_eiv,j - Sigma_j is left out (for iid noise D_j = B sigma_s,j^2 B^T, B vech(E) = E theta;
-    zero for ``s_noise="eiv"`` evaluated at the same theta). Given theta, the posterior mean's
-    error then has covariance
-
-        V = P^{-1} [sum_j A_j^T (sigma_e^2 S_fix,j + Sigma_j + D_j) A_j] P^{-1}
-
-    (sigma_e^2 = ``sigma_y2_error``, the true sigma_y^2, default ``sigma_y2``; the prior's pull
-    is left out), and coefficient k's interval holds it with probability
-    2 Phi(z sqrt((P^{-1})_kk / V_kk)) - 1, z = Phi^{-1}((1 + level) / 2).
-
-    First order in E: where S_hat barely measures S_j (an eigenvalue of S_j below the size of
-    the noise) S_fix,j is itself far off and the true coverage is lower still
-    (docs/methods.md, "Does the noise on S matter?"). ``theta``: where D_j is evaluated (the
-    posterior mean); ``theta_used``: the plug-in theta of an ``s_noise="eiv"`` fit. Returns an
-    array (d,)."""
+def interval_coverage(mean, sd, ref_mean, ref_sd, level=0.9):
+    """Probability, per coefficient, that the equal-tailed ``level`` interval of N(mean, sd^2)
+    holds theta when theta ~ N(ref_mean, ref_sd^2):
+    Phi((z sd - delta) / ref_sd) - Phi((-z sd - delta) / ref_sd), delta = ref_mean - mean,
+    z = Phi^{-1}((1 + level) / 2). The fixedS methods' calibration check uses it with the "eiv"
+    posterior as the reference (:func:`bayesdp.inference.fit.check_s_noise`)."""
     from scipy.stats import norm
 
-    theta = np.asarray(theta, dtype=float)
-    s2_err = float(sigma_y2 if sigma_y2_error is None else sigma_y2_error)
-    S = fixed_s_estimate(release, fixed_s)
-    used = theta if theta_used is None else np.asarray(theta_used, dtype=float)
-    shift, Sig = z_given_s_noise(release, S, s_noise=s_noise, theta=used)
-    Sig = complete_degenerate_noise(S, release.z_hat - shift, sigma_y2, Sig)  # as the fit did
-    # Sigma_eiv,j(theta) in the structured noise model (O(d^2) memory for the iid design)
-    D = z_given_s_noise(release, S, s_noise="eiv", theta=theta)[1] - Sig
-    d = release.d
-    P = linalg.cho_solve(linalg.cho_factor(priors.C, lower=True), np.eye(d))
-    G = np.zeros((d, d))
-    for Sj, Zj, Dj in zip(S, Sig, D):
-        A = linalg.cho_solve(linalg.cho_factor(sigma_y2 * Sj + Zj, lower=True), Sj)  # M^-1 S
-        P = P + Sj @ A
-        G = G + A.T @ (s2_err * Sj + Zj + Dj) @ A
-    cov = linalg.cho_solve(linalg.cho_factor(0.5 * (P + P.T), lower=True), np.eye(d))
-    err = np.diag(cov @ G @ cov)
     z = norm.ppf(0.5 * (1.0 + level))
-    return 2.0 * norm.cdf(z * np.sqrt(np.diag(cov) / np.maximum(err, np.finfo(float).tiny))) - 1.0
+    mean, sd, ref_mean, ref_sd = (np.asarray(v, dtype=float) for v in (mean, sd, ref_mean,
+                                                                        ref_sd))
+    delta = ref_mean - mean
+    ref_sd = np.maximum(ref_sd, np.finfo(float).tiny)
+    return norm.cdf((z * sd - delta) / ref_sd) - norm.cdf((-z * sd - delta) / ref_sd)
 
 
 def fixed_s_estimate(release, fixed_s="psd"):

@@ -27,7 +27,7 @@ Example::
 from __future__ import annotations
 
 import numpy as np
-from scipy import special, stats
+from scipy import linalg, special, stats
 
 from ..models.regression import (eiv_model_data, eiv_noise_covariance,
                                  eiv_prior_covariance)
@@ -37,11 +37,11 @@ from .closed_form import complete_degenerate_noise
 #: down to a hundredth of it, so the release can shrink coefficients it cannot see, as adaSSP's
 #: ridge does, but not to zero.
 SCALE_MIN = 1e-2
-COARSE = (48, 16)  # grid points of log sigma_y^2 and log r, first pass
+COARSE = (16, 6)  # grid points of log sigma_y^2 and log r, first pass (over the prior's range)
 FINE = (40, 20)  # second pass, over the cells holding the mass
 MASS_LOG_RATIO = 30.0  # cells whose weight is within e^30 of the largest hold the mass
-ITERATIONS = 60  # fixed-point iterations of theta_0 at most (damped by a half)
-TOL = 1e-7  # relative change of theta_0 that ends them
+ITERATIONS = 60  # fixed-point iterations of theta_0 at most, per pass (damped by a half)
+COARSE_TOL, TOL = 1e-4, 1e-7  # relative change of theta_0 that ends them, per pass
 
 
 def eiv_posterior(release, priors, *, scale_min=SCALE_MIN, sigma_y2_max=None):
@@ -71,30 +71,41 @@ def eiv_posterior(release, priors, *, scale_min=SCALE_MIN, sigma_y2_max=None):
     lo = min(float(stats.invgamma.ppf(1e-12, priors.a, scale=priors.b)), sigma_y2_max / 1e6)
     log_s2 = np.linspace(np.log(lo), np.log(sigma_y2_max), COARSE[0])
     log_r = np.linspace(np.log(scale_min), 0.0, COARSE[1])
-    theta0 = np.asarray(priors.m, dtype=float)
-    for it in range(1, ITERATIONS + 1):
-        grid = _grid(data, theta0, log_s2, log_r)
-        new = grid["theta_mean"]
-        done = np.linalg.norm(new - theta0) <= TOL * (1.0 + np.linalg.norm(new))
-        theta0 = 0.5 * (theta0 + new) if not done else new  # damped: the map oscillates
-        if done:
-            break
-    log_s2, log_r = _refine(log_s2, grid["log_weight"].max(axis=1), FINE[0]), \
-        _refine(log_r, grid["log_weight"].max(axis=0), FINE[1])
-    grid = _grid(data, theta0, log_s2, log_r)
-    grid.update(data=data._replace(theta_plugin=theta0), theta_plugin=theta0, iterations=it,
-                converged=bool(done))
+    theta0, grid, _, _ = _fixed_point(data, np.asarray(priors.m, dtype=float), log_s2, log_r,
+                                      COARSE_TOL)
+    log_s2 = _refine(log_s2, grid["log_weight"].max(axis=1), FINE[0])
+    log_r = _refine(log_r, grid["log_weight"].max(axis=0), FINE[1])
+    theta0, grid, iterations, converged = _fixed_point(data, theta0, log_s2, log_r, TOL)
+    grid.update(data=data._replace(theta_plugin=theta0), theta_plugin=theta0,
+                iterations=iterations, converged=converged)
     return grid
 
 
-def _z_covariance(data, theta0, s2):
-    """M = sigma_y^2 S_+ + Var(e_z - E theta0) for each sigma_y^2 in ``s2``, (G, d, d); a
-    singular M (no noise on z and a singular S_+) completed along its null space, which leaves
-    the posterior unchanged (:func:`closed_form.complete_degenerate_noise`)."""
+def _fixed_point(data, theta0, log_s2, log_r, tol):
+    """theta0 = the posterior mean with the S noise pushed through theta0, by damped
+    iteration; returns (theta0, its grid, iterations, converged)."""
+    for it in range(1, ITERATIONS + 1):
+        grid = _grid(data, theta0, log_s2, log_r)
+        new = grid["theta_mean"]
+        if np.linalg.norm(new - theta0) <= tol * (1.0 + np.linalg.norm(new)):
+            return theta0, grid, it, True
+        theta0 = 0.5 * (theta0 + new)  # damped: the undamped map oscillates
+    return theta0, _grid(data, theta0, log_s2, log_r), ITERATIONS, False
+
+
+def _z_cholesky(data, theta0, s2):
+    """Cholesky factors of M = sigma_y^2 S_+ + Var(e_z - E theta0) for each sigma_y^2 in
+    ``s2``, (G, d, d). A singular M (no noise on z and a singular S_+) is first completed along
+    its null space, which leaves the posterior unchanged
+    (:func:`closed_form.complete_degenerate_noise`)."""
     G, d = len(s2), len(data.z_hat)
     S = s2[:, None, None] * data.S_plus
     noise = np.broadcast_to(eiv_noise_covariance(data, theta0), (G, d, d))
-    return S + complete_degenerate_noise(S, np.broadcast_to(data.z_hat, (G, d)), 1.0, noise)
+    try:
+        return np.stack([linalg.cholesky(S[g] + noise[g], lower=True) for g in range(G)])
+    except linalg.LinAlgError:
+        M = S + complete_degenerate_noise(S, np.broadcast_to(data.z_hat, (G, d)), 1.0, noise)
+        return np.stack([linalg.cholesky(M[g], lower=True) for g in range(G)])
 
 
 def _refine(points, log_w, size):
@@ -111,30 +122,34 @@ def _grid(data, theta0, log_s2, log_r):
     for r, both as densities in the log coordinates of the grid."""
     d = len(data.z_hat)
     s2 = np.exp(log_s2)
-    M = _z_covariance(data, theta0, s2)
-    L = np.linalg.cholesky(M)
-    A = np.linalg.solve(L, np.broadcast_to(data.S_hat, M.shape))  # L^{-1} S_hat, (G, d, d)
-    bz = np.linalg.solve(L, data.z_hat[None, :, None])[..., 0]  # L^{-1} z_hat, (G, d)
+    G, H = len(s2), len(log_r)
+    L = _z_cholesky(data, theta0, s2)
     log_det_M = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
-    AtA = np.einsum("gki,gkj->gij", A, A)
-    Atb = np.einsum("gki,gk->gi", A, bz)
+    AtA, Atb, btb = np.empty((G, d, d)), np.empty((G, d)), np.empty(G)
+    for g in range(G):  # A = L^{-1} S_hat, b = L^{-1} z_hat
+        A = linalg.solve_triangular(L[g], data.S_hat, lower=True)
+        bz = linalg.solve_triangular(L[g], data.z_hat, lower=True)
+        AtA[g], Atb[g], btb[g] = A.T @ A, A.T @ bz, bz @ bz
     log_prior_s2 = (-data.a * log_s2 - data.b / s2)  # InvGamma density times s2 (log grid)
-    log_w = np.empty((len(s2), len(log_r)))
-    means = np.empty((len(s2), len(log_r), d))
+    # (D_r C D_r)^{-1} = D_r^{-1} C^{-1} D_r^{-1}: C factored once
+    Lc = linalg.cholesky(data.C, lower=True)
+    C_inv_base = linalg.cho_solve((Lc, True), np.eye(d))
+    log_det_C_base = 2.0 * np.log(np.diag(Lc)).sum()
+    log_w = np.empty((G, H))
+    means = np.empty((G, H, d))
     for h, lr in enumerate(log_r):
-        C = eiv_prior_covariance(data, np.exp(lr))
-        Lc = np.linalg.cholesky(C)
-        C_inv = np.linalg.solve(Lc.T, np.linalg.solve(Lc, np.eye(d)))
+        inv_r = 1.0 / (data.slopes * np.exp(lr) + (1.0 - data.slopes))
+        C_inv = C_inv_base * inv_r[:, None] * inv_r[None, :]
         h_prior = C_inv @ data.m
-        P = AtA + C_inv
-        Lp = np.linalg.cholesky(P)
-        rhs = Atb + h_prior
-        mu = np.linalg.solve(np.swapaxes(Lp, 1, 2), np.linalg.solve(Lp, rhs[..., None]))[..., 0]
-        log_det_C = 2.0 * np.log(np.diag(Lc)).sum()
-        log_det_P = 2.0 * np.log(np.diagonal(Lp, axis1=1, axis2=2)).sum(axis=1)
-        quad = (bz * bz).sum(axis=1) + data.m @ h_prior - (rhs * mu).sum(axis=1)
-        log_w[:, h] = -0.5 * (log_det_M + log_det_C + log_det_P + quad) + log_prior_s2
-        means[:, h] = mu
+        log_det_C = log_det_C_base - 2.0 * np.log(inv_r).sum()
+        for g in range(G):
+            Lp = linalg.cholesky(AtA[g] + C_inv, lower=True)
+            rhs = Atb[g] + h_prior
+            mu = linalg.cho_solve((Lp, True), rhs)
+            quad = btb[g] + data.m @ h_prior - rhs @ mu
+            log_det_P = 2.0 * np.log(np.diag(Lp)).sum()
+            log_w[g, h] = -0.5 * (log_det_M[g] + log_det_C + log_det_P + quad) + log_prior_s2[g]
+            means[g, h] = mu
     log_w -= special.logsumexp(log_w)
     w = np.exp(log_w)
     theta_mean = np.einsum("gh,ghd->d", w, means)
@@ -145,7 +160,7 @@ def _grid(data, theta0, log_s2, log_r):
 def cell_precision(data, theta0, sigma_y2, scale):
     """theta's precision P in the cell (sigma_y^2, r) (the Gaussian of the module docstring)."""
     d = len(data.z_hat)
-    L = np.linalg.cholesky(_z_covariance(data, theta0, np.array([sigma_y2]))[0])
+    L = _z_cholesky(data, theta0, np.array([sigma_y2]))[0]
     A = np.linalg.solve(L, data.S_hat)
     C = eiv_prior_covariance(data, scale)
     return A.T @ A + np.linalg.solve(C, np.eye(d))
