@@ -15,7 +15,8 @@ from .common import add_command
 
 def _cmd_demo(args):
     """The main job on the paper's simulation: n rows split over J holders, each releases noisy
-    X^T X and X^T y; fit with Bayes-fixedS-fast and adaSSP; table and plot."""
+    X^T X and X^T y; fit with the default method (eiv), beside Bayes-fixedS-fast, adaSSP and the
+    non-private posterior; table and plot."""
     from ..demo import run_demo
 
     run_demo(n=args.n, d=args.d, nodes=args.nodes, epsilon=args.epsilon, delta=args.delta,
