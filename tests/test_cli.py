@@ -594,3 +594,14 @@ def test_compare_prints_the_grids_convergence_warning_and_table(tmp_path, capsys
     table = out.split("## converged", 1)[1]
     assert "| epsilon | J | fixeds | fast |" in table and "| 1 | 2 | 0 |  |" in table  # 1 rep
     assert "summary.md\n" in out  # --no-figures: no figures claimed
+
+
+def test_release_node_column_of_measurements_is_refused(tmp_path, capsys):
+    """--node-column naming a column of measurements (the audit: exit 0, every row's value
+    published as a holder name): exit 2, one line naming the column, no file written."""
+    data = _csv(tmp_path / "d.csv")
+    out = tmp_path / "r.json"
+    assert main(["release", str(data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "2", "2",
+                 "--node-column", "a", "--y-column", "y", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "node_column" in err and "float64" in err and not out.exists()
