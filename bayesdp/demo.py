@@ -77,6 +77,6 @@ def _note() -> str:
             f"variances the noise on X^T X hides; on 20 data sets like this one the 90% "
             f"intervals of 'eiv' held {DEMO_EVIDENCE['eiv']} of the true coefficients, those of "
             f"Bayes-fixedS-fast, which leaves the noise on X^T X out, {DEMO_EVIDENCE['fast']}. "
-            "On the paper's real data sets 'eiv' holds 79-100% of the non-private posterior "
-            "means (docs/methods.md, 'Do the intervals hold on real data?').")
+            "On the paper's real data sets its intervals held the non-private posterior means "
+            "80-100% of the time (docs/methods.md, 'Do the intervals hold on real data?').")
     return textwrap.fill(text, width=100)
