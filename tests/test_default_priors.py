@@ -99,7 +99,7 @@ def test_fit_records_which_priors(tmp_path):
     assert a["priors"] == "paper" and a["prior_a"] == 20.0
     nb = dataclasses.replace(rel, bounds=None)
     with pytest.warns(UserWarning, match="no public bounds"):
-        a = bayesdp.fit(nb, seed=0, num_samples=5, sigma_y2=1.0).posterior.attrs
+        a = bayesdp.fit(nb, method="fast", seed=0, num_samples=5, sigma_y2=1.0).posterior.attrs
     assert a["priors"] == "paper (no public bounds)"
     npv = bayesdp.fit_nonprivate(sim.X, sim.y, seed=0, num_samples=5, bounds=sim.bounds)
     assert npv.posterior.attrs["priors"] == "weakly-informative (public bounds)"

@@ -241,3 +241,11 @@ def test_real_data_cell_covers_as_it_says():
     assert abs(e["cover"] - e["target"]) <= tol, e
     assert 0.75 <= e["rms_z"] <= 1.25 and e["ratio"] <= 1.1, e
     assert f["cover"] < e["target"] - tol, f
+
+
+@pytest.mark.parametrize("option, value", [("scale_min", 0.0), ("scale_min", 1.5),
+                                           ("scale_min", "a"), ("sigma_y2_max", -1.0),
+                                           ("sigma_y2_max", float("inf"))])
+def test_bad_options_are_named(option, value):
+    with pytest.raises(bayesdp.BayesdpInputError, match=option):
+        bayesdp.fit(_release(), method="eiv", seed=0, **{option: value})

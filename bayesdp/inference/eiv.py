@@ -13,7 +13,8 @@ likelihood p(z_hat | sigma_y^2, r) = N(z_hat; S_hat m, M + S_hat D_r C D_r S_hat
 form. sigma_y^2 and r are integrated on grids in log space (a coarse grid over the prior's range,
 then a fine one over the cells holding the posterior mass), so the posterior is a mixture of
 Gaussians, drawn exactly. theta_0 is the mixture's mean, found by damped fixed-point iteration
-(theta_0 <- (theta_0 + mean(theta_0)) / 2, from theta_0 = m). No MCMC: milliseconds for d = 14.
+(theta_0 <- (theta_0 + mean(theta_0)) / 2, from theta_0 = m). No MCMC and nothing to compile
+(cost: docs/methods.md, "eiv").
 
 Example::
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg, special, stats
 
+from ..errors import BayesdpInputError
 from ..models.regression import (eiv_model_data, eiv_noise_covariance,
                                  eiv_prior_covariance)
 from .closed_form import complete_degenerate_noise
@@ -64,9 +66,15 @@ def eiv_posterior(release, priors, *, scale_min=SCALE_MIN, sigma_y2_max=None):
     (G, H, d) (theta's mean in each cell), ``theta_mean`` (the mixture's mean), ``iterations``
     and ``converged`` (of the fixed-point iteration of theta_0).
     """
+    if isinstance(scale_min, bool) or not isinstance(scale_min, (int, float, np.floating)) \
+            or not 0.0 < scale_min < 1.0:
+        raise BayesdpInputError(f"scale_min must be a number in (0, 1), got {scale_min!r}")
     if sigma_y2_max is None:
         sigma_y2_max = (release.bounds[1] ** 2 if release.bounds is not None
                         else float(stats.invgamma.ppf(1 - 1e-9, priors.a, scale=priors.b)))
+    elif isinstance(sigma_y2_max, bool) or not isinstance(sigma_y2_max, (int, float, np.floating)) \
+            or not 0.0 < sigma_y2_max < np.inf:
+        raise BayesdpInputError(f"sigma_y2_max must be a positive number, got {sigma_y2_max!r}")
     data = eiv_model_data(release, priors, scale_min=scale_min, sigma_y2_max=sigma_y2_max)
     lo = min(float(stats.invgamma.ppf(1e-12, priors.a, scale=priors.b)), sigma_y2_max / 1e6)
     log_s2 = np.linspace(np.log(lo), np.log(sigma_y2_max), COARSE[0])
