@@ -114,7 +114,7 @@ def register(subparsers):
     p.add_argument("releases", nargs="+", help="release file(s)")
     p.add_argument("--method", default="eiv", metavar="METHOD",
                    help="inference method, one of: " + ", ".join(sorted(METHODS))
-                        + " (default: eiv, calibrated on real data; docs/methods.md)")
+                        + " (default: eiv, which models the noise on X^T X; docs/methods.md)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the sampler (default: fresh OS entropy)")
     p.add_argument("--num-samples", type=int, default=1000,
