@@ -393,7 +393,8 @@ def _run_eiv(release, priors, *, seed, num_samples, num_chains, num_warmup, prog
     post = eiv.eiv_posterior(release, priors,
                              scale_min=eiv.SCALE_MIN if scale_min is None else scale_min,
                              sigma_y2_max=sigma_y2_max)
-    theta, sigma_y2, scale = eiv.draw(post, np.random.default_rng(seed), (num_chains, num_samples))
+    theta, sigma_y2, scale = eiv.draw(post, np.random.default_rng(seed),
+                                      (num_chains, num_samples))
     return MethodResult(
         posterior={"theta": theta, "sigma_y2": sigma_y2, "theta_scale": scale},
         attrs={"eiv_theta_plugin": post["theta_plugin"],
@@ -404,8 +405,8 @@ def _run_eiv(release, priors, *, seed, num_samples, num_chains, num_warmup, prog
     )
 
 
-register_method("eiv", _run_eiv, "errors in variables (the default): the noise on S carried into "
-                "theta's likelihood, the holders pooled, sigma_y^2 and theta's prior scale "
+register_method("eiv", _run_eiv, "errors in variables (the default): the noise on S carried "
+                "into theta's likelihood, the holders pooled, sigma_y^2 and theta's prior scale "
                 "integrated on grids; closed form", iid=True)
 
 

@@ -48,7 +48,8 @@ def node_labels(nodes, X, y, split="random", seed=None):
 
     ``nodes`` is a count J (rows assigned by ``split``: "random", each row to a uniformly random
     holder drawn from the split's stream of ``seed``; "contiguous", the authors' split in row
-    order) or one label per row (checked by :func:`check_labels`).
+    order) or one label per row (checked where the holders' sums are made: :func:`unique_in_order`
+    and :func:`check_holder_count`).
     """
     check_split(split)
     n_rows = X.shape[0]
@@ -77,7 +78,8 @@ def split_entropy(seed):
 def split_rng(entropy, part=()):
     """The generator of the random split from :func:`split_entropy`; ``part`` (e.g. a Dask
     partition's index) gives each part an independent stream of the same entropy."""
-    return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=tuple(np.atleast_1d(part))))
+    spawn_key = tuple(int(p) for p in np.atleast_1d(part))
+    return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=spawn_key))
 
 
 def random_split(n_rows, J, rng=None):
@@ -152,10 +154,12 @@ def check_holder_count(J, n_rows=None, what="nodes"):
     None: the first only): per-row labels (an identifier column, a column of values) would
     publish one name per person."""
     if J > MAX_HOLDERS or (n_rows is not None and J > 1 and 2 * J > n_rows):
-        rows = f"more than {MAX_HOLDERS}" if n_rows is None else f"{J}"
+        many = (f"more than {MAX_HOLDERS}" if n_rows is None
+                else f"{J} distinct holder labels for {n_rows} rows")
+        if n_rows is None:
+            many += " distinct holder labels"
         raise BayesdpInputError(
-            f"{what}: {rows} distinct holder labels" + ("" if n_rows is None else
-                                                        f" for {n_rows} rows") + "; labels name a few data "
+            f"{what}: {many}; labels name a few data "
             f"holders (at most {MAX_HOLDERS}, with at least 2 rows each on average) and are "
             "published, so a per-row identifier or a column of values cannot be one. Use the "
             "column that names the holders, or a holder count nodes=J")
