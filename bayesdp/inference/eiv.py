@@ -31,8 +31,7 @@ import numpy as np
 from scipy import linalg, special, stats
 
 from ..errors import BayesdpInputError
-from ..models.regression import (eiv_model_data, eiv_noise_covariance,
-                                 eiv_prior_covariance)
+from ..models.regression import eiv_model_data, eiv_noise_covariance
 from .closed_form import complete_degenerate_noise
 
 #: theta's prior scale r runs over [SCALE_MIN, 1] (log-uniform): the default prior's sd (r = 1)
@@ -139,17 +138,11 @@ def _grid(data, theta0, log_s2, log_r):
         bz = linalg.solve_triangular(L[g], data.z_hat, lower=True)
         AtA[g], Atb[g], btb[g] = A.T @ A, A.T @ bz, bz @ bz
     log_prior_s2 = (-data.a * log_s2 - data.b / s2)  # InvGamma density times s2 (log grid)
-    # (D_r C D_r)^{-1} = D_r^{-1} C^{-1} D_r^{-1}: C factored once
-    Lc = linalg.cholesky(data.C, lower=True)
-    C_inv_base = linalg.cho_solve((Lc, True), np.eye(d))
-    log_det_C_base = 2.0 * np.log(np.diag(Lc)).sum()
     log_w = np.empty((G, H))
     means = np.empty((G, H, d))
     for h, lr in enumerate(log_r):
-        inv_r = 1.0 / (data.slopes * np.exp(lr) + (1.0 - data.slopes))
-        C_inv = C_inv_base * inv_r[:, None] * inv_r[None, :]
+        C_inv, log_det_C = _prior_precision(data, np.exp(lr))
         h_prior = C_inv @ data.m
-        log_det_C = log_det_C_base - 2.0 * np.log(inv_r).sum()
         for g in range(G):
             Lp = linalg.cholesky(AtA[g] + C_inv, lower=True)
             rhs = Atb[g] + h_prior
@@ -167,11 +160,17 @@ def _grid(data, theta0, log_s2, log_r):
 
 def cell_precision(data, theta0, sigma_y2, scale):
     """theta's precision P in the cell (sigma_y^2, r) (the Gaussian of the module docstring)."""
-    d = len(data.z_hat)
     L = _z_cholesky(data, theta0, np.array([sigma_y2]))[0]
-    A = np.linalg.solve(L, data.S_hat)
-    C = eiv_prior_covariance(data, scale)
-    return A.T @ A + np.linalg.solve(C, np.eye(d))
+    A = linalg.solve_triangular(L, data.S_hat, lower=True)
+    return A.T @ A + _prior_precision(data, scale)[0]
+
+
+def _prior_precision(data, scale):
+    """(D_r C D_r)^{-1} = D_r^{-1} C^{-1} D_r^{-1} and log|D_r C D_r| for the prior scale r."""
+    Lc = linalg.cholesky(data.C, lower=True)
+    inv_r = 1.0 / (data.slopes * scale + (1.0 - data.slopes))
+    C_inv = linalg.cho_solve((Lc, True), np.eye(len(data.m))) * inv_r[:, None] * inv_r[None, :]
+    return C_inv, 2.0 * np.log(np.diag(Lc)).sum() - 2.0 * np.log(inv_r).sum()
 
 
 def draw(post, rng, shape):

@@ -489,7 +489,7 @@ def eiv_arrays(data: EivData) -> EivData:
                       for k, v in data._asdict().items()})
 
 
-def eiv_prior_covariance(data, theta_scale, xp=np):
+def eiv_prior_covariance(data, theta_scale):
     """Theta's prior covariance given the scale r: D C D with D = diag(r on the slopes, 1 on an
     intercept)."""
     r = data.slopes * theta_scale + (1.0 - data.slopes)
@@ -526,7 +526,7 @@ def eiv_model(data: EivData):
 
     r = numpyro.sample("theta_scale", dist.LogUniform(data.scale_min, 1.0))
     theta = numpyro.sample("theta", dist.MultivariateNormal(
-        data.m, covariance_matrix=eiv_prior_covariance(data, r, jnp)))
+        data.m, covariance_matrix=eiv_prior_covariance(data, r)))
     sigma_y2 = numpyro.sample("sigma_y2", dist.InverseGamma(data.a, data.b))
     numpyro.factor("sigma_y2_max", jnp.where(sigma_y2 <= data.sigma_y2_max, 0.0, -jnp.inf))
     t = theta if data.theta_plugin is None else data.theta_plugin
