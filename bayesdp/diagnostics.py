@@ -47,12 +47,17 @@ def arviz_version() -> str:
 
 
 def to_inference_data(posterior, *, sample_stats=None, observed_data=None, constant_data=None,
-                      coords=None, dims=None, attrs=None):
-    """InferenceData from dicts of arrays whose leading axes are (chain, draw)."""
+                      log_likelihood=None, posterior_predictive=None, coords=None, dims=None,
+                      attrs=None):
+    """InferenceData from dicts of arrays whose leading axes are (chain, draw) (``observed_data``
+    and ``constant_data``: no such axes); ``log_likelihood`` and ``posterior_predictive`` become
+    ArviZ's groups of those names (:func:`az.loo`, :func:`az.plot_ppc`)."""
     az = _az()
     idata = az.from_dict(
         posterior=posterior,
         sample_stats=sample_stats or None,
+        log_likelihood=log_likelihood or None,
+        posterior_predictive=posterior_predictive or None,
         observed_data=observed_data or None,
         constant_data=constant_data or None,
         coords=coords,

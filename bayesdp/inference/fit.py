@@ -16,7 +16,7 @@ import numpy as np
 from .. import diagnostics
 from ..errors import BayesdpInputError, CalibrationWarning, SamplerError, check_seed
 from ..models.priors import Priors
-from . import closed_form
+from . import closed_form, log_likelihood
 
 
 @dataclasses.dataclass
@@ -95,7 +95,12 @@ def fit(release, method="eiv", *, seed=None, priors: Optional[Priors] = None, nu
     Returns
     -------
     arviz.InferenceData with ``posterior`` (theta with feature-name coordinates, ...),
-    ``observed_data``/``constant_data`` (the release) and attrs describing the fit.
+    ``observed_data``/``constant_data`` (the release), ``log_likelihood`` (``release``: each
+    holder's log density of its released statistics given each draw, for ``az.loo``,
+    ``az.waic`` and ``az.compare``), ``posterior_predictive`` (``z_hat``, and ``S_hat`` for the
+    methods that model it: new releases drawn given each draw, for ``az.plot_ppc``;
+    :mod:`bayesdp.inference.log_likelihood` says what each method's entries are) and attrs
+    describing the fit.
 
     Warns
     -----
@@ -189,10 +194,13 @@ def finish_fit(release, method, seed, priors, result, stacklevel=3):
         **result.attrs,
     }
     observed, constant, coords, dims = release_groups(release)
-    dims = {**dims, **result.dims}
+    dims = {**dims, **result.dims, "release": ["holder"]}
+    loglik, predictive = log_likelihood.groups(release, method, priors, result.posterior,
+                                               result.attrs, seed)
     idata = diagnostics.to_inference_data(
         result.posterior, sample_stats=result.sample_stats, observed_data=observed,
-        constant_data=constant, coords=coords, dims=dims, attrs=attrs,
+        constant_data=constant, log_likelihood=loglik, posterior_predictive=predictive,
+        coords=coords, dims=dims, attrs=attrs,
     )
     if METHODS[method].iid:
         diagnostics.set_attrs(idata, {"convergence_checked": False, "converged": True,
