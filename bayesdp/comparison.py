@@ -459,7 +459,7 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     calibration : "exact" or "paper-code" (the authors' code; reproduces Table 1; not DP).
     seed : master seed (data simulation, Lambda, and every cell's seeds derive from it).
     out_dir : folder for cell files, results.csv, summary.md, figures; None keeps all in memory
-        (no resume). Created if missing, but its parent folder must exist.
+        (no resume). Created if missing, with any missing parent folders.
     n_jobs : 1 (default) runs every cell in this process, one after the other; k > 1 starts k
         worker processes (``spawn``), which re-import the calling script, so a script must then
         call compare under ``if __name__ == "__main__":``; None: one process per core.
@@ -542,7 +542,7 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
                 f"choose from {sorted(set(INTERCEPT_METHODS) | set(BASELINES))}")
     if (x_mean != 0 or true_intercept != 0) and str(data).lower() != "simulated":
         raise BayesdpInputError("x_mean and true_intercept are options of simulated data only")
-    if out_dir is not None:  # checked before any work; only the leaf folder is ever created
+    if out_dir is not None:  # checked before any work; created with its parents
         check_output_folder(out_dir, "out_dir")
         out_dir = Path(out_dir)
     if str(data).lower() == "simulated":
@@ -583,7 +583,7 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     cells_dir = None
     if out_dir is not None:
         cells_dir = out_dir / "cells"
-        out_dir.mkdir(exist_ok=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
         cells_dir.mkdir(exist_ok=True)
         cfg_path = out_dir / "config.json"
         if cfg_path.exists():

@@ -68,14 +68,17 @@ def check_output_file(path, name):
 
 
 def check_output_folder(path, name):
-    """Refuse an output folder ``path`` (option or argument ``name``) that is a file or whose
-    parent does not exist: only the last folder of an output folder is ever created."""
+    """Refuse an output folder ``path`` (option or argument ``name``) that cannot be created:
+    it is a file, or its nearest existing parent is a file. The folder and any missing parents
+    are created by the command (as ``mkdir -p``)."""
     from pathlib import Path
 
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise BayesdpInputError(f"{name}: {str(p)!r} exists and is not a folder")
-    if not p.parent.is_dir():
-        raise BayesdpInputError(
-            f"{name}: parent folder {str(p.parent)!r} does not exist (only the last folder of "
-            f"{name} is created)")
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise BayesdpInputError(
+                    f"{name}: cannot create {str(p)!r}: {str(parent)!r} is a file, not a folder")
+            break

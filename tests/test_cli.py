@@ -324,24 +324,33 @@ def test_output_paths_checked_before_any_work(tmp_path, capsys, monkeypatch, cmd
         "simulate": ["simulate", "--n", "10", "--out", str(missing / "d.csv")],
         "simulate-truth": ["simulate", "--n", "10", "--out", str(tmp_path / "s.csv"),
                            "--truth", str(missing / "t.json")],
-        "diagnose": ["diagnose", str(rel), "--out-dir", str(missing / "plots")],
-        "compare": ["compare", "simulated", "--out-dir", str(missing / "run")],
+        # a folder is created with its parents, unless a file stands in the way
+        "diagnose": ["diagnose", str(rel), "--out-dir", str(data / "plots")],
+        "compare": ["compare", "simulated", "--out-dir", str(data / "run")],
         "predict": ["predict", str(rel), str(data), "--out", str(missing / "p.csv")],
     }[cmd]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "does not exist" in err
+    assert len(err.strip().splitlines()) == 1
+    assert ("is a file" if cmd in ("diagnose", "compare") else "does not exist") in err
     assert ("--out-dir" if cmd in ("diagnose", "compare") else "--") in err
     assert not (tmp_path / "no").exists() and not (tmp_path / "s.csv").exists()
 
 
-def test_compare_out_dir_creates_only_the_leaf(tmp_path):
-    from bayesdp.errors import BayesdpInputError
+def test_compare_out_dir_is_created_with_its_parents_as_diagnose_does(tmp_path):
+    """compare --out-dir runs/sim on a fresh folder (the README's command) creates runs/sim, as
+    diagnose --out-dir does; a file in the way is refused before any work."""
+    import bayesdp.cli as cli
 
-    with pytest.raises(BayesdpInputError, match="parent folder"):
+    run = tmp_path / "runs" / "sim"
+    assert cli.main(["compare", "simulated", "--methods", "fast", "--nodes", "1", "--reps", "1",
+                     "--n", "200", "--n-jobs", "1", "--no-figures", "--mmd", "no",
+                     "--out-dir", str(run)]) == 0
+    assert (run / "results.csv").is_file()
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(bayesdp.errors.BayesdpInputError, match="is a file"):
         bayesdp.compare("simulated", methods=["fast"], nodes=[1], reps=1, n=200,
-                        out_dir=tmp_path / "a" / "b" / "run", n_jobs=1)
-    assert not (tmp_path / "a").exists()
+                        out_dir=tmp_path / "afile" / "run", n_jobs=1)
 
 
 # --------------------------------------------------------------------------------------------

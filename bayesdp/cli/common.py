@@ -68,8 +68,8 @@ def check_output_paths(args):
     """Refuse output paths whose folder does not exist, before the command does any work.
 
     Files (``--out``, ``--truth``, ``--truth-out``): the folder must exist and the path must not
-    be a folder. Folders (``--out-dir``): only the last folder is created, so its parent must
-    exist, and the path must not be a file.
+    be a folder. Folders (``--out-dir``): created with any missing parents by every command, so
+    the path and its nearest existing parent must not be files.
     """
     for names, check in ((OUT_FILES, check_output_file), (OUT_DIRS, check_output_folder)):
         for name in names:
