@@ -238,13 +238,14 @@ def _cell_release(spec, ctx, epsilon, J, seed, include_yty=False):
 
 
 def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitted=None,
-             release=None):
+             release=None, on_fit=None):
     """Run ``methods`` on one (epsilon, J, rep) cell; returns tidy rows (and writes cell files).
 
     ``modules``: modules to import first (those that registered the methods, for worker
     processes). ``fitted``: {method: (theta draws, point estimate or None, seconds, checks)} of
     methods already fitted for this cell (by :func:`run_cells_batched`), with ``release`` the cell's
-    release they were fitted to.
+    release they were fitted to. ``on_fit``: called as ``on_fit(method, "start")`` before and
+    ``on_fit(method, "done")`` after each method (the progress bar between cells), or None.
     """
     _setup(modules)
     import bayesdp
@@ -274,6 +275,8 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitt
         path = cell_path(cells_dir, method, epsilon, J, rep) if cells_dir is not None else None
         if path is not None and path.exists():
             continue
+        if on_fit is not None:
+            on_fit(method, "start")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             t0 = time.perf_counter()
@@ -326,6 +329,8 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitt
         if path is not None:
             _write_atomic(path, cell)
         rows.append(cell)
+        if on_fit is not None:
+            on_fit(method, "done")
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS)
 
 
@@ -707,22 +712,31 @@ def warn_checks(df: pd.DataFrame, *, stacklevel=3) -> None:
 
 def _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose, progress, desc):
     """Run the cells: in this process, in ``n_jobs`` spawned workers, or on ``executor``;
-    with a progress bar (count and time left) and, if ``verbose``, a line per cell."""
+    with a progress bar and, if ``verbose``, a line per cell. The bar counts fits (one method
+    on one cell), so it moves between cells; run in this process it also names the fit under
+    way (eps, J, rep, method)."""
     from . import progress as pg
 
     results = []
     if not tasks:
         return results
     total = len(tasks)
+
+    def n_fits(r, todo):  # the fits of one task (a batch: todo is [(rep, methods)])
+        return sum(len(ms) for _, ms in todo) if isinstance(r, tuple) else len(todo)
     # run_cell silences fit's warnings with warnings.catch_warnings, which is not thread-safe:
     # cells running in threads could leave "ignore" in the process's filters. Setting it here, in
     # the calling thread, for the whole run keeps it on while cells run and restores it after.
-    with warnings.catch_warnings(), pg.bar(total, desc, progress=progress, unit="cell") as bar:
+    fits_total = sum(n_fits(r, todo) for _, _, r, todo in tasks)
+    with warnings.catch_warnings(), pg.bar(fits_total, desc, progress=progress,
+                                           unit="fit") as bar:
         warnings.simplefilter("ignore", UserWarning)
         t0 = time.perf_counter()
+        counted = [0]  # fits of the running task already counted by on_fit
 
         def done(k, e, J, r, todo):
-            bar.update(1)
+            bar.update(n_fits(r, todo) - counted[0])
+            counted[0] = 0
             if verbose:
                 if isinstance(r, tuple):  # a batch of replications: todo is [(rep, methods)]
                     reps = ",".join(str(i) for i in r)
@@ -741,7 +755,16 @@ def _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose, progr
         if executor is None and (n_jobs <= 1 or total == 1):
             for k, (e, J, r, todo) in enumerate(tasks, 1):
                 fn, args = task(e, J, r, todo)
-                results.append(fn(*args))
+                if fn is run_cell:
+                    def on_fit(method, event, e=e, J=J, r=r):
+                        if event == "start":
+                            bar.set_postfix_str(f"eps={e:g} J={J} rep={r}: {method}")
+                        else:
+                            bar.update(1)
+                            counted[0] += 1
+                    results.append(fn(*args, on_fit=on_fit))
+                else:
+                    results.append(fn(*args))
                 done(k, e, J, r, todo)
             return results
         ours = executor is None
