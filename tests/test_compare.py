@@ -279,7 +279,8 @@ def test_progress_bar_forced_on_and_quiet_by_default(capsys):
     assert err == "" and out == ""
     compare("simulated", progress=True, verbose=True, **TINY)
     out, err = capsys.readouterr()
-    assert "4/4" in err and "compare simulated" in err  # count and total on stderr
+    # count and total of the fits (4 cells x 3 methods) on stderr
+    assert "12/12" in err and "compare simulated" in err
     assert "[1/4] eps=1 J=1 rep=0: fast, adassp, nonprivate" in out
     assert "[4/4]" in out
 
