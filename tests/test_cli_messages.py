@@ -20,3 +20,57 @@ def test_compare_progress_moves_between_cells(capsys):
     assert re.search(r"\b1/2\b", err), err
     assert re.search(r"\b2/2\b", err)
     assert "rep=0: fast" in err and "rep=0: adassp" in err
+
+
+def _rows_csv(path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 2))
+    np.savetxt(path, np.column_stack([X, X @ [1.0, -1.0]]), delimiter=",", header="x0,x1,y",
+               comments="")
+    return path
+
+
+def test_fit_given_a_csv_of_rows_says_make_a_release_first(tmp_path, capsys):
+    data = _rows_csv(tmp_path / "data.csv")
+    out = tmp_path / "post.nc"
+    assert main(["fit", str(data), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "CSV of rows" in err and "bayesdp release" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_predict_given_a_release_says_run_fit_first(tmp_path, capsys):
+    data = _rows_csv(tmp_path / "data.csv")
+    rel = tmp_path / "release.json"
+    assert main(["release", str(data), "--epsilon", "1", "--delta", "1e-5", "--bounds", "3",
+                 "5", "--seed", "0", "--out", str(rel)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "pred.csv"
+    assert main(["predict", str(rel), str(data), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "this is a release, not a posterior" in err and "bayesdp fit" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+    json.loads(rel.read_text())  # the release is left as it was
+
+
+def test_demo_help_names_the_method_the_demo_fits(tmp_path, capsys, monkeypatch):
+    """The help of 'bayesdp demo' names the method run_demo passes to fit (its default)."""
+    import inspect
+
+    import bayesdp.demo as demo
+    from bayesdp.inference import fit as fit_fn
+
+    used = []
+
+    def spy(release, method=inspect.signature(fit_fn).parameters["method"].default, **kw):
+        used.append(method)
+        return fit_fn(release, method=method, **kw)
+
+    monkeypatch.setattr(demo, "fit", spy)
+    demo.run_demo(n=2000, d=2, nodes=2, out_dir=tmp_path, echo=lambda *a: None)
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert used and all(f"({m})" in text or f" {m} " in text or f"{m}," in text
+                        for m in set(used) - {"fast"})

@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import check_output_folder, check_output_file
+from ..errors import BayesdpInputError, check_output_folder, check_output_file
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -102,3 +102,46 @@ def write_json(path, doc):
         raise TypeError(f"cannot write {type(v).__name__} to JSON")
 
     write_text_atomic(path, json.dumps(doc, indent=1, default=conv) + "\n")
+
+
+def _first_bytes(path, size=512):
+    """The first ``size`` bytes of a file with leading whitespace removed (b"" when it cannot
+    be read: the loader then says why)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(size).lstrip()
+    except OSError:
+        return b""
+
+
+def _looks_like_rows(path, head):
+    from pathlib import Path
+
+    return (Path(path).suffix.lower() in (".csv", ".tsv", ".txt", ".parquet", ".pq")
+            or head.startswith(b"PAR1") or (b"," in head.split(b"\n", 1)[0]
+                                            and not head.startswith((b"{", b"[", b"\x89HDF"))))
+
+
+def check_release_argument(path):
+    """Refuse a file of rows given where a release file is expected (``bayesdp fit``), with the
+    command that makes a release from it."""
+    head = _first_bytes(path)
+    if head and not head.startswith(b"{") and _looks_like_rows(path, head):
+        raise BayesdpInputError(
+            f"{path}: this is a CSV of rows, not a release: make a release first with 'bayesdp "
+            f"release {path} --epsilon E --delta D --bounds B_X B_Y --out release.json', then "
+            "'bayesdp fit release.json'")
+
+
+def check_posterior_argument(path):
+    """Refuse a release file (or a file of rows) given where a posterior file is expected
+    (``bayesdp predict``), with the command that makes a posterior from it."""
+    head = _first_bytes(path)
+    if head.startswith(b"{"):
+        raise BayesdpInputError(
+            f"{path}: this is a release, not a posterior: run 'bayesdp fit {path} --out "
+            "posterior.nc' first, then 'bayesdp predict posterior.nc ROWS.csv'")
+    if head and _looks_like_rows(path, head) and not head.startswith(b"\x89HDF"):
+        raise BayesdpInputError(
+            f"{path}: this is a CSV of rows, not a posterior: give the posterior written by "
+            "'bayesdp fit release.json --out posterior.nc' first, then the rows")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 
 from ..errors import BayesdpError
-from .common import add_command, add_progress_option, print_warnings
+from .common import add_command, add_progress_option, check_release_argument, print_warnings
 
 
 def _cmd_fit(args):
@@ -21,6 +21,8 @@ def _cmd_fit(args):
 
     if args.method not in METHODS:
         raise BayesdpError(f"unknown method {args.method!r}; choose one of {sorted(METHODS)}")
+    for path in args.releases:
+        check_release_argument(path)
     rel = combine_releases(*args.releases)
     if args.method == "bs" and rel.yty_hat is None:
         raise BayesdpError("--method bs (MCMC-B&S) needs a noisy y^T y, which this release does "

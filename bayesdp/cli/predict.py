@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import add_command
+from .common import add_command, check_posterior_argument
 
 
 def _cmd_predict(args):
@@ -21,6 +21,7 @@ def _cmd_predict(args):
     from ..predict import feature_names, predict, prediction_summary, read_new_rows
     from ..releases import write_text_atomic
 
+    check_posterior_argument(args.posterior)
     idata = diagnostics.load(args.posterior)
     names = feature_names(idata)
     X, ignored = read_new_rows(args.rows, names, header=not args.no_header)
