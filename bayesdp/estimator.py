@@ -1,9 +1,14 @@
-"""``BayesDPRegressor``: release -> fit -> predict behind scikit-learn's estimator conventions.
+"""``BayesDPRegressor``: release -> fit -> predict as a scikit-learn estimator.
 
-No dependency on scikit-learn: the class follows its conventions by hand (parameters stored
-unchanged by ``__init__``, ``get_params``/``set_params``, ``fit`` returns self, fitted attributes
-end in ``_``, ``predict``, ``score`` = R^2), so ``sklearn.base.clone``, pipelines and grid
-searches work with it where scikit-learn is installed.
+With scikit-learn installed (``pip install bayesdp[sklearn]``) the class is a scikit-learn
+regressor (``RegressorMixin``, ``BaseEstimator``, tags declared): ``clone``, pipelines,
+``cross_val_score`` and ``GridSearchCV`` work with it, and it passes scikit-learn's
+``check_estimator`` (tests/test_estimator.py). Without scikit-learn it follows the same
+conventions by hand (parameters stored unchanged by ``__init__``, ``get_params`` /
+``set_params``, ``fit`` returns self, fitted attributes end in ``_``, ``score`` = R^2).
+
+Every ``fit`` makes a new differentially private release of the rows it is given, so every
+``fit`` spends privacy budget: see :class:`BayesDPRegressor`, "Privacy budget".
 """
 
 from __future__ import annotations
@@ -14,9 +19,74 @@ import numpy as np
 
 from .errors import BayesdpInputError, check_seed
 
+try:  # scikit-learn >= 1.6: tags (__sklearn_tags__) and validate_data
+    from sklearn.base import BaseEstimator as _SkBase
+    from sklearn.base import RegressorMixin as _SkRegressor
+    from sklearn.exceptions import NotFittedError as _SkNotFitted
+    from sklearn.utils.validation import validate_data as _validate_data
+except ImportError:  # pragma: no cover - exercised by installs without scikit-learn
+    _SkBase = _SkRegressor = None
+    _SkNotFitted = ValueError
+    _validate_data = None
 
-class BayesDPRegressor:
-    """Differentially private Bayesian linear regression, scikit-learn style.
+HAVE_SKLEARN = _validate_data is not None
+"""Whether a scikit-learn with tags and ``validate_data`` (>= 1.6) was importable."""
+
+
+class NotFittedError(BayesdpInputError, _SkNotFitted):
+    """``predict`` or ``score`` before ``fit``; also scikit-learn's ``NotFittedError`` when
+    scikit-learn is installed."""
+
+
+class _ParamsByHand:
+    """scikit-learn's parameter protocol without scikit-learn: ``get_params``, ``set_params``,
+    a ``repr`` of the parameters that differ from their defaults, and ``score`` = R^2."""
+
+    @classmethod
+    def _get_param_names(cls):
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+
+    def get_params(self, deep=True) -> dict:
+        """The constructor's parameters as a dict (``deep`` is accepted for compatibility)."""
+        return {name: getattr(self, name) for name in self._get_param_names()}
+
+    def set_params(self, **params):
+        """Set constructor parameters by name; returns self. Unknown names are refused."""
+        valid = self._get_param_names()
+        for name, value in params.items():
+            if name not in valid:
+                raise BayesdpInputError(
+                    f"set_params: {name!r} is not a parameter of {type(self).__name__} "
+                    f"(parameters: {', '.join(valid)})")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self):
+        defaults = {p.name: p.default
+                    for p in inspect.signature(type(self).__init__).parameters.values()}
+        shown = [f"{k}={v!r}" for k, v in self.get_params().items()
+                 if not (v is defaults.get(k) or (type(v) is type(defaults.get(k))
+                                                  and v == defaults.get(k)))]
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R^2 of ``predict(X)`` against ``y``."""
+        y = np.asarray(y, dtype=float).ravel()
+        pred = self.predict(X)
+        if y.shape != pred.shape:
+            raise BayesdpInputError(f"y must have one value per row of X ({pred.shape[0]}), got "
+                                    f"shape {np.shape(y)}")
+        w = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        ss_res = float(np.sum(w * (y - pred) ** 2))
+        ss_tot = float(np.sum(w * (y - np.average(y, weights=w)) ** 2))
+        return 1.0 - ss_res / ss_tot if ss_tot > 0 else 0.0
+
+
+_BASES = (_SkRegressor, _SkBase) if HAVE_SKLEARN else (_ParamsByHand,)
+
+
+class BayesDPRegressor(*_BASES):
+    """Differentially private Bayesian linear regression as a scikit-learn regressor.
 
     ``fit(X, y)`` makes an (epsilon, delta)-DP release of the rows (:func:`bayesdp.release`:
     rows clipped to the public ``bounds``, split over ``nodes`` holders) and fits the posterior
@@ -26,10 +96,11 @@ class BayesDPRegressor:
 
     Parameters
     ----------
-    epsilon, delta : privacy parameters of the release (per holder).
+    epsilon, delta : privacy parameters of the release each ``fit`` makes (per holder).
     bounds : (B_x, B_y)
         Public bounds on ||x||_2 and |y| (required; rows outside are clipped). ``"data"`` reads
-        them off the rows, which is NOT private (the release is flagged).
+        them off the rows, which is NOT private (the release is flagged and has no privacy
+        cost that can be added up).
     method : str
         Inference method (``bayesdp.METHODS``); default ``"eiv"`` (the noise on S carried into
         theta's likelihood, sigma_y^2 integrated out; a closed form whose intervals hold on
@@ -52,54 +123,94 @@ class BayesDPRegressor:
     intercept_ : 0.0 (the model has none; for scikit-learn compatibility).
     idata_ : the posterior, ArviZ InferenceData.
     release_ : the :class:`bayesdp.Release` that was fitted (the only thing that saw the rows).
+    privacy_cost_ : dict
+        The privacy cost of this fit's release, as recorded in the release
+        (:func:`bayesdp.accounting.privacy_cost`): ``{"parts": [...], "total": {"epsilon",
+        "delta", "rho", "accountant", "note"}}``.
     n_features_in_ : d.
     feature_names_in_ : (d,) object array of the DataFrame's column names, when ``X`` was a
         DataFrame with string column names (they are also the ``feature`` coordinates of
-        ``idata_``).
+        ``idata_``). ``predict`` then matches a DataFrame's columns by name.
+
+    Privacy budget
+    --------------
+    Every call of ``fit`` releases the rows it is given once more, at (epsilon, delta), and the
+    costs of releases of the same rows add up (sequential composition). Anything that fits
+    several times spends several releases: ``cross_val_score`` with c folds spends c (every
+    row is in c - 1 of them), a ``GridSearchCV`` over k values with c folds spends k x c, plus
+    one for the refit on all rows (``refit=True``, the default). ``privacy_cost_`` is one fit's
+    cost and ``budget(n_fits)`` the total of n fits like it, in the terms of
+    :func:`bayesdp.accounting.budget` (``bayesdp budget`` on the command line); the releases of
+    fits that were kept (e.g. ``cross_validate(..., return_estimator=True)``) can also be added
+    up exactly with ``bayesdp.accounting.budget(*[e.release_ for e in estimators])``.
+
+    Errors
+    ------
+    Bad input (missing bounds, NaN, complex or sparse X, a y of the wrong length, ``predict``
+    before ``fit``) raises an error naming what is wrong. scikit-learn's ``cross_val_score``
+    and ``GridSearchCV`` turn a failed fit into a NaN score with a ``FitFailedWarning`` by
+    default (and raise only when every fit failed); pass ``error_score="raise"`` to have the
+    error itself.
     """
 
     def __init__(self, epsilon=1.0, delta=1e-5, bounds=None, method="eiv", nodes=1, seed=None,
                  calibration="exact", priors=None, num_samples=1000, num_chains=4,
                  num_warmup=1000, method_options=None):
-        given = locals()
-        for name in self._param_names():  # stored unchanged, as scikit-learn's clone expects
-            setattr(self, name, given[name])
+        self.epsilon = epsilon
+        self.delta = delta
+        self.bounds = bounds
+        self.method = method
+        self.nodes = nodes
+        self.seed = seed
+        self.calibration = calibration
+        self.priors = priors
+        self.num_samples = num_samples
+        self.num_chains = num_chains
+        self.num_warmup = num_warmup
+        self.method_options = method_options
 
-    # -- scikit-learn's parameter protocol ------------------------------------------------------
-
-    @classmethod
-    def _param_names(cls):
-        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-
-    def get_params(self, deep=True) -> dict:
-        """The constructor's parameters as a dict (``deep`` is accepted for compatibility)."""
-        return {name: getattr(self, name) for name in self._param_names()}
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False  # sparse X is refused with a message saying so
+        tags.input_tags.allow_nan = False
+        tags.target_tags.required = True
+        tags.target_tags.single_output = True
+        tags.target_tags.multi_output = False
+        # The release adds noise of sd ~ B_x^2 / epsilon to every entry of X^T X: at small n
+        # (scikit-learn's check uses 200 rows) the fit is noise-dominated by design.
+        tags.regressor_tags.poor_score = True
+        # seed=None draws the release noise from OS entropy: two fits differ.
+        tags.non_deterministic = self.seed is None
+        return tags
 
     def set_params(self, **params):
-        """Set constructor parameters by name; returns self. Unknown names are refused."""
-        valid = self._param_names()
-        for name, value in params.items():
+        """Set constructor parameters by name (``name=value``); returns self. A name that is
+        not a parameter is refused with the list of parameters."""
+        valid = self._get_param_names()
+        for name in params:
             if name not in valid:
                 raise BayesdpInputError(
-                    f"set_params: {name!r} is not a parameter of BayesDPRegressor (parameters: "
-                    f"{', '.join(valid)})")
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self):
-        defaults = {p.name: p.default for p in inspect.signature(self.__init__).parameters.values()}
-        shown = [f"{k}={v!r}" for k, v in self.get_params().items()
-                 if not (v is defaults.get(k) or (type(v) is type(defaults.get(k))
-                                                  and v == defaults.get(k)))]
-        return f"BayesDPRegressor({', '.join(shown)})"
+                    f"set_params: {name!r} is not a parameter of {type(self).__name__} "
+                    f"(parameters: {', '.join(valid)})")
+        return super().set_params(**params)
 
     # -- fit / predict / score ------------------------------------------------------------------
 
     def fit(self, X, y):
-        """Release (X, y) with DP, fit the posterior from the release; returns self."""
+        """Release (X, y) with DP and fit the posterior from the release.
+
+        Parameters
+        ----------
+        X : array (n, d) or DataFrame of numbers (no NaN, infinite, complex or sparse input)
+        y : array (n,) (a (n, 1) column is accepted with a warning)
+
+        Returns
+        -------
+        self, fitted (see the class's attributes). Spends one release's privacy budget.
+        """
+        from .accounting import privacy_cost
         from .inference import fit
         from .releases import release
-        from .report import gaussian_moments
 
         if self.bounds is None:
             raise BayesdpInputError(
@@ -109,52 +220,167 @@ class BayesDPRegressor:
         s_release = s_fit = None
         if seed is not None:
             s_release, s_fit = (int(s) for s in np.random.default_rng(seed).integers(0, 2**62, 2))
-        for attr in ("feature_names_in_",):
-            if hasattr(self, attr):
-                delattr(self, attr)
+        names = _string_columns(X)
+        if HAVE_SKLEARN:
+            X, y = _as_input_error(lambda: _validate_data(
+                self, X, y, reset=True, accept_sparse=False, dtype=np.float64,
+                ensure_all_finite=True, y_numeric=True, multi_output=False))
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
         rel = release(X, y, epsilon=self.epsilon, delta=self.delta, bounds=self.bounds,
-                      nodes=self.nodes, seed=s_release, calibration=self.calibration)
+                      nodes=self.nodes, seed=s_release, calibration=self.calibration,
+                      feature_names=names)
         idata = fit(rel, method=self.method, seed=s_fit, priors=self.priors,
                     num_samples=self.num_samples, num_chains=self.num_chains,
                     num_warmup=self.num_warmup, **(self.method_options or {}))
         self.release_ = rel
         self.idata_ = idata
+        self.privacy_cost_ = privacy_cost(rel)
         self.n_features_in_ = rel.d
-        if hasattr(X, "columns") and all(isinstance(c, str) for c in X.columns):
-            self.feature_names_in_ = np.asarray(list(X.columns), dtype=object)
-        closed = gaussian_moments(idata)
-        if closed is not None:
-            self.coef_ = closed[0]
-        else:
-            self.coef_ = np.asarray(idata.posterior["theta"].mean(("chain", "draw")).values)
+        if names is not None:
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+        self.coef_ = _posterior_mean(idata)
         self.intercept_ = 0.0
         return self
 
     def predict(self, X, return_std=False):
-        """Posterior predictive mean of y at the rows of X (m,); with ``return_std=True`` also
-        its sd, sqrt(var(x^T theta) + E[sigma_y^2]) (:func:`bayesdp.prediction_summary`)."""
+        """Posterior predictive mean of y at the rows of X.
+
+        Parameters
+        ----------
+        X : array (m, d) or DataFrame; a DataFrame with the fitted feature names may have them
+            in any order (matched by name).
+        return_std : bool
+            Also return the predictive sd, sqrt(var(x^T theta) + E[sigma_y^2])
+            (:func:`bayesdp.prediction_summary`).
+
+        Returns
+        -------
+        mean (m,), or (mean, sd) with ``return_std=True``.
+        """
         from .predict import check_new_rows, feature_names, predictive_moments
 
         self._check_fitted()
-        if hasattr(X, "columns") and not hasattr(self, "feature_names_in_"):
-            X = X.to_numpy()  # fitted on an array: columns by position, as scikit-learn does
-        X, _ = check_new_rows(X, feature_names(self.idata_), what="X")
+        names = feature_names(self.idata_)
+        fitted_names = getattr(self, "feature_names_in_", None)
+        if fitted_names is not None and _string_columns(X) is not None \
+                and set(X.columns) == set(fitted_names) and len(X.columns) == len(fitted_names):
+            X = X[list(fitted_names)]  # matched by name, as bayesdp.predict does
+        if HAVE_SKLEARN:
+            X = _as_input_error(lambda: _validate_data(
+                self, X, reset=False, accept_sparse=False, dtype=np.float64,
+                ensure_all_finite=True))
+        elif hasattr(X, "columns") and fitted_names is None:
+            X = X.to_numpy()  # fitted on an array: columns by position
+        X, _ = check_new_rows(X, names, what="X")
         mean, sd, _ = predictive_moments(self.idata_, X)
+        if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(sd))):
+            raise BayesdpInputError(  # never hand NaN to a scorer, which would average it
+                "predict: the posterior gives non-finite predictions at these rows (rows far "
+                "outside the bounds the release was made with?)")
         return (mean, sd) if return_std else mean
 
     def score(self, X, y, sample_weight=None):
-        """Coefficient of determination R^2 of ``predict(X)`` (scikit-learn's ``score``)."""
-        y = np.asarray(y, dtype=float).ravel()
-        pred = self.predict(X)
-        if y.shape != pred.shape:
-            raise BayesdpInputError(f"y must have one value per row of X ({pred.shape[0]}), got "
-                                    f"shape {np.shape(y)}")
-        w = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, dtype=float)
-        ss_res = float(np.sum(w * (y - pred) ** 2))
-        ss_tot = float(np.sum(w * (y - np.average(y, weights=w)) ** 2))
-        return 1.0 - ss_res / ss_tot if ss_tot > 0 else 0.0
+        """Coefficient of determination R^2 of ``predict(X)`` against ``y``.
+
+        Parameters
+        ----------
+        X : rows as for :meth:`predict`; y : array (m,); sample_weight : array (m,) or None.
+
+        Returns
+        -------
+        float R^2 (1 is a perfect fit; 0 that of predicting the mean of y).
+        """
+        y_arr = np.asarray(y)
+        if y_arr.ndim == 0 or (y_arr.ndim == 2 and y_arr.shape[1] != 1) or y_arr.ndim > 2:
+            raise BayesdpInputError(f"y must be one value per row, got shape {y_arr.shape}")
+        n_rows = _num_rows(X)
+        if n_rows is not None and y_arr.shape[0] != n_rows:
+            raise BayesdpInputError(f"y must have one value per row of X ({n_rows}), got "
+                                    f"shape {y_arr.shape}")
+        r2 = float(super().score(X, y, sample_weight=sample_weight))
+        if not np.isfinite(r2):
+            raise BayesdpInputError("score: R^2 is not finite (y has NaN or infinite values?)")
+        return r2
+
+    def budget(self, n_fits=1, *, delta=None, accountant="zcdp"):
+        """The privacy budget spent by ``n_fits`` fits like this one on the same rows.
+
+        Each fit is a new release with this fit's cost (``privacy_cost_``); their total is
+        composed as :func:`bayesdp.accounting.budget` composes releases of one holder.
+
+        Parameters
+        ----------
+        n_fits : int >= 1
+            How many fits, e.g. k x c for a grid search over k values with c folds (plus 1 for
+            its refit).
+        delta : float in (0, 1) or None
+            The delta of the total (default: the sum of the releases' deltas).
+        accountant : "zcdp" (default), "basic" or "pld", as in :func:`bayesdp.accounting.budget`.
+
+        Returns
+        -------
+        :class:`bayesdp.accounting.Budget` with the total ``epsilon``, ``delta`` and ``rho``.
+        """
+        from . import accounting, privacy
+
+        self._check_fitted()
+        if isinstance(n_fits, bool) or not isinstance(n_fits, (int, np.integer)) or n_fits < 1:
+            raise BayesdpInputError(f"n_fits must be a whole number >= 1, got {n_fits!r}")
+        if accountant not in accounting.ACCOUNTANTS:
+            raise BayesdpInputError(
+                f"accountant must be one of {accounting.ACCOUNTANTS}, got {accountant!r}")
+        if delta is not None:
+            _, delta = privacy.check_epsilon_delta(1.0, delta)
+        rel = self.release_
+        accounting._check_composable([rel], ["this fit's release"])
+        groups = accounting._holder_groups(rel.privacy_cost, rel.holder_names)
+        eps, dlt, rho = accounting._compose([groups] * int(n_fits), accountant, delta)
+        label = "each fit" if n_fits == 1 else f"each of {int(n_fits)} fits"
+        return accounting.Budget(accountant=accountant, epsilon=eps, delta=dlt, rho=rho,
+                                 parts=tuple({"release": label, **p} for p in rel.privacy_cost),
+                                 releases=(label,))
 
     def _check_fitted(self):
         if not hasattr(self, "idata_"):
-            raise BayesdpInputError("this BayesDPRegressor is not fitted yet; call fit(X, y) "
-                                    "first")
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call "
+                                 "fit(X, y) first")
+
+
+def _string_columns(X):
+    """The column names of a DataFrame whose column names are all strings, else None."""
+    cols = getattr(X, "columns", None)
+    if cols is None or not all(isinstance(c, str) for c in cols):
+        return None
+    return [str(c) for c in cols]
+
+
+def _num_rows(X):
+    shape = getattr(X, "shape", None)
+    if shape is not None and len(shape) >= 1:
+        return int(shape[0])
+    try:
+        return len(X)
+    except TypeError:
+        return None
+
+
+def _as_input_error(check):
+    """Run scikit-learn's validation; its ValueErrors become :class:`BayesdpInputError` with
+    the same message (which scikit-learn's own checks match)."""
+    try:
+        return check()
+    except BayesdpInputError:
+        raise
+    except ValueError as exc:
+        raise BayesdpInputError(str(exc)) from exc
+
+
+def _posterior_mean(idata):
+    """The posterior mean of theta: the exact closed-form mean when the fit has one."""
+    from .report import gaussian_moments
+
+    closed = gaussian_moments(idata)
+    if closed is not None:
+        return closed[0]
+    return np.asarray(idata.posterior["theta"].mean(("chain", "draw")).values)

@@ -1,0 +1,233 @@
+"""BayesDPRegressor as a scikit-learn estimator (issue 37, item 1): scikit-learn's own estimator
+checks, pipelines, cross_val_score, GridSearchCV over epsilon, clone, loud failures instead of
+NaN scores, and the privacy budget that every fit spends."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+sklearn = pytest.importorskip("sklearn")
+
+from sklearn.base import clone, is_regressor  # noqa: E402
+from sklearn.exceptions import NotFittedError as SkNotFittedError  # noqa: E402
+from sklearn.model_selection import (GridSearchCV, KFold, cross_val_score,  # noqa: E402
+                                     cross_validate)
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+from sklearn.utils.validation import check_is_fitted  # noqa: E402
+
+import bayesdp  # noqa: E402
+from bayesdp import accounting  # noqa: E402
+from bayesdp.errors import BayesdpInputError  # noqa: E402
+
+# -- scikit-learn's estimator checks ---------------------------------------------------------------
+
+# The instance the checks run on: the default method ("eiv"), bounds wide enough for the checks'
+# small data sets (rows outside are clipped), a seed so that two fits on the same rows agree
+# (check_fit_idempotent, check_methods_subset_invariance, ...), and few draws (the checks test
+# the API; the eiv posterior is a closed form whose cost does not depend on the draws).
+CHECKED = bayesdp.BayesDPRegressor(bounds=(10.0, 10.0), seed=0, num_samples=100, num_chains=1)
+
+# No check is expected to fail. What the checks would otherwise trip on is declared in
+# BayesDPRegressor.__sklearn_tags__: sparse input is refused with scikit-learn's "Sparse data was
+# passed" (input_tags.sparse = False), and regressor_tags.poor_score = True (check_regressors_train
+# asks for R^2 > 0.5 on 200 rows, which a DP release of 200 rows at epsilon = 1 does not reach:
+# the noise on X^T X has sd ~ B_x^2 / epsilon).
+EXPECTED_FAILED = {}
+
+# Checks that fit the estimator five times or more (~1-3 s a fit on a loaded 2-core machine):
+# run with the slow tests (.ci/run runs them), the others with every test run.
+HEAVY = {"check_estimators_dtypes", "check_estimators_overwrite_params",
+         "check_methods_sample_order_invariance", "check_fit_score_takes_y",
+         "check_regressor_data_not_an_array", "check_dtype_object",
+         "check_positive_only_tag_during_fit", "check_regressors_train",
+         "check_fit2d_predict1d", "check_pipeline_consistency", "check_estimators_nan_inf",
+         "check_supervised_y_2d", "check_estimators_fit_returns_self"}
+
+
+def _check_name(check):
+    return getattr(check, "func", check).__name__
+
+
+def _checks_parametrisation():
+    deco = parametrize_with_checks([CHECKED], expected_failed_checks=lambda e: EXPECTED_FAILED)
+    argnames, values = deco.args[0], list(deco.args[1])
+    ids = deco.kwargs.get("ids")
+    marked = []
+    for v in values:
+        if isinstance(v, tuple):
+            est, check = v
+            marks = []
+        else:  # a pytest.param (an expected failure)
+            (est, check), marks = v.values, list(v.marks)
+        name = _check_name(check)
+        if name in HEAVY:
+            marks.append(pytest.mark.slow)
+        marked.append(pytest.param(est, check, marks=marks,
+                                   id=f"{ids(est)}-{ids(check)}" if callable(ids) else name))
+    return pytest.mark.parametrize(argnames, marked)
+
+
+@pytest.mark.filterwarnings("ignore:release without an intercept")
+@_checks_parametrisation()
+def test_scikit_learn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def test_the_heavy_list_names_real_checks():
+    """A renamed or dropped check in HEAVY would silently run unmarked (or not at all)."""
+    deco = parametrize_with_checks([CHECKED])
+    names = set()
+    for v in deco.args[1]:
+        check = v[1] if isinstance(v, tuple) else v.values[1]
+        names.add(_check_name(check))
+    assert HEAVY <= names, sorted(HEAVY - names)
+    assert len(names) >= 40  # the suite ran, not an empty parametrisation
+
+
+def test_tags_and_fitted_state():
+    est = bayesdp.BayesDPRegressor(bounds=(3.0, 3.0))
+    assert is_regressor(est)
+    tags = est.__sklearn_tags__()
+    assert tags.input_tags.sparse is False and tags.regressor_tags.poor_score is True
+    assert tags.non_deterministic is True  # seed=None: fresh noise on every fit
+    assert bayesdp.BayesDPRegressor(bounds=(3.0, 3.0), seed=1).__sklearn_tags__() \
+        .non_deterministic is False
+    with pytest.raises(SkNotFittedError):
+        check_is_fitted(est)
+    with pytest.raises(SkNotFittedError, match="not fitted yet"):
+        est.predict(np.ones((2, 3)))
+    with pytest.raises(BayesdpInputError, match="not fitted yet"):  # also bayesdp's input error
+        est.predict(np.ones((2, 3)))
+    from scipy import sparse
+
+    with pytest.raises(TypeError, match="Sparse data was passed"):  # as scikit-learn's own
+        est.fit(sparse.csr_matrix(np.eye(3)), np.ones(3))
+    with pytest.raises(BayesdpInputError, match="Complex data not supported"):
+        est.fit(np.ones((4, 2)) * 1j, np.ones(4))
+    with pytest.raises(BayesdpInputError, match="requires y to be passed"):
+        est.fit(np.ones((4, 2)), None)
+
+
+# -- pipelines, cross-validation, grid search, clone ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def data():
+    """3000 rows, d = 3, features of different scales: at epsilon = 20 the release's noise is
+    small next to the signal (R^2 of the true theta about 0.86)."""
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((3000, 3)) * [1.0, 2.0, 0.5]
+    theta = np.array([1.0, -0.5, 2.0])
+    return X, X @ theta + 0.7 * rng.standard_normal(3000)
+
+
+def _est(**kw):
+    kw = {"epsilon": 20.0, "bounds": (9.0, 8.0), "seed": 0, "num_samples": 200,
+          "num_chains": 1, **kw}
+    return bayesdp.BayesDPRegressor(**kw)
+
+
+def test_pipeline_cross_val_score_gives_finite_scores(data):
+    X, y = data
+    pipe = make_pipeline(StandardScaler(), _est())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sklearn.exceptions.FitFailedWarning)
+        scores = cross_val_score(pipe, X, y, cv=KFold(3))
+    assert scores.shape == (3,) and np.all(np.isfinite(scores)), scores
+    # the true theta's R^2 on these rows is ~0.86; a DP fit at epsilon = 20 comes close, and a
+    # fit that ignored the data (R^2 <= 0) or predicted garbage would not
+    assert np.all(scores > 0.6), scores
+    assert np.all(scores < 1.0)
+    # the pipeline fits, predicts and scores like the estimator on scaled rows
+    fitted = clone(pipe).fit(X, y)
+    Xs = StandardScaler().fit_transform(X)
+    direct = _est().fit(Xs, y)
+    np.testing.assert_allclose(fitted.predict(X[:5]), direct.predict(Xs[:5]), rtol=1e-10)
+
+
+def test_a_fit_that_cannot_score_fails_loudly(data):
+    """No bounds: the fit cannot run. cross_val_score must not hand back NaN scores: with every
+    fit failing scikit-learn raises, and error_score="raise" gives bayesdp's own message."""
+    X, y = data
+    pipe = make_pipeline(StandardScaler(), _est(bounds=None))
+    with pytest.raises(BayesdpInputError, match="bounds"):
+        cross_val_score(pipe, X, y, cv=KFold(3), error_score="raise")
+    with pytest.raises(ValueError, match="fits failed"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cross_val_score(pipe, X, y, cv=KFold(3))
+    est = _est().fit(X, y)
+    with pytest.raises(BayesdpInputError, match="one value per row"):
+        est.score(X[:5], y[:4])
+    with pytest.raises(BayesdpInputError, match="NaN"):
+        est.predict(np.where(np.eye(3, dtype=bool), np.nan, 1.0))
+
+
+def test_grid_search_over_epsilon_and_clone(data):
+    X, y = data
+    est = _est()
+    grid = GridSearchCV(est, {"epsilon": [0.05, 20.0]}, cv=KFold(2))
+    grid.fit(X, y)
+    scores = grid.cv_results_["mean_test_score"]
+    assert np.all(np.isfinite(scores)), scores
+    # epsilon = 0.05 on 1500 rows: the noise on X^T X (sd ~ 3000) swamps the signal; epsilon = 20
+    # does not. A search that chose from NaN or ignored epsilon would not reliably pick 20.
+    assert grid.best_params_ == {"epsilon": 20.0}
+    assert scores[1] > scores[0] + 0.1, scores
+    assert grid.best_estimator_.release_.epsilon == 20.0
+    assert grid.best_estimator_.release_.n_total == len(y)  # the refit on every row
+    # clone: same parameters, not fitted, independent of the original
+    c = clone(grid.best_estimator_)
+    assert c.get_params() == grid.best_estimator_.get_params()
+    assert not hasattr(c, "coef_") and not hasattr(c, "release_")
+    c.set_params(epsilon=3.0)
+    assert grid.best_estimator_.epsilon == 20.0
+    with pytest.raises(BayesdpInputError, match="'epsilonn' is not a parameter"):
+        c.set_params(epsilonn=1.0)
+
+
+# -- the privacy budget every fit spends -----------------------------------------------------------
+
+
+def test_every_fit_records_its_cost_and_fits_add_up(data):
+    X, y = data
+    res = cross_validate(_est(epsilon=1.0, delta=1e-6), X, y, cv=KFold(3),
+                         return_estimator=True)
+    fitted = res["estimator"]
+    assert len(fitted) == 3
+    one = fitted[0]
+    cost = one.privacy_cost_
+    assert cost == accounting.privacy_cost(one.release_)
+    assert cost["total"]["epsilon"] == pytest.approx(1.0, rel=1e-6)
+    assert cost["total"]["delta"] == pytest.approx(1e-6)
+    # three fits on (overlapping) rows of one holder: the exact composition of the three
+    # releases that were made, against three copies of one fit's cost
+    exact = accounting.budget(*[e.release_ for e in fitted])
+    three = one.budget(3)
+    assert three.epsilon == pytest.approx(exact.epsilon, rel=1e-9)
+    assert three.delta == pytest.approx(exact.delta, rel=1e-12)
+    assert three.rho == pytest.approx(exact.rho, rel=1e-9)
+    assert three.rho == pytest.approx(3 * cost["total"]["rho"], rel=1e-12)
+    # composition spends more than one fit but (zCDP) less than three times epsilon
+    assert one.budget(1).epsilon == pytest.approx(1.0, rel=1e-6)
+    assert 1.0 < three.epsilon < 3.0
+    basic = one.budget(3, accountant="basic")
+    assert basic.epsilon == pytest.approx(3.0, rel=1e-6) and basic.delta == pytest.approx(3e-6)
+    # a grid search over k = 2 values with c = 3 folds and its refit: 2 x 3 + 1 releases
+    assert one.budget(7).rho == pytest.approx(7 * cost["total"]["rho"], rel=1e-12)
+    with pytest.raises(BayesdpInputError, match="n_fits"):
+        one.budget(0)
+    with pytest.raises(BayesdpInputError, match="accountant"):
+        one.budget(2, accountant="renyi")
+
+
+def test_bounds_read_off_the_data_have_no_budget(data):
+    X, y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = _est(bounds="data").fit(X[:500], y[:500])
+    assert est.privacy_cost_["total"]["epsilon"] is None
+    with pytest.raises(BayesdpInputError, match="no DP guarantee"):
+        est.budget(2)
