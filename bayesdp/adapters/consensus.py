@@ -1,8 +1,11 @@
-"""Differentially private distributed estimation by linear consensus (seed 004).
+"""Differentially private distributed estimation by linear consensus.
 
-Papachristou & Rahimian, "Differentially private distributed estimation and learning". Agents on an
-undirected graph average with a symmetric doubly-stochastic matrix A (Metropolis-Hastings weights
-a_ij = 1/max(deg i, deg j)); privacy is local Laplace noise (docs/adapters/consensus.md):
+Paper (:data:`PAPER`): M. Papachristou & M. A. Rahimian, "Differentially Private Distributed
+Estimation and Learning", IISE Transactions, 2024 (arXiv:2306.15865).
+
+Agents on an undirected graph average with a symmetric doubly-stochastic matrix A
+(Metropolis-Hastings weights a_ij = 1/max(deg i, deg j)); privacy is local Laplace noise
+(docs/adapters/consensus.md):
 
 * Alg. 1 / 3 (MVUE): nu_0 = xi + d (d = 0 for Alg. 1), nu_t = A nu_{t-1}, t = 1..T.
 * Alg. 2 / 4 (online, signal DP): nu_t = ((t-1)/t) A nu_{t-1} + (1/t)(xi_t + d_t).
@@ -35,6 +38,10 @@ import scipy.sparse as sp
 from ..errors import BayesdpInputError
 from ..releases import layout
 from .common import claim_verdict, one_holder_release
+
+#: the protocol's paper, as releases record it (``provenance["reference"]``) and the CLI cites it
+PAPER = ("Papachristou & Rahimian, \"Differentially Private Distributed Estimation and Learning\", "
+         "IISE Transactions, 2024 (arXiv:2306.15865)")
 
 __all__ = [
     "load_adjacency",
@@ -330,7 +337,7 @@ def _dp_claim(run):
     if notion == "network" and alg == "online_network":
         base += (f"; network DP holds per release (eps each); the {run.T} releases of an agent "
                  "compose to T*eps against an eavesdropper who sees them all")
-    return claim_verdict(reasons, base, "seed-004 privacy claim does NOT hold")
+    return claim_verdict(reasons, base, "Papachristou & Rahimian's privacy claim does NOT hold")
 
 
 COST_NOTE = ("consensus protocol: Laplace noise on each agent's signal (a local guarantee per "
@@ -381,7 +388,7 @@ def consensus_to_release(run: ConsensusRun, d, agents="all", *, feature_names=()
                    "(an approximation).")
     prov = {
         "protocol": "consensus",
-        "reference": "Papachristou & Rahimian (seed 004)",
+        "reference": PAPER,
         "algorithm": run.algorithm, "T": run.T, "n_agents": n,
         "agents": "all" if isinstance(agents, str) else idx.tolist()[:50],
         "n_eff": n_eff,
@@ -417,7 +424,8 @@ class ConsensusSimulation:
 def consensus_release(adjacency, X, y, *, eps, bound_x, bound_y, seed, T=100, algorithm="mvue",
                       notion="signal", agents="all", adjacency_notion="replace", sensitivity=None,
                       feature_names=()):
-    """Simulate seed 004 on regression rows and adapt the output to a Release.
+    """Simulate Papachristou & Rahimian's consensus on regression rows and adapt the output to a
+    Release.
 
     ``X`` (n, d), ``y`` (n,) for Alg. 3 (one row per agent), or (T, n, d), (T, n) for the online
     algorithms. Rows are clipped to (B_x, B_y); the Laplace scale uses the l1 sensitivity of the

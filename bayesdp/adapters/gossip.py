@@ -1,4 +1,7 @@
-"""Gossip averaging without handshakes (seed 000, "SimpleGossip" + bias removal) as a data source.
+"""Gossip averaging without handshakes ("SimpleGossip" + bias removal) as a data source.
+
+Paper: "Estimating Unbiased Averages of Sensitive Attributes without Handshakes among Agents",
+an anonymous double-blind submission (its authors, venue and year are not given); :data:`PAPER`.
 
 What the protocol computes (docs/adapters/gossip.md)
 ----------------------------------------------------
@@ -50,7 +53,9 @@ from ..releases import layout
 from .common import claim_verdict, one_holder_release
 
 PROTOCOL = "gossip-sigo"
-PAPER = "seed 000: Estimating Unbiased Averages of Sensitive Attributes without Handshakes among Agents"
+#: the protocol's paper, as releases record it (``provenance["paper"]``) and the CLI cites it
+PAPER = ("\"Estimating Unbiased Averages of Sensitive Attributes without Handshakes among Agents\", "
+         "anonymous double-blind submission (authors, venue and year not given)")
 
 #: Paper defaults (appendix C.4).
 PAPER_DEFAULTS = dict(n=1024, epsilon=4.0, delta=2.0**-7, it_go=1024, theta=(4096.0, 1.0), l_reg=8.0,

@@ -1,8 +1,10 @@
-"""PriCER (seeds 001/003): private collaborative relaying over intermittently connected links.
+"""PriCER (Private Collaborative Estimation via Relaying) over intermittently connected links.
 
-Saha, Seif, Yemini, Goldsmith & Poor, "Privacy preserving semi-decentralized mean estimation over
-intermittently-connected networks" (journal, [J]) and "Collaborative mean estimation over
-intermittently connected networks with peer-to-peer privacy" (ISIT 2023, [C]).
+Papers (:data:`PAPERS`): R. Saha, M. Seif, M. Yemini, A. J. Goldsmith & H. V. Poor, "Collaborative
+Mean Estimation over Intermittently Connected Networks with Peer-To-Peer Privacy", IEEE
+International Symposium on Information Theory (ISIT) 2023, pp. 174-179 ([C]); and the same
+authors' journal version, "Privacy Preserving Semi-Decentralized Mean Estimation over
+Intermittently-Connected Networks", arXiv:2406.03766, 2024 ([J]).
 
 Protocol (one shot; docs/adapters/pricer.md). Node i holds a vector
 x_i in R^D. Stage 1: node i sends ``alpha_ij x_i + n_ij`` (n_ij ~ N(0, sigma_ij^2 I_D), fresh per
@@ -47,6 +49,12 @@ import scipy.sparse as sp
 from ..errors import BayesdpInputError
 from ..releases import layout
 from .common import claim_verdict, one_holder_release
+
+#: the protocol's papers, as releases record them (``provenance["reference"]``) and the CLI cites them
+PAPERS = ("Saha, Seif, Yemini, Goldsmith & Poor, \"Collaborative Mean Estimation over Intermittently "
+          "Connected Networks with Peer-To-Peer Privacy\", IEEE ISIT 2023; journal version \"Privacy "
+          "Preserving Semi-Decentralized Mean Estimation over Intermittently-Connected Networks\", "
+          "arXiv:2406.03766, 2024")
 
 __all__ = [
     "PricerNetwork",
@@ -752,7 +760,7 @@ def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", incl
     kappa = design.kappa(net)
     prov = {
         "protocol": "pricer",
-        "reference": "Saha et al. 2023/2024 (seeds 001/003)",
+        "reference": PAPERS,
         "n_nodes": net.n, "n_links": int(np.sum(net.src != net.dst)),
         "reciprocity": net.reciprocity,
         "v_mode": v_mode,
