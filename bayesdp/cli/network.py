@@ -17,6 +17,7 @@ import dataclasses
 
 import numpy as np
 
+from ..adapters import consensus, gossip, pricer
 from ..errors import BayesdpInputError
 from .common import add_command, write_json
 
@@ -70,11 +71,14 @@ def _holder(sim, j):
     return dataclasses.replace(sim.release, holder_names=(f"network{j}",))
 
 
-# -- gossip (seed 000) ------------------------------------------------------------------------------
+# -- gossip: SimpleGossip with bias removal (gossip.PAPER) -----------------------------------------
 
 
 def _add_gossip(sub):
-    p = add_command(sub, "gossip", _cmd_gossip, "SimpleGossip with bias removal (seed 000)")
+    p = add_command(sub, "gossip", _cmd_gossip,
+                    "SimpleGossip averaging with bias removal, from 'Estimating Unbiased Averages of "
+                    "Sensitive Attributes without Handshakes among Agents' (anonymous submission)")
+    p.epilog = f"Paper: {gossip.PAPER}."
     p.add_argument("--design", choices=["linear", "paper"], default="linear",
                    help="'linear': rows x ~ N(mean, sd^2 I), y = x theta + N(0, sigma_y^2), sound "
                         "domain sensitivities; 'paper': the paper's x = (d - mu_d)^2 use case with "
@@ -133,10 +137,10 @@ def _check_count_run(g, A, out, args):
 
 
 def _cmd_gossip(args):
-    """Simulates the gossip-averaging protocol of seed 000 on J independent power-law (Chung-Lu
-    + repair) networks, or on a real edge list, and writes the adapted release: S_hat, z_hat on
-    the sum scale, n = agents per network, and the delta-method noise covariance over
-    [vech(S), z] (S and z errors correlated)."""
+    """Simulates gossip averaging without handshakes (SimpleGossip with bias removal) on J
+    independent power-law (Chung-Lu + repair) networks, or on a real edge list, and writes the
+    adapted release: S_hat, z_hat on the sum scale, n = agents per network, and the delta-method
+    noise covariance over [vech(S), z] (S and z errors correlated)."""
     from ..adapters import gossip as g
     from ..simulate import linear_rows
 
@@ -197,12 +201,14 @@ def _cmd_gossip(args):
 PROTOCOLS = [_add_gossip]
 
 
-# -- PriCER (seeds 001/003) -----------------------------------------------------------------------
+# -- PriCER: private collaborative estimation via relaying (pricer.PAPERS) -------------------------
 
 
 def _add_pricer(sub):
     p = add_command(sub, "pricer", _cmd_pricer,
-                    "PriCER private collaborative relaying (seeds 001/003)")
+                    "PriCER, private collaborative estimation via relaying (Saha, Seif, Yemini, "
+                    "Goldsmith & Poor, ISIT 2023 and arXiv 2024)")
+    p.epilog = f"Papers: {pricer.PAPERS}."
     p.add_argument("--nodes", type=int, default=20, help="nodes per network")
     p.add_argument("--rows", type=int, default=100, help="rows per node")
     p.add_argument("--graph-file", default=None, help="edge list (links on its edges)")
@@ -267,12 +273,14 @@ def _cmd_pricer(args):
     return _write_outputs(rels, truth, args)
 
 
-# -- consensus / networked DP estimation (seed 004) -------------------------------------------------
+# -- consensus: DP distributed estimation by linear consensus (consensus.PAPER) --------------------
 
 
 def _add_consensus(sub):
     p = add_command(sub, "consensus", _cmd_consensus,
-                    "DP distributed estimation by linear consensus (seed 004)")
+                    "DP distributed estimation by linear consensus (Papachristou & Rahimian, "
+                    "IISE Transactions 2024)")
+    p.epilog = f"Paper: {consensus.PAPER}."
     p.add_argument("--agents", type=int, default=200, help="agents per network (synthetic graph)")
     p.add_argument("--graph-file", default=None, help="edge list, e.g. the US power grid")
     p.add_argument("--algorithm", choices=["mvue", "online"], default="mvue",
@@ -290,11 +298,11 @@ def _add_consensus(sub):
 
 
 def _cmd_consensus(args):
-    """Simulates seed 004's Metropolis-Hastings consensus (Alg. 3 'mvue' or the online Algs.
-    4/5) with local Laplace noise on J independent graphs (ring plus random chords, or
-    --graph-file), one row per agent (and round), and writes the adapted release: one holder per
-    network, Kish n_eff, and a Gaussian with the exact covariance of the Laplace mixture (flagged
-    as an approximation)."""
+    """Simulates Papachristou & Rahimian's Metropolis-Hastings consensus (Alg. 3 'mvue' or the
+    online Algs. 4/5) with local Laplace noise on J independent graphs (ring plus random chords,
+    or --graph-file), one row per agent (and round), and writes the adapted release: one holder
+    per network, Kish n_eff, and a Gaussian with the exact covariance of the Laplace mixture
+    (flagged as an approximation)."""
     from ..adapters import consensus as cm
     from ..simulate import linear_rows
 
@@ -332,7 +340,9 @@ def register(subparsers):
     p = subparsers.add_parser(
         "simulate-network", help="simulate a networked private-averaging protocol -> release",
         description="Simulate a networked protocol on synthetic data and write the adapted "
-                    "release, which 'bayesdp fit' then fits.")
+                    "release, which 'bayesdp fit' then fits.",
+        epilog=f"Papers. gossip: {gossip.PAPER}. pricer: {pricer.PAPERS}. consensus: "
+               f"{consensus.PAPER}. docs/adapters/ (in the source tree) describes each protocol.")
     sub = p.add_subparsers(dest="protocol", metavar="PROTOCOL")
     sub.required = True
     for add in PROTOCOLS:
