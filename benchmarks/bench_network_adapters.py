@@ -1,4 +1,4 @@
-"""Scaling of the PriCER and seed-004 consensus simulators (sparse, recursive updates).
+"""Scaling of the PriCER and the Papachristou & Rahimian consensus simulators (sparse, recursive updates).
 
     python benchmarks/bench_network_adapters.py [--sizes 10000 100000]
 

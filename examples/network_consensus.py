@@ -1,5 +1,6 @@
-"""Seed 004 (DP distributed estimation by linear consensus) end to end: J independent graphs of
-agents, each agent holding one regression row; each network runs Alg. 3 (Metropolis-Hastings
+"""DP distributed estimation by linear consensus (Papachristou & Rahimian, "Differentially
+Private Distributed Estimation and Learning", IISE Transactions, 2024) end to end: J independent
+graphs of agents, each agent holding one regression row; each network runs Alg. 3 (Metropolis-Hastings
 averaging, local Laplace noise, signal DP) for T rounds; ONE agent's output per network is adapted
 to a one-holder release with its Kish effective size and the exact covariance of the Laplace noise
 (as a Gaussian); fit Bayes-fixedS-fast; plot the posterior of theta against the truth.

@@ -1,7 +1,9 @@
-"""Gossip averaging (seed 000) end to end: simulate J independent networks of agents, each agent
-holding one regression row; every network runs SimpleGossip with bias removal under local
-Gaussian noise; adapt each consensus output to a one-holder release; fit Bayes-fixedS-fast; plot
-the posterior of theta against the truth.
+"""Gossip averaging without handshakes ("Estimating Unbiased Averages of Sensitive Attributes
+without Handshakes among Agents", an anonymous double-blind submission; authors, venue and year
+not given) end to end: simulate J independent networks of agents, each agent holding one
+regression row; every network runs SimpleGossip with bias removal under local Gaussian noise;
+adapt each consensus output to a one-holder release; fit Bayes-fixedS-fast; plot the posterior of
+theta against the truth.
 
     python examples/network_gossip.py [--out network_gossip.png] [--seed 0]
 

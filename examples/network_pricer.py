@@ -1,4 +1,7 @@
-"""PriCER (seeds 001/003) end to end: J independent Bernoulli-link networks of nodes, each node
+"""PriCER (Saha, Seif, Yemini, Goldsmith & Poor, "Collaborative Mean Estimation over
+Intermittently Connected Networks with Peer-To-Peer Privacy", IEEE ISIT 2023, and its journal
+version "Privacy Preserving Semi-Decentralized Mean Estimation over Intermittently-Connected
+Networks", arXiv:2406.03766, 2024) end to end: J independent Bernoulli-link networks of nodes, each node
 holding regression rows; every network optimises the unbiased PriCER design, runs one round of
 private collaborative relaying, and its server output is adapted to a one-holder release; fit
 Bayes-fixedS-fast; plot the posterior of theta against the truth.

@@ -1,4 +1,6 @@
-"""Seed 004 consensus simulator and adapter (report reference/seed-004-dp-distributed-estimation.md).
+"""Consensus simulator and adapter (Papachristou & Rahimian, "Differentially Private Distributed
+Estimation and Learning", IISE Transactions, 2024; report
+reference/seed-004-dp-distributed-estimation.md).
 
 Monte Carlo checks use independent coordinates of one run as replicates (the dynamics are linear
 and coordinate-wise), and tolerances are k standard errors from the samples themselves.

@@ -1,5 +1,7 @@
-"""Gossip averaging with bias removal (seed 000): simulator identities, the output's noise law,
-the adapter and the end-to-end calibration of Bayes-fixedS-fast on adapted releases.
+"""Gossip averaging with bias removal ("Estimating Unbiased Averages of Sensitive Attributes
+without Handshakes among Agents", an anonymous double-blind submission): simulator identities,
+the output's noise law, the adapter and the end-to-end calibration of Bayes-fixedS-fast on adapted
+releases.
 
 Monte Carlo tolerances are multiples of the Monte Carlo standard error; coverage checks use the
 binomial 99% band. Reference: ../shared/reference/seed-000-gossip.md sections 2, 4, 7, 8.

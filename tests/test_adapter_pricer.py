@@ -1,4 +1,5 @@
-"""PriCER simulator and adapter (seeds 001/003; report reference/seed-001-003-pricer.md).
+"""PriCER simulator and adapter (Saha, Seif, Yemini, Goldsmith & Poor, ISIT 2023 and
+arXiv:2406.03766, 2024; report reference/seed-001-003-pricer.md).
 
 Monte Carlo tolerances are k standard errors computed from the samples themselves (k = 4 or 5),
 so a failure is a real discrepancy, not noise.

@@ -58,8 +58,9 @@ def require_wishart_valid(release, method):
     assumption does not hold, and warn where it holds only approximately.
 
     Network adapters set ``provenance["wishart_S"]``: ``False`` (PriCER's random reweighting, the
-    gossip ratio estimator) raises; ``"approximate"`` (seed 004's consensus, Wishart in its first
-    two moments only) warns. Releases without the key (the Gaussian mechanism of eqs. (2)-(3)) pass.
+    gossip ratio estimator) raises; ``"approximate"`` (Papachristou & Rahimian's linear consensus,
+    IISE Transactions 2024: Wishart in its first two moments only) warns. Releases without the
+    key (the Gaussian mechanism of eqs. (2)-(3)) pass.
     """
     prov = release.provenance or {}
     flag = prov.get("wishart_S", True)
