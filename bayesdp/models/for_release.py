@@ -1,0 +1,209 @@
+"""The numpyro model of a release, for running it with numpyro's own inference.
+
+:func:`for_release` returns the model function that :func:`bayesdp.fit` samples (or whose
+posterior it computes in closed form) together with the data it conditions on, built from the
+release exactly as ``fit`` builds them, and a starting point::
+
+    import jax
+    from numpyro.infer import MCMC, NUTS, init_to_value
+    import bayesdp
+
+    sim = bayesdp.simulate(n=5000, d=2, seed=1)
+    rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=2,
+                          seed=2)
+    m = bayesdp.models.for_release(rel, "eiv")
+    mcmc = MCMC(NUTS(m.model, init_strategy=init_to_value(values=m.init_values)),
+                num_warmup=500, num_samples=1000)
+    mcmc.run(jax.random.PRNGKey(0), m.data)
+    theta = mcmc.get_samples()["theta"]     # the posterior of bayesdp.fit(rel, "eiv")
+
+The models need JAX's float64 (S_hat has entries in the thousands next to noise variances
+near 1; in float32 the likelihood's Cholesky factors lose them): :func:`for_release` turns it
+on (``jax_enable_x64``, a global JAX setting, as ``fit`` does) before it builds the data.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from ..errors import BayesdpInputError
+
+NUMPYRO_METHODS = ("eiv", "normalx", "nuts-normalx", "normalx-interweaved", "normalx-paper",
+                   "normalx-collapsed", "fixeds", "fixeds-paper", "nuts-fixeds")
+"""The ``fit`` methods whose posterior is that of a numpyro model (:func:`for_release`)."""
+
+_NOT_NUMPYRO = {
+    "fast": "'fast' (Bayes-fixedS-fast) is a closed-form Gaussian with sigma_y^2 fixed at a "
+            "plug-in value, not a numpyro model; its model with sigma_y^2 sampled is "
+            "for_release(release, 'fixeds')",
+    "bs": "'bs' (MCMC-B&S) samples the CLT model of Bernstein & Sheldon with its own Gibbs "
+          "sampler; it has no numpyro model in bayesdp",
+}
+
+
+class NumpyroModel(NamedTuple):
+    """What :func:`for_release` returns.
+
+    model : callable
+        The numpyro model function, called with one argument: ``model(data)`` (so
+        ``mcmc.run(key, data)``).
+    data : NamedTuple of float64 JAX arrays
+        What the model conditions on (a JAX pytree): the release's statistics, their noise and
+        the prior hyperparameters, as ``fit`` builds them.
+    init_values : dict
+        A starting point of the model's sampled sites (for ``init_to_value(values=...)``),
+        the one ``fit`` starts its chains from.
+    method : str
+        The ``fit`` method whose posterior this is.
+    variables : tuple of str
+        The sites that ``fit`` reports in its posterior (``theta`` always); sampled or
+        deterministic sites of ``model``.
+    """
+
+    model: Callable
+    data: object
+    init_values: dict
+    method: str
+    variables: tuple
+
+
+def for_release(release, method="eiv", *, priors=None, **options) -> NumpyroModel:
+    """The numpyro model whose posterior ``bayesdp.fit(release, method)`` gives, with its data.
+
+    Parameters
+    ----------
+    release : Release or path to a release file
+    method : str
+        One of :data:`NUMPYRO_METHODS`:
+
+        - ``"eiv"`` (fit's default): :func:`~bayesdp.models.regression.eiv_model` of the
+          pooled release, the S noise pushed through the plug-in theta_0 that ``fit`` finds
+          (options ``scale_min``, ``sigma_y2_max`` and, where ``fit`` takes it, ``scales``).
+          ``fit`` integrates it on grids; NUTS samples the same density.
+        - ``"normalx"``: the normalX model in the non-centred form ``fit`` samples with NUTS
+          (``normalx_noncentred_model``; with an intercept, the appendix B.2 model);
+          ``"nuts-normalx"``: the same model in centred form (``normalx_model``). The
+          hand-written kernels ``"normalx-interweaved"``, ``"normalx-paper"`` and
+          ``"normalx-collapsed"`` sample the same posterior; they get the non-centred model.
+        - ``"fixeds"``, ``"fixeds-paper"``, ``"nuts-fixeds"``: ``fixeds_model`` with S_j fixed
+          at the estimate ``fit`` uses (options ``fixed_s``, ``s_noise``).
+    priors : Priors or None
+        As in :func:`bayesdp.fit` (default ``Priors()``, resolved against the release).
+    **options
+        The method options above; any other is refused.
+
+    Returns
+    -------
+    :class:`NumpyroModel` ``(model, data, init_values, method, variables)``; run it with
+    ``MCMC(NUTS(model, init_strategy=init_to_value(values=init_values)), ...).run(key, data)``.
+
+    Raises
+    ------
+    BayesdpInputError
+        An unknown method, a method without a numpyro model (``"fast"``, ``"bs"``), an
+        unknown option, or a release the method cannot fit (as ``fit`` would).
+    """
+    from .._jax import enable_x64
+    from ..inference.fit import prepare_fit
+
+    if not isinstance(method, str):
+        raise BayesdpInputError(f"method must be a string, one of {list(NUMPYRO_METHODS)}, got "
+                                f"{method!r}")
+    if method in _NOT_NUMPYRO:
+        raise BayesdpInputError(f"method {method!r}: {_NOT_NUMPYRO[method]}")
+    if method not in NUMPYRO_METHODS:
+        raise BayesdpInputError(f"method {method!r} has no numpyro model; choose one of "
+                                f"{list(NUMPYRO_METHODS)}")
+    enable_x64()
+    release, _, priors = prepare_fit(release, method, 0, priors, 1, 1, 0)
+    if method == "eiv":
+        return _eiv(release, priors, **options)
+    if method.startswith("fixeds") or method == "nuts-fixeds":
+        return _fixeds(release, priors, method, **options)
+    _no_options(method, options)
+    return _normalx(release, priors, method)
+
+
+def _no_options(method, options, takes=()):
+    unknown = sorted(set(options) - set(takes))
+    if unknown:
+        raise BayesdpInputError(f"unknown option(s) for method {method!r}: {unknown}; it takes "
+                                + (", ".join(takes) if takes else "none"))
+
+
+def _eiv(release, priors, **options):
+    import jax.numpy as jnp
+
+    from ..inference import eiv
+    from . import regression as R
+
+    _no_options("eiv", options, ("scale_min", "sigma_y2_max", "scales"))
+    scales = options.get("scales")
+    per_slope_default = hasattr(eiv, "SCALES")  # fit's eiv has one prior scale per slope
+    if scales is not None and (not per_slope_default or scales not in eiv.SCALES):
+        choices = list(eiv.SCALES) if per_slope_default else "not an option of this version"
+        raise BayesdpInputError(f"scales: {choices}, got {scales!r}")
+    scale_min = options.get("scale_min")
+    post = eiv.eiv_posterior(release, priors,
+                             scale_min=eiv.SCALE_MIN if scale_min is None else scale_min,
+                             sigma_y2_max=options.get("sigma_y2_max"))
+    data = post["data"]  # at fit's plug-in theta_0
+    g, h = np.unravel_index(int(np.argmax(post["log_weight"])), post["log_weight"].shape)
+    scale = float(post["scale"][h])
+    if per_slope_default and scales in (None, "per-slope"):
+        d = release.d
+        data = data._replace(scale_min=np.full(d, float(np.ravel(data.scale_min)[0])))
+        scale = np.full(d, scale)
+    init = {"theta_scale": jnp.asarray(scale), "theta": jnp.asarray(post["mean"][g, h]),
+            "sigma_y2": jnp.asarray(float(post["sigma_y2"][g]))}
+    return NumpyroModel(R.eiv_model, R.eiv_arrays(data), init, "eiv",
+                        ("theta", "sigma_y2", "theta_scale"))
+
+
+def _fixeds(release, priors, method, **options):
+    import jax.numpy as jnp
+
+    from ..inference import mcmc
+
+    _no_options(method, options, ("fixed_s", "s_noise"))
+    s2_0 = mcmc.initial_sigma_y2(release, priors)
+    model, data, pos, _, _ = mcmc._fixeds_setup(release, priors, s2_0,
+                                                 options.get("fixed_s", "psd"),
+                                                 options.get("s_noise"))
+    init = {k: jnp.asarray(v) for k, v in pos.items()}
+    return NumpyroModel(model, data, init, method, ("theta", "sigma_y2"))
+
+
+def _normalx(release, priors, method):
+    import jax.numpy as jnp
+
+    from ..inference import mcmc
+    from . import regression as R
+
+    centred = method == "nuts-normalx"
+    S0 = mcmc._normalx_start(release)
+    s2_0 = mcmc.initial_sigma_y2(release, priors)
+    if release.intercept:  # appendix B.2's model
+        theta0 = mcmc.initial_position(release, priors, S0, s2_0)["theta"]
+        model, data, pos = R.intercept_setup(release, priors, S0, s2_0, theta0)
+        if not centred:
+            model = R.normalx_intercept_noncentred_model
+            pos = R.intercept_noncentred_position(data, pos)
+        variables = ("theta", "sigma_y2", "Sigma_x", "mu", "xbar", "W", "S")
+    else:
+        data = R.model_data(release, priors)
+        pos = mcmc.initial_position(release, priors, S0, s2_0)
+        if centred:
+            model = R.normalx_model
+        else:  # Sigma_x in its principal basis, the rest at its prior centre (as fit)
+            model = R.normalx_noncentred_model
+            Sigma0 = pos.pop("Sigma_x")
+            del pos["S"], pos["theta"]
+            basis = R.principal_basis(Sigma0)
+            data = data._replace(basis=jnp.asarray(basis))
+            pos.update(R.noncentred_start(release.n, Sigma0, basis))
+        variables = ("theta", "sigma_y2", "Sigma_x", "S")
+    init = {k: jnp.asarray(v) for k, v in pos.items() if v is not None}
+    return NumpyroModel(model, data, init, method, variables)
