@@ -231,3 +231,45 @@ def test_bounds_read_off_the_data_have_no_budget(data):
     assert est.privacy_cost_["total"]["epsilon"] is None
     with pytest.raises(BayesdpInputError, match="no DP guarantee"):
         est.budget(2)
+
+
+def test_without_scikit_learn_the_conventions_hold_by_hand(tmp_path):
+    """scikit-learn is optional: with its import blocked, the estimator still fits, predicts,
+    scores, refuses unknown parameters and records its cost (in a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "no_sklearn.py"
+    script.write_text('''
+import sys, warnings
+warnings.simplefilter("ignore")
+class Block:
+    def find_spec(self, name, path, target=None):
+        if name == "sklearn" or name.startswith("sklearn."):
+            raise ImportError("blocked for the test")
+sys.meta_path.insert(0, Block())
+import numpy as np, bayesdp
+from bayesdp.estimator import HAVE_SKLEARN
+assert not HAVE_SKLEARN and "sklearn" not in sys.modules
+rng = np.random.default_rng(0)
+X = rng.standard_normal((2000, 2)); y = X @ [1.0, 2.0] + rng.standard_normal(2000)
+est = bayesdp.BayesDPRegressor(epsilon=20, bounds=(6, 10), seed=0, num_samples=100,
+                               num_chains=1)
+assert est.get_params()["epsilon"] == 20 and "epsilon=20" in repr(est)
+assert est.fit(X, y) is est
+assert np.allclose(est.coef_, [1.0, 2.0], atol=0.1), est.coef_
+assert 0.7 < est.score(X, y) < 0.9
+assert est.budget(3).rho == 3 * est.privacy_cost_["total"]["rho"]
+for call, word in ((lambda: est.set_params(foo=1), "not a parameter"),
+                   (lambda: bayesdp.BayesDPRegressor(bounds=(1, 1)).predict(X), "not fitted")):
+    try:
+        call()
+    except bayesdp.errors.BayesdpInputError as exc:
+        assert word in str(exc), exc
+    else:
+        raise AssertionError(word)
+print("ok")
+''')
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
