@@ -1,20 +1,29 @@
 """The default method ``"eiv"``: the noise on S carried into theta's likelihood (errors in
-variables), the holders pooled, sigma_y^2 and the scale of theta's prior integrated out.
+variables), the holders pooled, sigma_y^2 and the scales of theta's prior integrated out.
 
 The posterior of :func:`bayesdp.models.regression.eiv_model` with the S noise pushed through a
-plug-in theta_0 (the posterior mean, found by fixed-point iteration): given (sigma_y^2, r),
-theta is Gaussian,
+plug-in theta_0: given (sigma_y^2, r), theta is Gaussian,
 
     P   = S_hat^T M^{-1} S_hat + (D_r C D_r)^{-1},      M = sigma_y^2 S_+ + Var(e_z - E theta_0)
     mu  = P^{-1} (S_hat^T M^{-1} z_hat + (D_r C D_r)^{-1} m)
 
 (eq. 12 with the pooled release, S_hat as the design and M as the noise), and the marginal
 likelihood p(z_hat | sigma_y^2, r) = N(z_hat; S_hat m, M + S_hat D_r C D_r S_hat^T) is closed
-form. sigma_y^2 and r are integrated on grids in log space (a coarse grid over the prior's range,
-then a fine one over the cells holding the posterior mass), so the posterior is a mixture of
-Gaussians, drawn exactly. theta_0 is the mixture's mean, found by damped fixed-point iteration
-(theta_0 <- (theta_0 + mean(theta_0)) / 2, from theta_0 = m). No MCMC and nothing to compile
-(cost: docs/methods.md, "eiv").
+form (:func:`log_marginal`).
+
+- One scale r for all slopes (``scales="common"``, :func:`eiv_posterior`): sigma_y^2 and r are
+  integrated on grids in log space (a coarse grid over the prior's range, then a fine one over
+  the cells holding the posterior mass), so the posterior is a mixture of Gaussians, drawn
+  exactly. theta_0 is the mixture's mean, found by damped fixed-point iteration
+  (theta_0 <- (theta_0 + mean(theta_0)) / 2, from theta_0 = m).
+- One scale r_k per slope (``scales="per-slope"``, the default, :func:`per_slope_draws`):
+  collapsed Gibbs over (log r_1, ..., log r_d, log sigma_y^2) with theta integrated out, each
+  coordinate drawn exactly from its conditional on a grid, then theta | r, sigma_y^2 exactly;
+  theta_0 and the sigma_y^2 grid are the common-scale posterior's. A coefficient the release
+  cannot see (a near-null direction of X^T X) then keeps a prior wide enough for it, instead of
+  the scale the other coefficients choose (docs/methods.md, "eiv").
+
+NumPy only: nothing to compile.
 
 Example::
 
@@ -43,10 +52,13 @@ FINE = (40, 20)  # second pass, over the cells holding the mass
 MASS_LOG_RATIO = 30.0  # cells whose weight is within e^30 of the largest hold the mass
 ITERATIONS = 60  # fixed-point iterations of theta_0 at most, per pass (damped by a half)
 COARSE_TOL, TOL = 1e-4, 1e-7  # relative change of theta_0 that ends them, per pass
+SCALE_GRID = 32  # grid points of each log r_k in the per-slope sampler
+SCALES = ("per-slope", "common")  # theta's prior scale: one per slope (default) or one for all
 
 
 def eiv_posterior(release, priors, *, scale_min=SCALE_MIN, sigma_y2_max=None):
-    """The "eiv" posterior as a mixture over the (sigma_y^2, r) grid.
+    """The "eiv" posterior with one prior scale r for all slopes, as a mixture over the
+    (sigma_y^2, r) grid (``scales="common"``; the per-slope sampler starts from it).
 
     Parameters
     ----------
@@ -74,7 +86,8 @@ def eiv_posterior(release, priors, *, scale_min=SCALE_MIN, sigma_y2_max=None):
     elif isinstance(sigma_y2_max, bool) or not isinstance(sigma_y2_max, (int, float, np.floating)) \
             or not 0.0 < sigma_y2_max < np.inf:
         raise BayesdpInputError(f"sigma_y2_max must be a positive number, got {sigma_y2_max!r}")
-    data = eiv_model_data(release, priors, scale_min=scale_min, sigma_y2_max=sigma_y2_max)
+    data = eiv_model_data(release, priors, scale_min=scale_min, sigma_y2_max=sigma_y2_max,
+                          per_slope=False)
     lo = min(float(stats.invgamma.ppf(1e-12, priors.a, scale=priors.b)), sigma_y2_max / 1e6)
     log_s2 = np.linspace(np.log(lo), np.log(sigma_y2_max), COARSE[0])
     log_r = np.linspace(np.log(scale_min), 0.0, COARSE[1])
@@ -192,3 +205,123 @@ def draw(post, rng, shape):
     g, h = np.divmod(cells, H)
     return (theta.reshape(*shape, d), post["sigma_y2"][g].reshape(shape),
             post["scale"][h].reshape(shape))
+
+
+def log_marginal(data, M, scale):
+    """log N(z_hat; S_hat m, M + S_hat D_r C D_r S_hat^T): the likelihood of (sigma_y^2, r) with
+    theta integrated out, batched over the leading axes of ``M`` (..., d, d) and ``scale``
+    (..., k), k = 1 (one scale) or d (one per slope)."""
+    r = data.slopes * scale + (1.0 - data.slopes)
+    K = M + data.S_hat @ (data.C * r[..., :, None] * r[..., None, :]) @ data.S_hat.T
+    L = np.linalg.cholesky(K)
+    res = np.broadcast_to(data.z_hat - data.S_hat @ data.m, K.shape[:-1])[..., None]
+    u = np.linalg.solve(L, res)[..., 0]
+    return -np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum(-1) - 0.5 * (u * u).sum(-1)
+
+
+def _pick(log_p, rng):
+    """One index per row of ``log_p`` (..., K), drawn with probabilities prop. to exp(log_p)."""
+    p = np.exp(log_p - log_p.max(axis=-1, keepdims=True))
+    c = p.cumsum(axis=-1)
+    return (c > rng.random(c.shape[:-1] + (1,)) * c[..., -1:]).argmax(axis=-1)
+
+
+def per_slope_draws(post, rng, num_chains, num_warmup, num_samples):
+    """Draws of :func:`eiv_model` with one prior scale r_k per slope, by collapsed Gibbs.
+
+    theta is integrated out (``log_marginal``), so the sampler moves over (log r_1, ...,
+    log r_d, log sigma_y^2) only, each coordinate in turn drawn exactly from its conditional on
+    a grid (``SCALE_GRID`` points of log r over [log scale_min, 0]; ``post``'s grid of
+    sigma_y^2); then theta | r, sigma_y^2 is the Gaussian of the module docstring with
+    D_r = diag(r). The S noise is pushed through ``post``'s theta_0 (the common-scale mean).
+    The scale of an intercept does not enter the likelihood: it is drawn from its prior.
+
+    Parameters
+    ----------
+    post : dict from :func:`eiv_posterior` (its data, theta_0 and sigma_y^2 grid)
+    rng : numpy Generator
+    num_chains, num_warmup, num_samples : int (sweeps; each chain starts from a cell of
+        ``post``, the common-scale posterior)
+
+    Returns
+    -------
+    theta (chains, samples, d), sigma_y2 (chains, samples), scale (chains, samples, d) and the
+    EivData (``scale_min`` repeated per coefficient)
+    """
+    data, theta0 = post["data"], post["theta_plugin"]
+    d = len(theta0)
+    data = data._replace(scale_min=np.full(d, float(data.scale_min)))  # one r_k per coefficient
+    s2 = post["sigma_y2"]
+    log_r = np.linspace(np.log(data.scale_min[0]), 0.0, SCALE_GRID)
+    L = _z_cholesky(data, theta0, s2)  # M = L L^T = sigma_y^2 S_+ + Var(e_z - E theta_0)
+    M = L @ L.transpose(0, 2, 1)  # (G, d, d)
+    log_prior_s2 = -data.a * np.log(s2) - data.b / s2  # InvGamma density times s2 (log grid)
+    slope = np.flatnonzero(data.slopes > 0)
+    G, H = post["log_weight"].shape
+    start = _pick(np.broadcast_to(post["log_weight"].ravel(), (num_chains, G * H)), rng)
+    g = start // H
+    k = np.abs(log_r[None, :] - np.log(post["scale"][start % H])[:, None]).argmin(axis=1)
+    at = np.repeat(k[:, None], d, axis=1)  # (chains, d): grid index of each log r_k
+    keep_at = np.empty((num_samples, num_chains, d), dtype=int)
+    keep_g = np.empty((num_samples, num_chains), dtype=int)
+    cand = np.arange(SCALE_GRID)
+    diagonal = np.count_nonzero(data.C - np.diag(np.diag(data.C))) == 0
+    for it in range(num_warmup + num_samples):
+        for j in slope:
+            if diagonal:  # r_j scales one rank-one term of the z covariance
+                at[:, j] = _pick(_rank_one_log_marginal(data, M[g], np.exp(log_r[at]), j,
+                                                        np.exp(log_r)), rng)
+                continue
+            trial = np.repeat(at[:, None, :], SCALE_GRID, axis=1)  # (chains, K, d)
+            trial[:, :, j] = cand
+            at[:, j] = _pick(log_marginal(data, M[g][:, None], np.exp(log_r[trial])), rng)
+        g = _pick(log_marginal(data, M[None], np.exp(log_r[at])[:, None, :])
+                  + log_prior_s2, rng)
+        if it >= num_warmup:
+            keep_at[it - num_warmup], keep_g[it - num_warmup] = at, g
+    scale = np.exp(log_r[keep_at]).transpose(1, 0, 2)  # (chains, samples, d)
+    gi = keep_g.T
+    free = np.flatnonzero(data.slopes == 0)  # an intercept: its prior
+    scale[..., free] = np.exp(rng.uniform(np.log(data.scale_min[0]), 0.0,
+                                          scale[..., free].shape))
+    theta = _theta_given(data, L, gi.ravel(), scale.reshape(-1, d), rng)
+    return theta.reshape(num_chains, num_samples, d), s2[gi], scale, data
+
+
+def _rank_one_log_marginal(data, M, scale, j, values):
+    """:func:`log_marginal` at r_j = each of ``values`` (K,), the other scales as in ``scale``
+    (chains, d), for a diagonal C: the z covariance is K_-j + t s_j s_j^T with t = r_j^2 C_jj
+    and s_j the j-th column of S_hat, so by the matrix determinant lemma and Sherman-Morrison
+    log|K| = log|K_-j| + log(1 + t a) and res^T K^-1 res = q - t b^2 / (1 + t a), with
+    a = s_j^T K_-j^-1 s_j, b = s_j^T K_-j^-1 res, q = res^T K_-j^-1 res. Returns (chains, K),
+    equal to log_marginal up to a constant per chain."""
+    r = data.slopes * scale + (1.0 - data.slopes)
+    r[:, j] = 0.0  # leave r_j's term out
+    V = (np.diag(data.C) * r ** 2)[:, :, None] * np.eye(r.shape[1])  # (chains, d, d)
+    K = M + data.S_hat @ V @ data.S_hat.T
+    L = np.linalg.cholesky(K)
+    res = np.broadcast_to(data.z_hat - data.S_hat @ data.m, K.shape[:-1])
+    u = np.linalg.solve(L, np.stack([np.broadcast_to(data.S_hat[:, j], res.shape), res],
+                                    axis=-1))  # (chains, d, 2): L^-1 s_j, L^-1 res
+    a = (u[..., 0] ** 2).sum(-1)[:, None]
+    b = (u[..., 0] * u[..., 1]).sum(-1)[:, None]
+    t = values[None, :] ** 2 * data.C[j, j]
+    return -0.5 * np.log1p(t * a) + 0.5 * t * b ** 2 / (1.0 + t * a)
+
+
+def _theta_given(data, L, g, scale, rng):
+    """theta | sigma_y^2 = grid[g], r = scale, one draw per row: N(mu, P^{-1}) with
+    P = S_hat^T M^{-1} S_hat + (D_r C D_r)^{-1} and mu = P^{-1} (S_hat^T M^{-1} z_hat +
+    (D_r C D_r)^{-1} m); ``L`` (G, d, d): the Cholesky factors of M on the grid."""
+    A = np.linalg.solve(L, data.S_hat)
+    b = np.linalg.solve(L, data.z_hat[:, None])[..., 0]
+    AtA, Atb = A.transpose(0, 2, 1) @ A, np.einsum("gij,gi->gj", A, b)
+    inv_r = 1.0 / (data.slopes * scale + (1.0 - data.slopes))  # (N, d)
+    C_inv = linalg.cho_solve((linalg.cholesky(data.C, lower=True), True), np.eye(len(data.m)))
+    P_prior = C_inv * inv_r[:, :, None] * inv_r[:, None, :]
+    P = AtA[g] + P_prior
+    Lp = np.linalg.cholesky(P)
+    rhs = Atb[g] + P_prior @ data.m
+    mu = np.linalg.solve(Lp.transpose(0, 2, 1), np.linalg.solve(Lp, rhs[..., None]))[..., 0]
+    eps = rng.standard_normal(mu.shape)
+    return mu + np.linalg.solve(Lp.transpose(0, 2, 1), eps[..., None])[..., 0]

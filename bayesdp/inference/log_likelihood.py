@@ -188,7 +188,8 @@ def _eiv_setup(release, priors, posterior, attrs):
     per = [R.eiv_arrays(R.eiv_model_data(one_holder(release, j), priors,
                                          scale_min=float(attrs["eiv_scale_min"]),
                                          sigma_y2_max=float(attrs["sigma_y2_max"]),
-                                         theta_plugin=plugin))
+                                         theta_plugin=plugin,
+                                         per_slope=attrs.get("eiv_scales") != "common"))
            for j in range(release.J)]
     data = jax.tree.map(lambda *xs: jax.numpy.stack(xs), *per)
     samples = _take(posterior, ("theta_scale", "theta", "sigma_y2"))

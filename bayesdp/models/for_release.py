@@ -141,21 +141,18 @@ def _eiv(release, priors, **options):
 
     _no_options("eiv", options, ("scale_min", "sigma_y2_max", "scales"))
     scales = options.get("scales")
-    per_slope_default = hasattr(eiv, "SCALES")  # fit's eiv has one prior scale per slope
-    if scales is not None and (not per_slope_default or scales not in eiv.SCALES):
-        choices = list(eiv.SCALES) if per_slope_default else "not an option of this version"
-        raise BayesdpInputError(f"scales: {choices}, got {scales!r}")
+    if scales is not None and scales not in eiv.SCALES:
+        raise BayesdpInputError(f"scales must be one of {list(eiv.SCALES)}, got {scales!r}")
     scale_min = options.get("scale_min")
     post = eiv.eiv_posterior(release, priors,
                              scale_min=eiv.SCALE_MIN if scale_min is None else scale_min,
                              sigma_y2_max=options.get("sigma_y2_max"))
-    data = post["data"]  # at fit's plug-in theta_0
+    data = post["data"]  # at fit's plug-in theta_0, one scale for all
     g, h = np.unravel_index(int(np.argmax(post["log_weight"])), post["log_weight"].shape)
     scale = float(post["scale"][h])
-    if per_slope_default and scales in (None, "per-slope"):
-        d = release.d
-        data = data._replace(scale_min=np.full(d, float(np.ravel(data.scale_min)[0])))
-        scale = np.full(d, scale)
+    if scales in (None, "per-slope"):  # fit's default: one prior scale per coefficient
+        data = data._replace(scale_min=np.full(release.d, float(data.scale_min)))
+        scale = np.full(release.d, scale)
     init = {"theta_scale": jnp.asarray(scale), "theta": jnp.asarray(post["mean"][g, h]),
             "sigma_y2": jnp.asarray(float(post["sigma_y2"][g]))}
     return NumpyroModel(R.eiv_model, R.eiv_arrays(data), init, "eiv",

@@ -66,7 +66,8 @@ def _data_class(name, fields, doc):
 
 
 def _arrays(**values):
-    """The values as float64 JAX arrays (call ``bayesdp._jax.enable_x64()`` first)."""
+    """The values as float64 JAX arrays (float64 must be on:
+    ``jax.config.update("jax_enable_x64", True)``; :func:`bayesdp.models.for_release` does it)."""
     import jax.numpy as jnp
 
     return {k: jnp.asarray(np.asarray(v, dtype=np.float64)) for k, v in values.items()}
@@ -141,7 +142,8 @@ def model_data(release, priors, *, S_fixed=None, z_noise=None) -> ModelData:
 
     ``z_noise`` is ``(shift (J, d), Sigma_z (J, d, d))``, the noise of z_hat given S
     (default: no shift and the release's marginal z noise covariance).
-    Call ``bayesdp._jax.enable_x64()`` first; the arrays are made float64 JAX arrays.
+    Turn float64 on first (``jax.config.update("jax_enable_x64", True)``;
+    :func:`bayesdp.models.for_release` does it for you); the arrays are made float64 JAX arrays.
     """
     d = release.d
     if np.asarray(priors.m).shape != (d,):
@@ -457,15 +459,19 @@ S_hat (d, d) and z_hat (d,): sum_j S_hat_j and sum_j z_hat_j; S_plus (d, d): the
 matrix of S_hat; the pooled noise blocks over [vech(S), z] (:class:`layout.NoiseBlocks` summed
 over the holders): noise_SS (k,) when it is diagonal (the iid release), else (k, k), noise_Sz
 (k, d) or None, noise_zz (d, d); slopes (d,): 1.0 for the coefficients whose prior scale is
-sampled, 0.0 for an intercept; scale_min: the smallest prior scale; sigma_y2_max: the upper
-bound of sigma_y^2 (B_y^2, or inf); theta_plugin (d,) or None: the theta through which the S
-noise is pushed (None: theta itself); theta's prior m, C and sigma_y^2's a, b.
+sampled, 0.0 for an intercept; scale_min: the smallest prior scale, a number (one scale r for
+all coefficients) or (d,) (one scale r_k per coefficient, each with its smallest value);
+sigma_y2_max: the upper bound of sigma_y^2 (B_y^2, or inf); theta_plugin (d,) or None: the
+theta through which the S noise is pushed (None: theta itself); theta's prior m, C and
+sigma_y^2's a, b.
 """)
 
 
-def eiv_model_data(release, priors, *, scale_min, sigma_y2_max, theta_plugin=None) -> EivData:
+def eiv_model_data(release, priors, *, scale_min, sigma_y2_max, theta_plugin=None,
+                   per_slope=True) -> EivData:
     """EivData from a release and resolved priors (NumPy arrays; :func:`eiv_arrays` makes them
-    JAX arrays for numpyro)."""
+    JAX arrays for numpyro). ``per_slope``: one prior scale per coefficient (``scale_min``
+    repeated d times) or one for all."""
     from ..inference.closed_form import nearest_psd
 
     blocks = layout.noise_blocks(release)
@@ -476,7 +482,9 @@ def eiv_model_data(release, priors, *, scale_min, sigma_y2_max, theta_plugin=Non
     return EivData(S_hat=S_hat, z_hat=release.z_hat.sum(axis=0), S_plus=nearest_psd(S_hat),
                    noise_SS=blocks.SS.sum(axis=0),
                    noise_Sz=None if blocks.Sz is None else blocks.Sz.sum(axis=0),
-                   noise_zz=blocks.zz.sum(axis=0), slopes=slopes, scale_min=float(scale_min),
+                   noise_zz=blocks.zz.sum(axis=0), slopes=slopes,
+                   scale_min=np.full(release.d, float(scale_min)) if per_slope
+                   else float(scale_min),
                    sigma_y2_max=float(sigma_y2_max),
                    theta_plugin=None if theta_plugin is None else np.asarray(theta_plugin, float),
                    a=float(priors.a), b=float(priors.b), m=np.asarray(priors.m, float),
@@ -484,14 +492,15 @@ def eiv_model_data(release, priors, *, scale_min, sigma_y2_max, theta_plugin=Non
 
 
 def eiv_arrays(data: EivData) -> EivData:
-    """The same data as float64 JAX arrays (call ``bayesdp._jax.enable_x64()`` first)."""
+    """The same data as float64 JAX arrays (float64 must be on:
+    ``jax.config.update("jax_enable_x64", True)``; :func:`bayesdp.models.for_release` does it)."""
     return EivData(**{k: None if v is None else _arrays(v=v)["v"]
                       for k, v in data._asdict().items()})
 
 
 def eiv_prior_covariance(data, theta_scale):
-    """Theta's prior covariance given the scale r: D C D with D = diag(r on the slopes, 1 on an
-    intercept)."""
+    """Theta's prior covariance given the scale r (a number, or one per coefficient): D C D
+    with D = diag(r on the slopes, 1 on an intercept)."""
     r = data.slopes * theta_scale + (1.0 - data.slopes)
     return data.C * r[:, None] * r[None, :]
 
@@ -506,8 +515,9 @@ def eiv_model(data: EivData):
     """The errors-in-variables model of the pooled release (the default method "eiv";
     docs/methods.md). With S_hat = sum_j S_hat_j = S + E and z_hat = sum_j z_hat_j:
 
-        r         ~ LogUniform(scale_min, 1)          (theta's prior scale)
-        theta     ~ N(m, D_r C D_r),   D_r = diag(r on the slopes, 1 on an intercept)
+        r_k       ~ LogUniform(scale_min_k, 1), k = 1..d  (theta's prior scales; one r for
+                                                         all when scale_min is a number)
+        theta     ~ N(m, D_r C D_r),   D_r = diag(r_k on the slopes, 1 on an intercept)
         sigma_y^2 ~ InvGamma(a, b) truncated to sigma_y^2 <= sigma_y2_max
         z_hat | theta, sigma_y^2 ~ N(S_hat theta, sigma_y^2 S_+ + Var(e_z - E t))
 
@@ -524,7 +534,10 @@ def eiv_model(data: EivData):
     import numpyro
     import numpyro.distributions as dist
 
-    r = numpyro.sample("theta_scale", dist.LogUniform(data.scale_min, 1.0))
+    # one r per coefficient when scale_min is (d,) (an intercept's r_k does not enter the
+    # density: it keeps its prior), one for all when it is a number
+    r = numpyro.sample("theta_scale", dist.LogUniform(data.scale_min, 1.0).to_event(
+        jnp.ndim(data.scale_min)))
     theta = numpyro.sample("theta", dist.MultivariateNormal(
         data.m, covariance_matrix=eiv_prior_covariance(data, r)))
     sigma_y2 = numpyro.sample("sigma_y2", dist.InverseGamma(data.a, data.b))
@@ -548,7 +561,8 @@ and kappa; mu's prior mu_mean (p,), mu_cov (p, p). ``S_hat`` / ``z_hat`` None: s
 
 def intercept_model_data(release, priors) -> InterceptModelData:
     """InterceptModelData from a release made with ``intercept=True`` and priors resolved for
-    it (``Priors().resolve(release)``). Call ``bayesdp._jax.enable_x64()`` first."""
+    it (``Priors().resolve(release)``). Turn float64 on first
+    (``jax.config.update("jax_enable_x64", True)``), or use :func:`bayesdp.models.for_release`."""
     if not release.intercept:
         raise BayesdpInputError("the intercept model needs a release made with intercept=True")
     if not priors.intercept:

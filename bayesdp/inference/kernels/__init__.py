@@ -15,7 +15,8 @@ move's log ratio against ``numpyro.infer.util.log_density`` of those models (doc
 Shared pieces: :mod:`.linalg` (small-matrix linear algebra, Bartlett factors, random numbers),
 :mod:`.common` (positions, the eq. (12) terms, the Gibbs draw of Sigma_x, the collapsed
 likelihood), :mod:`.slice` (the slice sampler on log sigma_y^2), :mod:`.adaptation` (the tuning
-and its warm-up adaptation). Run under float64 (``bayesdp._jax.enable_x64()``).
+and its warm-up adaptation). Run under float64
+(``jax.config.update("jax_enable_x64", True)``).
 """
 
 from .adaptation import LOG_GROUP_STEP_INIT, Tuning, adapt
