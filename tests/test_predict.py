@@ -346,7 +346,7 @@ def test_cli_fit_then_predict(tmp_path, capsys, sim):
     assert main(["predict", str(post), str(bad), "--out", str(tmp_path / "no.csv")]) == 2
     _one_line(capsys.readouterr().err, "bad.csv", "row 1, feature 'x1'")
     assert main(["predict", str(rel_path), str(rows)]) == 2
-    _one_line(capsys.readouterr().err, "not a readable ArviZ netCDF")
+    _one_line(capsys.readouterr().err, "this is a release, not a posterior", "bayesdp fit")
     assert not (tmp_path / "no.csv").exists()
 
 
