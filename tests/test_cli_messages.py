@@ -35,8 +35,28 @@ def test_fit_given_a_csv_of_rows_says_make_a_release_first(tmp_path, capsys):
     out = tmp_path / "post.nc"
     assert main(["fit", str(data), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "CSV of rows" in err and "bayesdp release" in err and "Traceback" not in err
+    assert "a CSV file of rows" in err and "bayesdp release" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_fit_given_a_parquet_or_tsv_file_of_rows_names_its_kind(tmp_path, capsys):
+    """The message names the file's actual kind: Parquet (by name or by its magic bytes
+    whatever the name), TSV."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"x0": [0.1, 0.2], "x1": [0.3, -0.1], "y": [1.0, 0.5]})
+    frame.to_parquet(tmp_path / "data.parquet")
+    frame.to_parquet(tmp_path / "rows.bin")
+    frame.to_csv(tmp_path / "data.tsv", sep="\t", index=False)
+    for name, kind in [("data.parquet", "a Parquet file"), ("rows.bin", "a Parquet file"),
+                       ("data.tsv", "a TSV file")]:
+        assert main(["fit", str(tmp_path / name), "--out", str(tmp_path / "post.nc")]) == 2
+        err = capsys.readouterr().err
+        assert f"this is {kind} of rows, not a release" in err, err
+        assert "CSV" not in err and "bayesdp release" in err
+    assert main(["predict", str(tmp_path / "data.parquet"), str(tmp_path / "data.tsv"),
+                 "--out", str(tmp_path / "pred.csv")]) == 2
+    assert "this is a Parquet file of rows, not a posterior" in capsys.readouterr().err
 
 
 def test_predict_given_a_release_says_run_fit_first(tmp_path, capsys):
@@ -72,5 +92,8 @@ def test_demo_help_names_the_method_the_demo_fits(tmp_path, capsys, monkeypatch)
     with pytest.raises(SystemExit):
         main(["demo", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert used and all(f"({m})" in text or f" {m} " in text or f"{m}," in text
-                        for m in set(used) - {"fast"})
+    # the help names methods as a reader knows them: 'fast' by its name in the paper
+    label = {"fast": "Bayes-fixedS-fast"}
+    assert used and set(used) >= {"eiv", "fast"}, used
+    assert all(f"({label.get(m, m)})" in text or f" {label.get(m, m)} " in text
+               or f"{label.get(m, m)}," in text for m in set(used)), (used, text)

@@ -122,15 +122,41 @@ def _looks_like_rows(path, head):
                                             and not head.startswith((b"{", b"[", b"\x89HDF"))))
 
 
+def rows_kind(path, head):
+    """What kind of file of rows ``path`` is, for messages: "a Parquet file" (named .parquet /
+    .pq or starting with Parquet's magic bytes), "a TSV file" (named .tsv, or a first line with
+    tabs and no comma), "a CSV file" or "a text file".
+
+    Parameters
+    ----------
+    path : str or Path, the file
+    head : bytes, its first bytes (:func:`_first_bytes`)
+
+    Returns
+    -------
+    str, the kind with its article."""
+    from pathlib import Path
+
+    suffix = Path(path).suffix.lower()
+    first = head.split(b"\n", 1)[0]
+    if suffix in (".parquet", ".pq") or head.startswith(b"PAR1"):
+        return "a Parquet file"
+    if suffix == ".tsv" or (b"\t" in first and b"," not in first):
+        return "a TSV file"
+    if suffix == ".csv" or b"," in first:
+        return "a CSV file"
+    return "a text file"
+
+
 def check_release_argument(path):
     """Refuse a file of rows given where a release file is expected (``bayesdp fit``), with the
     command that makes a release from it."""
     head = _first_bytes(path)
     if head and not head.startswith(b"{") and _looks_like_rows(path, head):
         raise BayesdpInputError(
-            f"{path}: this is a CSV of rows, not a release: make a release first with 'bayesdp "
-            f"release {path} --epsilon E --delta D --bounds B_X B_Y --out release.json', then "
-            "'bayesdp fit release.json'")
+            f"{path}: this is {rows_kind(path, head)} of rows, not a release: make a release "
+            f"first with 'bayesdp release {path} --epsilon E --delta D --bounds B_X B_Y --out "
+            "release.json', then 'bayesdp fit release.json'")
 
 
 def check_posterior_argument(path):
@@ -143,5 +169,6 @@ def check_posterior_argument(path):
             "posterior.nc' first, then 'bayesdp predict posterior.nc ROWS.csv'")
     if head and _looks_like_rows(path, head) and not head.startswith(b"\x89HDF"):
         raise BayesdpInputError(
-            f"{path}: this is a CSV of rows, not a posterior: give the posterior written by "
-            "'bayesdp fit release.json --out posterior.nc' first, then the rows")
+            f"{path}: this is {rows_kind(path, head)} of rows, not a posterior: give the "
+            "posterior written by 'bayesdp fit release.json --out posterior.nc' first, then "
+            "the rows")
