@@ -1,6 +1,5 @@
 """Consensus simulator and adapter (Papachristou & Rahimian, "Differentially Private Distributed
-Estimation and Learning", IISE Transactions, 2024; report
-reference/seed-004-dp-distributed-estimation.md).
+Estimation and Learning", IISE Transactions, 2024, arXiv:2306.15865).
 
 Monte Carlo checks use independent coordinates of one run as replicates (the dynamics are linear
 and coordinate-wise), and tolerances are k standard errors from the samples themselves.

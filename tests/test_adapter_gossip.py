@@ -4,7 +4,7 @@ the output's noise law, the adapter and the end-to-end calibration of Bayes-fixe
 releases.
 
 Monte Carlo tolerances are multiples of the Monte Carlo standard error; coverage checks use the
-binomial 99% band. Reference: ../shared/reference/seed-000-gossip.md sections 2, 4, 7, 8.
+binomial 99% band. The protocol and its noise law: docs/adapters/gossip.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """PriCER simulator and adapter (Saha, Seif, Yemini, Goldsmith & Poor, ISIT 2023 and
-arXiv:2406.03766, 2024; report reference/seed-001-003-pricer.md).
+arXiv:2406.03766, 2024; docs/adapters/pricer.md).
 
 Monte Carlo tolerances are k standard errors computed from the samples themselves (k = 4 or 5),
 so a failure is a real discrepancy, not noise.

@@ -69,6 +69,16 @@ def test_adapter_docs_name_the_protocol_and_its_paper(protocol):
         assert name in plain, name
 
 
+def test_adapter_docs_cite_papers_not_files_outside_the_repository():
+    """The pages cite the papers; no reference file of a folder beside the repository
+    (``../shared/reference/...``, the report names ``seed-000-gossip.md`` and the like)."""
+    for f in DOCS.glob("*.md"):
+        text = f.read_text(encoding="utf-8")
+        for bad in ("shared/reference", "reference/seed-"):
+            assert bad not in text, (f.name, bad)
+        assert not re.search(r"seed-\d{3}", text), f.name
+
+
 def test_no_internal_names_in_any_adapter_doc_or_module():
     import bayesdp.adapters as adapters
 

@@ -76,8 +76,9 @@ def _holder(sim, j):
 
 def _add_gossip(sub):
     p = add_command(sub, "gossip", _cmd_gossip,
-                    "SimpleGossip averaging with bias removal, from 'Estimating Unbiased Averages of "
-                    "Sensitive Attributes without Handshakes among Agents' (anonymous submission)")
+                    "SimpleGossip averaging with bias removal, from 'Estimating Unbiased "
+                    "Averages of Sensitive Attributes without Handshakes among Agents' "
+                    "(anonymous submission)")
     p.epilog = f"Paper: {gossip.PAPER}."
     p.add_argument("--design", choices=["linear", "paper"], default="linear",
                    help="'linear': rows x ~ N(mean, sd^2 I), y = x theta + N(0, sigma_y^2), sound "
