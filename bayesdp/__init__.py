@@ -18,24 +18,72 @@ from .errors import (
     ReleaseFormatError,
     SamplerError,
 )
-from .privacy import (
-    analytic_gaussian_sigma,
-    classical_gaussian_sigma,
-    gaussian_sigma,
-    paper_code_gaussian_sigma,
-    true_epsilon,
-)
-from .releases import (PartialStatistics, Release, combine_releases, load_release, release,
-                       release_dask, release_file)
+# ``simulate`` and ``predict`` are both functions and submodules: imported here, so that the
+# function is the attribute (a lazy name would lose to the submodule once it is imported).
+# Both modules load no heavy dependency on import.
 from .simulate import SimulatedData, simulate
-from .models.priors import Priors
-from .inference import METHODS, adassp, closed_form_moments, fit, fit_batch, fit_nonprivate
-from .diagnostics import diagnose
 from .predict import predict, prediction_summary
-from .estimator import BayesDPRegressor
-from .datasets import Dataset, load_dataset
-from .comparison import compare
-from . import accounting, metrics
+
+#: The other public names, imported on first use (PEP 562): ``import bayesdp`` and the
+#: ``bayesdp`` command's ``--help`` load no scipy.stats, pandas, ArviZ, xarray, matplotlib or
+#: JAX. name -> (module, attribute; None for the module itself)
+_LAZY = {
+    "analytic_gaussian_sigma": (".privacy", "analytic_gaussian_sigma"),
+    "classical_gaussian_sigma": (".privacy", "classical_gaussian_sigma"),
+    "gaussian_sigma": (".privacy", "gaussian_sigma"),
+    "paper_code_gaussian_sigma": (".privacy", "paper_code_gaussian_sigma"),
+    "true_epsilon": (".privacy", "true_epsilon"),
+    "PartialStatistics": (".releases", "PartialStatistics"),
+    "Release": (".releases", "Release"),
+    "combine_releases": (".releases", "combine_releases"),
+    "load_release": (".releases", "load_release"),
+    "release": (".releases", "release"),
+    "release_dask": (".releases", "release_dask"),
+    "release_file": (".releases", "release_file"),
+    "Priors": (".models.priors", "Priors"),
+    "METHODS": (".inference", "METHODS"),
+    "adassp": (".inference", "adassp"),
+    "closed_form_moments": (".inference", "closed_form_moments"),
+    "fit": (".inference", "fit"),
+    "fit_batch": (".inference", "fit_batch"),
+    "fit_nonprivate": (".inference", "fit_nonprivate"),
+    "diagnose": (".diagnostics", "diagnose"),
+    "BayesDPRegressor": (".estimator", "BayesDPRegressor"),
+    "Dataset": (".datasets", "Dataset"),
+    "load_dataset": (".datasets", "load_dataset"),
+    "compare": (".comparison", "compare"),
+    "accounting": (".accounting", None),
+    "metrics": (".metrics", None),
+}
+#: Submodules reachable as attributes (``bayesdp.privacy``, ``bayesdp.inference``, ...) without
+#: importing them first, as when ``import bayesdp`` imported them all; imported on first use.
+#: (``simulate`` and ``predict`` are the functions, as before.)
+_SUBMODULES = ("_jax", "accounting", "adapters", "cli", "comparison", "datasets", "demo",
+               "diagnostics", "errors", "estimator", "inference", "metrics", "models",
+               "privacy", "progress", "releases", "report", "secure_noise")
+_LAZY.update({m: ("." + m, None) for m in _SUBMODULES if m not in _LAZY})
+
+
+def __getattr__(name):
+    """A public name of :data:`_LAZY`, imported from its module on first use (then cached as a
+    module attribute); AttributeError for any other name."""
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    import importlib
+
+    value = importlib.import_module(module, __name__)
+    if attr is not None:
+        value = getattr(value, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    """The module's attributes, every public name and every submodule, imported or not."""
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "accounting",

@@ -48,11 +48,14 @@ import time
 import warnings
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from .errors import BayesdpError, BayesdpInputError, check_output_folder
+
+if TYPE_CHECKING:  # pandas is imported inside the functions that build tables, not on import
+    import pandas as pd
 
 CALIBRATIONS = ("exact", "paper-code")
 #: methods computed by compare itself rather than through ``fit``
@@ -247,6 +250,8 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitt
     release they were fitted to. ``on_fit``: called as ``on_fit(method, "start")`` before and
     ``on_fit(method, "done")`` after each method (the progress bar between cells), or None.
     """
+    import pandas as pd
+
     _setup(modules)
     import bayesdp
 
@@ -348,6 +353,8 @@ def run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
     each replication is finished by :func:`run_cell`. Results equal those of one
     :func:`run_cell` per replication up to floating-point rounding; a replication's
     ``seconds`` of a batched method is the batch's wall time divided by its size."""
+    import pandas as pd
+
     _setup(modules)
     from .inference.batch import fit_batch_results
     from .inference.fit import finish_fit
@@ -627,6 +634,8 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     label = "simulated" if spec["kind"] == "simulated" else Path(str(data)).name
     results = _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose,
                          progress, f"compare {label} ({calibration})")
+    import pandas as pd  # after the checks: bad arguments fail before pandas is loaded
+
     if cells_dir is not None:
         parts = [pd.read_csv(cell_path(cells_dir, m, e, J, r))
                  for e in epsilons for J in nodes for r in range(int(reps)) for m in methods]
@@ -794,6 +803,8 @@ def summarize(df: pd.DataFrame, level=0.90) -> pd.DataFrame:
     """Mean and ``level`` interval per method, epsilon, J, metric: the percentile bootstrap
     interval of the mean over replications (:func:`bayesdp.metrics.bootstrap_mean_interval`),
     which stays > 0 for positive metrics (MSE, seconds), unlike mean +- t sd/sqrt(reps)."""
+    import pandas as pd
+
     from .metrics import bootstrap_mean_interval
 
     rows = []

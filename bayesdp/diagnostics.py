@@ -10,12 +10,15 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from .errors import BayesdpInputError, ConvergenceWarning
 from .releases.files import write_atomic
+
+if TYPE_CHECKING:  # pandas is imported where a table is built, not on import
+    import pandas as pd
 
 #: Thresholds of the convergence check (docs/methods.md, "fit never fails silently"):
 #: warn when any r_hat exceeds RHAT_MAX or any bulk effective sample size (over all chains
@@ -725,6 +728,8 @@ def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=R
         table_vars = var_names
     table = summary(idata, var_names=table_vars, hdi_prob=hdi_prob)
     conv = convergence_summary(idata, var_names, rhat_max=rhat_max, ess_min=ess_min)
+    import pandas as pd  # here, not on import: `import bayesdp` loads no pandas
+
     worst = pd.DataFrame(
         [{"variable": v, "entries": s["n_entries"], "worst entry": s["worst"] or "(constant)",
           "max_r_hat": s["max_r_hat"], "min_ess_bulk": s["min_ess_bulk"],

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import secrets
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from . import diagnostics
 from .errors import BayesdpInputError, CalibrationWarning, check_seed
+
+if TYPE_CHECKING:  # pandas is imported where a table is built or read, not on import
+    import pandas as pd
 
 
 def predict(idata, X_new, *, seed=None, hdi_prob=0.9):
@@ -94,6 +97,7 @@ def prediction_summary(idata, hdi_prob=None) -> pd.DataFrame:
     is N(x^T m, x^T C x + sigma_y2_plugin) with the closed-form (m, C).
     ``table.attrs["hdi_prob"]`` records the probability.
     """
+    import pandas as pd
     from scipy import stats
 
     if "predictions" not in idata.groups() or "y" not in idata.predictions:
@@ -227,6 +231,8 @@ def read_new_rows(path, names, *, header=True):
     """The feature columns of a CSV file of new rows as a float (m, d) array in the order of
     ``names``, and the names of the columns that were ignored (with a header: the columns that
     are not features). Without a header the columns must be exactly the features, in order."""
+    import pandas as pd
+
     from .releases.rows import looks_numeric
 
     try:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize, special
 
 from .errors import BayesdpInputError
 
@@ -123,6 +122,8 @@ def gaussian_log_delta(sigma, epsilon):
 
     evaluated in the log domain so that e^eps never overflows.
     """
+    from scipy import special  # here, not on import (scipy.special is slow to import)
+
     sigma = float(sigma)
     a = 1.0 / (2.0 * sigma) - epsilon * sigma
     b = -1.0 / (2.0 * sigma) - epsilon * sigma
@@ -147,6 +148,8 @@ def analytic_gaussian_sigma(epsilon, delta, sensitivity=1.0):
     1e-15. Reference values at unit sensitivity: sigma(1, 1e-5) = 3.73063,
     sigma(0.1, 1e-5) = 30.7496, sigma(10, 1e-5) = 0.49989.
     """
+    from scipy import optimize  # here, not on import (scipy.optimize is slow to import)
+
     eps, dlt = check_epsilon_delta(epsilon, delta)
     sens = _check_sensitivity(sensitivity)
     if eps > MAX_EPSILON_EXACT:
@@ -210,6 +213,8 @@ def paper_code_gaussian_sigma(epsilon, delta, sensitivity=1.0):
     against the exact 3.7306, 3.1185 and 30.750. Offered only so the paper's tables can be
     reproduced; see docs/privacy.md.
     """
+    from scipy import special  # here, not on import (scipy.special is slow to import)
+
     eps, dlt = check_epsilon_delta(epsilon, delta)
     sens = _check_sensitivity(sensitivity)
     if eps > 700.0:  # e^eps overflows float64 in the authors' formula (MATLAB gives Inf/NaN)
@@ -266,6 +271,8 @@ def gaussian_sigma(epsilon, delta, sensitivity=1.0, calibration="exact"):
 
 def true_epsilon(sigma, delta, sensitivity=1.0):
     """The eps that noise std ``sigma`` really gives at ``delta`` (inverse of the exact profile)."""
+    from scipy import optimize  # here, not on import (scipy.optimize is slow to import)
+
     _, dlt = check_epsilon_delta(1.0, delta)
     try:
         s = float(sigma)
@@ -572,6 +579,8 @@ def exponential_mechanism_log_probabilities(utility, epsilon, sensitivity=1.0):
     """log P(k) of the exponential mechanism, P(k) proportional to exp(eps u_k / (2 Delta_u)):
     eps-DP when every u_k changes by at most Delta_u between neighbouring data sets
     (McSherry & Talwar 2007)."""
+    from scipy import special  # here, not on import (scipy.special is slow to import)
+
     a = float(epsilon) * np.asarray(utility, dtype=float) / (2.0 * float(sensitivity))
     return a - special.logsumexp(a)
 

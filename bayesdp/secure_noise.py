@@ -48,7 +48,6 @@ import secrets
 from fractions import Fraction
 
 import numpy as np
-from scipy import special
 
 from . import accounting, privacy
 from .errors import BayesdpInputError
@@ -170,6 +169,8 @@ def _support(scale):
 
 def discrete_gaussian_pmf(scale):
     """(k, P(Y = k)) of N_Z(0, s^2) over its numerical support, by summation."""
+    from scipy import special  # here, not on import (scipy.special is slow to import)
+
     k = _support(scale)
     logw = -(k.astype(float) ** 2) / (2.0 * float(scale) ** 2)
     return k, np.exp(logw - special.logsumexp(logw))

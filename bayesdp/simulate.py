@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from scipy import stats
 
 from .errors import BayesdpInputError, check_seed
 
@@ -50,6 +49,8 @@ def simulate(n=100_000, d=5, *, seed=None, sigma_y=1.0, x_mean=0.0, intercept=0.
         raise BayesdpInputError(f"n and d must be >= 1, got n={n}, d={d}")
     if not sigma_y > 0:
         raise BayesdpInputError(f"sigma_y must be > 0, got {sigma_y}")
+    from scipy import stats  # here, not on import: `import bayesdp` loads no scipy.stats
+
     n, d = int(n), int(d)
     rng = np.random.default_rng(check_seed(seed))
     V = rng.standard_normal((d, d))

@@ -30,14 +30,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..errors import BayesdpInputError
 from ..releases import layout
 from .common import claim_verdict, one_holder_release
+
+if TYPE_CHECKING:  # scipy.sparse is imported inside the functions that use it
+    import scipy.sparse as sp
 
 #: the protocol's paper, as releases record it (``provenance["reference"]``) and the CLI cites it
 PAPER = ("Papachristou & Rahimian, \"Differentially Private Distributed Estimation and Learning\", "
@@ -74,6 +76,8 @@ def power_grid_path(root=None) -> Path:
 def load_adjacency(path, *, one_based=True) -> sp.csr_matrix:
     """Symmetric 0/1 adjacency (csr) from a CSV edge list (``source, target`` header) or a UCINET
     "dl edgelist1" file. Self loops are dropped; duplicate / reversed edges are merged."""
+    import scipy.sparse as sp  # here, not on import (slow to import)
+
     path = Path(path)
     if not path.exists():
         raise BayesdpInputError(f"path: edge list {str(path)!r} does not exist")
@@ -107,6 +111,8 @@ def load_adjacency(path, *, one_based=True) -> sp.csr_matrix:
 def mh_weights(adjacency) -> sp.csr_matrix:
     """Metropolis-Hastings weights (Boyd, Diaconis & Xiao 2004): a_ij = 1/max(deg i, deg j) on
     edges, a_ii = 1 - sum_{j != i} a_ij. Symmetric and doubly stochastic."""
+    import scipy.sparse as sp  # here, not on import (slow to import)
+
     A = sp.csr_matrix(adjacency, dtype=np.float64)
     if A.shape[0] != A.shape[1]:
         raise BayesdpInputError(f"adjacency must be square, got {A.shape}")
@@ -151,6 +157,8 @@ def laplace_scale_signal(sensitivity, eps):
 
 def laplace_scale_network(A, sensitivity, eps):
     """Network DP: b_i = max(Delta, max_{j in N_i} a_ij)/eps per agent (paper Cor. 3.2, eq. 13)."""
+    import scipy.sparse as sp  # here, not on import (slow to import)
+
     if not (eps > 0 and sensitivity > 0):
         raise BayesdpInputError("eps and sensitivity must be > 0")
     A = sp.csr_matrix(A)
@@ -206,6 +214,8 @@ def _omni(x, vec):
 def run_mvue(A, xi, T, scales=0.0, *, rng, privacy=None, keep_path=False):
     """Alg. 1 (scales = 0) / Alg. 3: nu_0 = xi + d, nu_t = A nu_{t-1} for t = 1..T (paper indexing;
     the authors' code does T - 1 steps). ``xi`` (n,) or (n, p); d_i ~ Laplace(0, b_i) per coordinate."""
+    import scipy.sparse as sp  # here, not on import (slow to import)
+
     A = sp.csr_matrix(A, dtype=np.float64)
     xi = np.asarray(xi, dtype=np.float64)
     vec = xi.ndim == 1
@@ -237,6 +247,8 @@ def run_online(A, xi_stream, scales=0.0, *, variant="signal", rng, nu0=None, pri
     """Online learning: ``variant="signal"`` is Alg. 2 (scales = 0) / Alg. 4, ``"network"`` Alg. 5.
     ``xi_stream`` (T, n) or (T, n, p): one fresh statistic per agent and round; fresh Laplace noise
     d_{i,t} ~ Laplace(0, b_i) every round, entering with weight 1/t."""
+    import scipy.sparse as sp  # here, not on import (slow to import)
+
     A = sp.csr_matrix(A, dtype=np.float64)
     xs = np.asarray(xi_stream, dtype=np.float64)
     vec = xs.ndim == 2
@@ -279,6 +291,8 @@ def consensus_weights(A, T, algorithm, agents):
 
     Alg. 3 ("mvue"): (n,) row of A^T. Online ("online_signal", "online_network"): (T, n) weights
     w[s-1, j] on xi_{j,s} + d_{j,s} (nu_0 = 0). Computed by T sparse mat-vecs (backward)."""
+    import scipy.sparse as sp  # here, not on import (slow to import)
+
     A = sp.csr_matrix(A)
     n = A.shape[0]
     idx = np.atleast_1d(np.asarray(agents, dtype=np.int64))
@@ -480,6 +494,8 @@ def ring_chords_graph(n, seed=None) -> sp.csr_matrix:
     (docs/adapters/consensus.md). The edges are listed once each; :func:`mh_weights` symmetrises
     them and drops the self loops and repeats a random chord can make. ``seed``: an int, None or
     a ``numpy.random.Generator`` (used as it is)."""
+    import scipy.sparse as sp  # here, not on import (slow to import)
+
     rng = np.random.default_rng(seed)
     n = int(n)
     i = np.arange(n)

@@ -41,14 +41,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..errors import BayesdpInputError
 from ..releases import layout
 from .common import claim_verdict, one_holder_release
+
+if TYPE_CHECKING:  # scipy.sparse is imported inside the functions that use it
+    import scipy.sparse as sp
 
 #: the protocol's papers, as releases record them (``provenance["reference"]``) and the CLI cites them
 PAPERS = ("Saha, Seif, Yemini, Goldsmith & Poor, \"Collaborative Mean Estimation over Intermittently "
@@ -132,6 +134,8 @@ class PricerNetwork:
     reciprocity: float = 1.0
 
     def __post_init__(self):
+        import scipy.sparse as sp  # here, not on import (slow to import)
+
         p = np.asarray(self.p, dtype=np.float64).reshape(-1)
         n = p.shape[0]
         if n < 1 or not np.all(np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
@@ -184,6 +188,8 @@ class PricerNetwork:
     @classmethod
     def erdos_renyi(cls, n, pc, p, *, reciprocity=1.0):
         """Complete link graph with p_ij = pc for i != j ([J] section VI); p scalar or (n,)."""
+        import scipy.sparse as sp  # here, not on import (slow to import)
+
         p = np.broadcast_to(np.asarray(p, dtype=float), (n,)).copy()
         P = np.full((n, n), float(pc))
         np.fill_diagonal(P, 1.0)
@@ -193,6 +199,8 @@ class PricerNetwork:
     def from_graph(cls, adjacency, p, link_prob, *, reciprocity=1.0):
         """Links on the edges of an undirected graph (sparse 0/1 adjacency), each up with
         probability ``link_prob`` (scalar, or a sparse matrix of per-edge probabilities)."""
+        import scipy.sparse as sp  # here, not on import (slow to import)
+
         A = sp.csr_matrix(adjacency, dtype=np.float64)
         n = A.shape[0]
         A = ((A + A.T) > 0).astype(np.float64).tolil()
@@ -209,6 +217,8 @@ class PricerNetwork:
     @classmethod
     def random_sparse(cls, n, mean_degree, p, link_prob, *, seed, reciprocity=1.0):
         """Sparse Erdos-Renyi graph G(n, mean_degree/(n-1)) with Bernoulli(link_prob) links."""
+        import scipy.sparse as sp  # here, not on import (slow to import)
+
         rng = np.random.default_rng(seed)
         m = rng.binomial(n * (n - 1) // 2, min(1.0, mean_degree / max(n - 1, 1)))
         i = rng.integers(0, n, size=2 * m + 10)
@@ -255,6 +265,8 @@ class PricerPrivacy:
 
     def per_edge(self, net: PricerNetwork):
         """(eps_e, delta_e) aligned with ``net.src``."""
+        import scipy.sparse as sp  # here, not on import (slow to import)
+
         def take(v, name):
             if v is None:
                 return None
@@ -613,6 +625,8 @@ def sample_links(net, rng):
 def simulate_round(stats, net, design, rng, *, keep_relays=False, links=None):
     """Run Stage 1 and Stage 2 once on node vectors ``stats`` (n, D); fresh noise on every
     transmitted link. ``links`` optionally fixes (tau_e, tau_ps)."""
+    import scipy.sparse as sp  # here, not on import (slow to import)
+
     X = np.asarray(stats, dtype=np.float64)
     if X.ndim != 2 or X.shape[0] != net.n:
         raise BayesdpInputError(f"stats must be ({net.n}, D), got {X.shape}")
@@ -875,6 +889,8 @@ def pricer_release(Xs, ys, net, *, eps, delta, bound_x, bound_y, seed, design=No
 
 
 def _scalar_or_note(v):
+    import scipy.sparse as sp  # here, not on import (slow to import)
+
     a = np.asarray(v) if not sp.issparse(v) else None
     if a is not None and a.ndim == 0:
         return float(a)

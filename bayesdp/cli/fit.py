@@ -15,7 +15,6 @@ from .common import add_command, add_progress_option, check_release_argument, pr
 def _cmd_fit(args):
     """Fits theta from release files (combined into one analysis set); prints the posterior
     table and can save the posterior as ArviZ netCDF."""
-    from .. import diagnostics, report
     from ..inference import METHODS, fit
     from ..releases import combine_releases
 
@@ -28,6 +27,8 @@ def _cmd_fit(args):
         raise BayesdpError("--method bs (MCMC-B&S) needs a noisy y^T y, which this release does "
                            "not have: make the release with 'bayesdp release ... --include-yty' "
                            "(Python: release(..., include_yty=True)), or use another --method")
+    from .. import diagnostics, report  # after the checks: a bad input fails before loading them
+
     kwargs = {name: getattr(args, name) for name in ("num_warmup", "sigma_y2", "s_noise",
                                                      "target_accept_prob")
               if getattr(args, name) is not None}

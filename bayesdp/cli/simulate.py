@@ -27,12 +27,13 @@ def _cmd_simulate(args):
     """Sigma_x ~ InvWishart(V^T V, d+1), theta ~ N(0, I), x ~ N(0, Sigma_x), y = x^T theta +
     N(0, sigma_y^2). Writes a CSV (columns x0.., y) and a truth JSON beside it."""
     import numpy as np
-    import pandas as pd
 
     from ..releases import write_text_atomic
     from ..simulate import simulate
 
     sim = simulate(args.n, args.d, seed=args.seed, sigma_y=args.sigma_y)
+    import pandas as pd  # after simulate's checks: bad arguments fail before pandas is loaded
+
     frame = pd.DataFrame(sim.X, columns=list(sim.feature_names))
     frame["y"] = sim.y
     write_text_atomic(args.out, frame.to_csv(index=False, float_format="%.17g"))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy import linalg
 
 from ..errors import BayesdpInputError
 from ..releases.layout import S_NOISE, z_given_s_noise
@@ -133,6 +132,8 @@ def gaussian_theta_posterior(S, z_hat, sigma_y2, Sigma_z, m, C):
     sigma_y^2 S_j + Sigma_j (no z noise, singular S_j) is completed exactly by
     :func:`complete_degenerate_noise`. Returns (mean, cov, precision).
     """
+    from scipy import linalg  # here, not on import (slow to import)
+
     d = S.shape[-1]
     Sigma_z = complete_degenerate_noise(S, z_hat, sigma_y2, Sigma_z)
     C_chol = linalg.cho_factor(C, lower=True)
@@ -262,6 +263,8 @@ def nig_precision(priors):
 
 def nig_posterior(S, z, yty, n, priors, Lambda0=None):
     """NIG posterior parameters from sufficient statistics (S = X^T X, z = X^T y, yty, n)."""
+    from scipy import linalg  # here, not on import (slow to import)
+
     L0 = nig_precision(priors) if Lambda0 is None else Lambda0
     m = priors.m
     Ln = S + L0
@@ -283,6 +286,8 @@ def draw_gaussian(rng, mean, cov, shape):
 
 def draw_nig(rng, post, shape):
     """Draws (theta, sigma^2) from a NIG posterior."""
+    from scipy import linalg  # here, not on import (slow to import)
+
     sigma2 = post["b_n"] / rng.gamma(post["a_n"], 1.0, size=shape)
     Linv = linalg.cho_solve(linalg.cho_factor(post["Lambda_n"], lower=True), np.eye(len(post["mean"])))
     L = np.linalg.cholesky(0.5 * (Linv + Linv.T))

@@ -271,16 +271,33 @@ def command_compilation_cache():
     variable turns it off ("0", "off", ...). A second ``bayesdp fit --method normalx`` of a
     release of the same shape then loads NUTS's compiled programs instead of compiling them
     again (docs/methods.md, "Cost"). Returns the directory, or None when off or when the
-    directory cannot be made (the command then runs without the cache)."""
+    directory cannot be made (the command then runs without the cache).
+
+    JAX is not imported here: when it has not been imported yet, the setting goes into the
+    environment variables JAX reads when it is imported (``JAX_COMPILATION_CACHE_DIR``,
+    ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``; values the user already set there are left
+    alone), so that commands that never use JAX (``--help``, ``fast``, ``release``) do not load
+    it. Processes the command starts inherit the setting."""
+    import os
+    import sys
+
     value = _cache_env()
     if value == "off":
         return None
+    # every program, however quick to compile: numpyro's model tracing compiles ~130 small
+    # ones (about 5 s together at d = 5, J = 10), which a 0.5 s floor never stores
+    min_secs = 0.0
     try:
-        # every program, however quick to compile: numpyro's model tracing compiles ~130
-        # small ones (about 5 s together at d = 5, J = 10), which a 0.5 s floor never stores
-        return enable_compilation_cache(value, min_compile_time_secs=0.0)
+        if "jax" in sys.modules:
+            return enable_compilation_cache(value, min_compile_time_secs=min_secs)
+        path = os.environ.get("JAX_COMPILATION_CACHE_DIR") or value or \
+            default_compilation_cache_dir()
+        os.makedirs(path, exist_ok=True)
     except OSError:
         return None
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(path))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", str(min_secs))
+    return str(path)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,138 @@
+"""Light imports (issue 36, item 4): ``import bayesdp``, ``bayesdp --help`` (and a sub-command's),
+and the command's bad-input errors load none of the heavy dependencies; every public name is
+still there. Each check runs in a fresh Python process and looks at which modules it loaded
+(``sys.modules``), never at a time; negative controls show the same check sees a heavy import.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import bayesdp
+
+#: modules that ``import bayesdp`` and ``bayesdp --help`` must not load
+HEAVY = ("scipy.stats", "pandas", "arviz", "matplotlib", "xarray", "jax", "numpyro", "sklearn")
+
+_REPORT = textwrap.dedent("""
+    import json as _json, sys as _sys
+    print("HEAVY=" + _json.dumps(sorted(m for m in {heavy!r} if m in _sys.modules)))
+""")
+
+
+def _heavy_loaded(code, tmp_path):
+    """Run ``code`` in a fresh interpreter (cwd ``tmp_path``, JAX's cache in ``tmp_path``);
+    return (the HEAVY modules it loaded, its stdout and stderr)."""
+    script = textwrap.dedent(code) + _REPORT.format(heavy=HEAVY)
+    env = dict(os.environ, BAYESDP_COMPILATION_CACHE=str(tmp_path / "jax_cache"))
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    p = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith("HEAVY=")][-1]
+    return json.loads(line[len("HEAVY="):]), p.stdout, p.stderr
+
+
+def _command(argv):
+    """Code that runs ``bayesdp ARGV`` the way the console script does (``console_main``),
+    printing its exit status."""
+    return f"""
+        import sys
+        sys.argv = ["bayesdp", *{list(argv)!r}]
+        from bayesdp.cli import console_main
+        try:
+            status = console_main()
+        except SystemExit as exc:
+            status = exc.code
+        print("STATUS=" + str(status))
+    """
+
+
+def test_import_bayesdp_loads_no_heavy_module(tmp_path):
+    heavy, _, _ = _heavy_loaded("import bayesdp", tmp_path)
+    assert heavy == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"],
+    ["fit", "--help"],
+    ["simulate-network", "gossip", "--help"],
+    ["fit", "missing.json"],  # bad input: fails before any work
+    ["compare", "simulated", "--epsilons", "-1"],
+    ["simulate", "--n", "0", "--out", "x.csv"],
+])
+def test_command_help_and_bad_input_load_no_heavy_module(tmp_path, argv):
+    heavy, out, err = _heavy_loaded(_command(argv), tmp_path)
+    status = int(out.split("STATUS=")[1].split()[0])
+    assert status == (0 if "--help" in argv else 2), err
+    if "--help" in argv:
+        assert "usage: bayesdp" in out
+    else:
+        assert "error:" in err
+    assert heavy == []
+
+
+@pytest.mark.parametrize("code, expected", [
+    # a function that needs scipy.stats, pandas or JAX loads it: the check sees heavy imports
+    ("import bayesdp; bayesdp.simulate(20, 2, seed=1)", {"scipy.stats"}),
+    ("import bayesdp; import pandas", {"pandas"}),
+    ("import bayesdp; bayesdp.diagnostics.arviz_version()",
+     {"arviz", "xarray", "pandas", "matplotlib", "scipy.stats"}),
+    ("import bayesdp; bayesdp._jax.enable_x64()", {"jax"}),
+])
+def test_negative_control_heavy_imports_are_seen(tmp_path, code, expected):
+    heavy, _, _ = _heavy_loaded(code, tmp_path)
+    assert expected <= set(heavy)
+
+
+def test_command_still_turns_on_the_compilation_cache_without_importing_jax(tmp_path):
+    """``bayesdp --help`` does not import JAX, yet JAX imported later in that process uses the
+    command's compilation cache (the setting went into JAX's environment variables)."""
+    code = _command(["--help"]) + """
+        assert "jax" not in sys.modules
+        import jax
+        print("CACHE=" + str(jax.config.jax_compilation_cache_dir))
+        print("MIN=" + str(jax.config.jax_persistent_cache_min_compile_time_secs))
+    """
+    _, out, _ = _heavy_loaded(code, tmp_path)
+    assert f"CACHE={tmp_path / 'jax_cache'}" in out
+    assert "MIN=0.0" in out
+
+
+def test_every_public_name_is_still_there():
+    import importlib
+    import types
+
+    for name in bayesdp.__all__:
+        value = getattr(bayesdp, name)
+        assert value is not None, name
+        exec(f"from bayesdp import {name}", {})
+    assert set(bayesdp.__all__) <= set(dir(bayesdp))
+    star = {}
+    exec("from bayesdp import *", star)
+    assert set(bayesdp.__all__) <= set(star)
+    # functions, not the submodules of the same name
+    assert callable(bayesdp.simulate) and callable(bayesdp.predict)
+    assert isinstance(bayesdp.accounting, types.ModuleType)
+    # submodules reachable as attributes, as when import bayesdp imported them all
+    for name in ("privacy", "diagnostics", "inference", "releases", "models", "errors",
+                 "comparison", "datasets", "estimator", "metrics", "secure_noise", "_jax"):
+        assert getattr(bayesdp, name) is importlib.import_module(f"bayesdp.{name}"), name
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        bayesdp.no_such_name  # noqa: B018
+
+
+def test_functions_win_over_submodules_of_the_same_name(tmp_path):
+    """``import bayesdp.simulate`` (the module) leaves ``bayesdp.simulate`` the function."""
+    code = """
+        import bayesdp.simulate, bayesdp.predict, bayesdp.accounting
+        import bayesdp
+        assert callable(bayesdp.simulate) and callable(bayesdp.predict), (bayesdp.simulate,)
+        from bayesdp import fit, Release, BayesDPRegressor, METHODS, accounting
+        assert "fast" in METHODS and callable(fit)
+    """
+    heavy, _, _ = _heavy_loaded(code, tmp_path)
+    assert "jax" not in heavy
