@@ -1,0 +1,154 @@
+"""Start-up cost of a fresh process (issue 36, item 4): ``import bayesdp``, ``bayesdp --help``
+and ``bayesdp fit release.json --method fast``, this source tree against a baseline commit, in
+one sitting.
+
+    python benchmarks/bench_imports.py                      # baseline: BASE_REV, 5 repeats
+    python benchmarks/bench_imports.py --base-rev HEAD~3 --repeat 9
+
+The baseline is checked out with ``git worktree add --detach`` (in ``--base-dir``, default
+/tmp/bayesdp_base_<rev>; reused when it exists) and both trees run from the same interpreter
+with ``PYTHONPATH`` pointing at the tree, so only bayesdp's code differs. Each command runs in a
+new process; the two trees alternate within a repeat (the order flips every repeat), after one
+untimed warm-up run of each. Both use one JAX compilation cache folder of this sitting
+(``BAYESDP_COMPILATION_CACHE``), warm after the warm-up, as a user's second command would find
+it. The release is simulated once (n = 20000, d = 3, J = 4, eps = 1) by this tree.
+
+Prints per command: median wall seconds of each tree, the ratio (this tree / baseline), the
+number of modules the process had loaded at exit, and for the fit the share of its time spent
+importing (the top-level cumulative times of ``python -X importtime``, which also counts the
+imports made inside functions, over that run's wall time). Timing claims belong here, never in
+tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: the last commit before the light imports (issue 36, item 4)
+BASE_REV = "b8484c1"
+
+#: a fresh process's command line for each measured command ({release}: the release file)
+COMMANDS = {
+    "import bayesdp": ["-c", "import bayesdp"],
+    "bayesdp --help": ["-m", "bayesdp.cli", "--help"],
+    "bayesdp fit --method fast": ["-m", "bayesdp.cli", "fit", "{release}", "--method", "fast"],
+}
+#: appended to a command to count the modules loaded at exit
+COUNT = ("import atexit, sys; atexit.register(lambda: print('MODULES=%d' % len(sys.modules), "
+         "file=sys.stderr))")
+
+
+def base_tree(rev, base_dir):
+    """A worktree of ``rev`` (created with ``git worktree add --detach`` unless ``base_dir``
+    already exists); returns its path."""
+    path = Path(base_dir or f"/tmp/bayesdp_base_{rev}")
+    if not path.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), rev],
+                       check=True, capture_output=True)
+    return path
+
+
+def run(tree, args, env, importtime=False):
+    """Run ``python ARGS`` with bayesdp from ``tree`` in a new process; returns (wall seconds,
+    stderr). The module count is printed at exit (a ``-c`` hook for ``-m`` commands too)."""
+    if args[0] == "-c":
+        argv = ["-c", COUNT + "\n" + args[1]]
+    else:  # -m module ...: run it through runpy after the hook
+        argv = ["-c", COUNT + "\nimport runpy, sys; sys.argv = %r; "
+                "runpy.run_module(%r, run_name='__main__', alter_sys=True)" % (args[1:], args[1])]
+    if importtime:
+        argv = ["-X", "importtime", *argv]
+    env = dict(env, PYTHONPATH=str(tree))
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if p.returncode != 0:
+        raise SystemExit(f"{tree}: python {' '.join(args)} failed:\n{p.stderr[-2000:]}")
+    return wall, p.stderr
+
+
+def modules_loaded(stderr):
+    m = re.findall(r"MODULES=(\d+)", stderr)
+    return int(m[-1]) if m else None
+
+
+def import_seconds(stderr):
+    """The seconds spent importing: the cumulative times of the top-level entries of
+    ``-X importtime`` (the least indented names)."""
+    entries = []
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        _, cum, name = line[len("import time:"):].split("|", 2)
+        entries.append((len(name) - len(name.lstrip(" ")), int(cum)))
+    top = min(indent for indent, _ in entries)
+    return sum(cum for indent, cum in entries if indent == top) / 1e6
+
+
+def release_file(folder):
+    """The benchmark's release (simulated and released by this tree, seeded)."""
+    code = ("import bayesdp; sim = bayesdp.simulate(20000, 3, seed=1); "
+            "bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=4, "
+            f"seed=2).save({str(folder / 'release.json')!r})")
+    subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                   check=True, capture_output=True)
+    return folder / "release.json"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base-rev", default=BASE_REV, help="baseline commit (default: %(default)s)")
+    ap.add_argument("--base-dir", default=None, help="worktree of the baseline (default: "
+                                                     "/tmp/bayesdp_base_<rev>)")
+    ap.add_argument("--repeat", type=int, default=5, help="timed runs per command and tree")
+    args = ap.parse_args()
+
+    trees = {"this tree": ROOT, "baseline": base_tree(args.base_rev, args.base_dir)}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        rel = release_file(tmp)
+        env = dict(os.environ, BAYESDP_COMPILATION_CACHE=str(tmp / "jax_cache"))
+        env.pop("JAX_COMPILATION_CACHE_DIR", None)
+        print(f"baseline {args.base_rev} in {trees['baseline']}; {args.repeat} repeats; "
+              f"load average {os.getloadavg()[0]:.2f} at the start")
+        rows = []
+        for name, cmd in COMMANDS.items():
+            cmd = [a.format(release=rel) for a in cmd]
+            times = {k: [] for k in trees}
+            mods = {}
+            for k, tree in trees.items():  # warm-up: the page cache, JAX's compilation cache
+                mods[k] = modules_loaded(run(tree, cmd, env)[1])
+            for r in range(args.repeat):
+                order = list(trees) if r % 2 == 0 else list(trees)[::-1]
+                for k in order:
+                    times[k].append(run(trees[k], cmd, env)[0])
+            share = {}
+            if name.startswith("bayesdp fit"):
+                for k, tree in trees.items():
+                    wall, err = run(tree, cmd, env, importtime=True)
+                    share[k] = import_seconds(err) / wall
+            med = {k: statistics.median(v) for k, v in times.items()}
+            rows.append((name, med, mods, share))
+
+    print("\n| command (fresh process) | baseline s | this tree s | this / baseline | modules "
+          "(baseline -> this) | share of the time importing (baseline -> this) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, med, mods, share in rows:
+        sh = (f"{share['baseline']:.0%} -> {share['this tree']:.0%}" if share else "")
+        print(f"| `{name}` | {med['baseline']:.2f} | {med['this tree']:.2f} | "
+              f"{med['this tree'] / med['baseline']:.2f} | {mods['baseline']} -> "
+              f"{mods['this tree']} | {sh} |")
+    print(f"\nload average {os.getloadavg()[0]:.2f} at the end; medians of {args.repeat} runs")
+
+
+if __name__ == "__main__":
+    main()
