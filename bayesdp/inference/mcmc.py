@@ -460,6 +460,55 @@ def _normalx_start(release):
     return closed_form.fixed_s_estimate(release, "psd+I")
 
 
+def normalx_setup(release, priors, centred):
+    """The normalX model that ``fit`` samples with NUTS, its data and the chains' start: one
+    definition for ``fit`` (:func:`_run_nuts`) and :func:`bayesdp.models.for_release`.
+
+    Parameters
+    ----------
+    release : Release (checked for the normalX model here)
+    priors : Priors, resolved against the release
+    centred : bool
+        True: the centred model (``normalx_model``; method "nuts-normalx"); False: the
+        non-centred one (``normalx_noncentred_model`` with Sigma_x's principal basis in its
+        data, method "normalx"). With an intercept, appendix B.2's models
+        (``normalx_intercept_model`` / ``normalx_intercept_noncentred_model``).
+
+    Returns
+    -------
+    ``(model, data, pos)``: the numpyro model function, its data (a NamedTuple of arrays) and
+    the starting point of its sampled sites (a dict; entries may be None where the model has
+    no such site). The non-centred model without an intercept starts with Sigma_x at the
+    authors' S_j estimate, in its principal basis, and the rest at its prior centre (the
+    Bartlett variables of the authors' S_j start lay hundreds of sds out, and warm-up spent
+    most of its leapfrog steps coming back).
+    """
+    import jax.numpy as jnp
+
+    from ..models import regression as R
+
+    S0 = _normalx_start(release)
+    s2_0 = initial_sigma_y2(release, priors)
+    if release.intercept:  # appendix B.2's model (models/regression.py)
+        theta0 = initial_position(release, priors, S0, s2_0)["theta"]
+        model, data, pos = R.intercept_setup(release, priors, S0, s2_0, theta0)
+        if not centred:
+            model = R.normalx_intercept_noncentred_model
+            pos = R.intercept_noncentred_position(data, pos)
+        return model, data, pos
+    data = R.model_data(release, priors)
+    pos = initial_position(release, priors, S0, s2_0)
+    if centred:
+        return R.normalx_model, data, pos
+    Sigma0 = pos.pop("Sigma_x")
+    del pos["S"], pos["theta"]
+    basis = R.principal_basis(Sigma0)
+    data = data._replace(basis=jnp.asarray(basis))
+    pos.update({k: jnp.asarray(v) for k, v in
+                R.noncentred_start(release.n, Sigma0, basis).items()})
+    return R.normalx_noncentred_model, data, pos
+
+
 def _kernel(kind):
     """``(init, step, whether sigma_y^2 is slice sampled)`` of a hand-written kernel."""
     from .kernels import collapsed, fixeds, fixeds_paper, normalx_interweaved, normalx_paper
@@ -781,10 +830,7 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
     _no_extra(options, method)
     enable_x64()
     _compilation_cache_from_env()
-    import jax
     from numpyro.infer import MCMC, init_to_value
-
-    from ..models import regression as R
 
     tap = _check_target("target_accept_prob", target_accept_prob)
     s2_0 = initial_sigma_y2(release, priors)
@@ -796,29 +842,9 @@ def _run_nuts(kind, release, priors, *, seed, num_samples, num_chains, num_warmu
         if fixed_s != "psd" or s_noise is not None:
             raise BayesdpInputError(
                 "fixed_s and s_noise are options of the fixedS methods only")
-        S0 = _normalx_start(release)
-        if release.intercept:  # appendix B.2's model (models/regression.py)
-            theta0 = initial_position(release, priors, S0, s2_0)["theta"]
-            model, data, pos = R.intercept_setup(release, priors, S0, s2_0, theta0)
-            if kind == "normalx-noncentred":
-                model = R.normalx_intercept_noncentred_model
-                pos = R.intercept_noncentred_position(data, pos)
-        else:
-            data = R.model_data(release, priors)
-            pos = initial_position(release, priors, S0, s2_0)
-            if kind == "normalx":
-                model = R.normalx_model
-            else:  # non-centred: Sigma_x in its principal basis, the rest at its prior centre
-                # (the Bartlett variables of the authors' S_j start lay hundreds of sds out,
-                # and warm-up spent most of its leapfrog steps coming back)
-                model = R.normalx_noncentred_model
-                Sigma0 = pos.pop("Sigma_x")
-                del pos["S"], pos["theta"]
-                basis = R.principal_basis(Sigma0)
-                data = data._replace(basis=jax.numpy.asarray(basis))
-                pos.update({k: jax.numpy.asarray(v) for k, v in
-                            R.noncentred_start(release.n, Sigma0, basis).items()})
-                inverse_mass = _laplace_inverse_mass(model, data, pos)
+        model, data, pos = normalx_setup(release, priors, centred=kind == "normalx")
+        if kind == "normalx-noncentred" and not release.intercept:
+            inverse_mass = _laplace_inverse_mass(model, data, pos)
     cm = _chain_method(chain_method, _nuts_chain_method(
         num_chains, "vectorized" if kind == "normalx-noncentred" else "sequential"))
     pb = _progress(progress_bar)

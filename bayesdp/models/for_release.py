@@ -177,30 +177,11 @@ def _normalx(release, priors, method):
     import jax.numpy as jnp
 
     from ..inference import mcmc
-    from . import regression as R
 
     centred = method == "nuts-normalx"
-    S0 = mcmc._normalx_start(release)
-    s2_0 = mcmc.initial_sigma_y2(release, priors)
+    model, data, pos = mcmc.normalx_setup(release, priors, centred)
+    variables = ("theta", "sigma_y2", "Sigma_x", "S")
     if release.intercept:  # appendix B.2's model
-        theta0 = mcmc.initial_position(release, priors, S0, s2_0)["theta"]
-        model, data, pos = R.intercept_setup(release, priors, S0, s2_0, theta0)
-        if not centred:
-            model = R.normalx_intercept_noncentred_model
-            pos = R.intercept_noncentred_position(data, pos)
         variables = ("theta", "sigma_y2", "Sigma_x", "mu", "xbar", "W", "S")
-    else:
-        data = R.model_data(release, priors)
-        pos = mcmc.initial_position(release, priors, S0, s2_0)
-        if centred:
-            model = R.normalx_model
-        else:  # Sigma_x in its principal basis, the rest at its prior centre (as fit)
-            model = R.normalx_noncentred_model
-            Sigma0 = pos.pop("Sigma_x")
-            del pos["S"], pos["theta"]
-            basis = R.principal_basis(Sigma0)
-            data = data._replace(basis=jnp.asarray(basis))
-            pos.update(R.noncentred_start(release.n, Sigma0, basis))
-        variables = ("theta", "sigma_y2", "Sigma_x", "S")
     init = {k: jnp.asarray(v) for k, v in pos.items() if v is not None}
     return NumpyroModel(model, data, init, method, variables)
