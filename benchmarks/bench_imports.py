@@ -13,10 +13,11 @@ untimed warm-up run of each. Both use one JAX compilation cache folder of this s
 (``BAYESDP_COMPILATION_CACHE``), warm after the warm-up, as a user's second command would find
 it. The release is simulated once (n = 20000, d = 3, J = 4, eps = 1) by this tree.
 
-Prints per command: median wall seconds of each tree, the ratio (this tree / baseline), the
-number of modules the process had loaded at exit, and for the fit the share of its time spent
+Prints per command: median wall and CPU (user + system) seconds of each tree, the ratios (this
+tree / baseline; CPU time is less disturbed by other load on the machine), the number of modules
+the process had loaded at exit, and for the fit the share of its time spent
 importing (the top-level cumulative times of ``python -X importtime``, which also counts the
-imports made inside functions, over that run's wall time). Timing claims belong here, never in
+imports made inside functions, over that run's wall time; median of 3 runs). Timing claims belong here, never in
 tests.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -59,7 +61,8 @@ def base_tree(rev, base_dir):
 
 def run(tree, args, env, importtime=False):
     """Run ``python ARGS`` with bayesdp from ``tree`` in a new process; returns (wall seconds,
-    stderr). The module count is printed at exit (a ``-c`` hook for ``-m`` commands too)."""
+    CPU seconds (user + system), stderr). The module count is printed at exit (a ``-c`` hook
+    for ``-m`` commands too)."""
     if args[0] == "-c":
         argv = ["-c", COUNT + "\n" + args[1]]
     else:  # -m module ...: run it through runpy after the hook
@@ -68,12 +71,15 @@ def run(tree, args, env, importtime=False):
     if importtime:
         argv = ["-X", "importtime", *argv]
     env = dict(env, PYTHONPATH=str(tree))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     p = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if p.returncode != 0:
         raise SystemExit(f"{tree}: python {' '.join(args)} failed:\n{p.stderr[-2000:]}")
-    return wall, p.stderr
+    return wall, cpu, p.stderr
 
 
 def modules_loaded(stderr):
@@ -124,29 +130,36 @@ def main():
         for name, cmd in COMMANDS.items():
             cmd = [a.format(release=rel) for a in cmd]
             times = {k: [] for k in trees}
+            cpus = {k: [] for k in trees}
             mods = {}
             for k, tree in trees.items():  # warm-up: the page cache, JAX's compilation cache
-                mods[k] = modules_loaded(run(tree, cmd, env)[1])
+                mods[k] = modules_loaded(run(tree, cmd, env)[2])
             for r in range(args.repeat):
                 order = list(trees) if r % 2 == 0 else list(trees)[::-1]
                 for k in order:
-                    times[k].append(run(trees[k], cmd, env)[0])
+                    wall, cpu, _ = run(trees[k], cmd, env)
+                    times[k].append(wall)
+                    cpus[k].append(cpu)
             share = {}
             if name.startswith("bayesdp fit"):
-                for k, tree in trees.items():
-                    wall, err = run(tree, cmd, env, importtime=True)
-                    share[k] = import_seconds(err) / wall
+                for k, tree in trees.items():  # median of 3 runs under -X importtime
+                    runs = [run(tree, cmd, env, importtime=True) for _ in range(3)]
+                    share[k] = statistics.median(import_seconds(err) / wall
+                                                 for wall, _, err in runs)
             med = {k: statistics.median(v) for k, v in times.items()}
-            rows.append((name, med, mods, share))
+            cpu = {k: statistics.median(v) for k, v in cpus.items()}
+            rows.append((name, med, cpu, mods, share))
 
-    print("\n| command (fresh process) | baseline s | this tree s | this / baseline | modules "
-          "(baseline -> this) | share of the time importing (baseline -> this) |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name, med, mods, share in rows:
+    print("\n| command (fresh process) | wall s: baseline | this tree | this / baseline | "
+          "CPU s: baseline | this tree | this / baseline | modules loaded | share of the wall "
+          "time importing |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, med, cpu, mods, share in rows:
         sh = (f"{share['baseline']:.0%} -> {share['this tree']:.0%}" if share else "")
         print(f"| `{name}` | {med['baseline']:.2f} | {med['this tree']:.2f} | "
-              f"{med['this tree'] / med['baseline']:.2f} | {mods['baseline']} -> "
-              f"{mods['this tree']} | {sh} |")
+              f"{med['this tree'] / med['baseline']:.2f} | {cpu['baseline']:.2f} | "
+              f"{cpu['this tree']:.2f} | {cpu['this tree'] / cpu['baseline']:.2f} | "
+              f"{mods['baseline']} -> {mods['this tree']} | {sh} |")
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end; medians of {args.repeat} runs")
 
 
