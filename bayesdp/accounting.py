@@ -820,23 +820,78 @@ def _holder_groups(parts, holder_names):
     return groups
 
 
-def _loaded(items):
+@dataclasses.dataclass(frozen=True)
+class Repeated:
+    """``times`` releases that each cost what ``release`` cost (made by :func:`repeated`)."""
+
+    release: object  # a Release or the path of a release file
+    times: int
+    label: Optional[str] = None
+
+
+def repeated(release, times, *, label=None) -> Repeated:
+    """``times`` releases of one holder's rows, each with the cost of ``release``, as one
+    argument of :func:`budget`.
+
+    For releases that were not all kept but are known to cost the same: e.g. the c fits of a
+    cross-validation (``BayesDPRegressor.budget``), or the c fits of each value of a grid search
+    over epsilon, where one fit of each value was kept. The cost of a release depends on its
+    epsilon, delta, bounds, calibration, design and noise, not on its rows.
+
+    Parameters
+    ----------
+    release : Release or path of a release file
+        A release with the cost each of the ``times`` releases had.
+    times : int >= 1
+        How many releases had that cost.
+    label : str or None
+        The name of these releases in the :class:`Budget` (default: the release's label in
+        ``budget``, followed by " x times").
+
+    Returns
+    -------
+    :class:`Repeated`, to pass to :func:`budget` (the same release given twice directly is
+    refused there, as a release counted twice by mistake).
+    """
+    if isinstance(times, bool) or not isinstance(times, (int, np.integer)) or times < 1:
+        raise BayesdpInputError(f"times must be a whole number >= 1, got {times!r}")
+    if label is not None and not isinstance(label, str):
+        raise BayesdpInputError(f"label must be a str or None, got {type(label).__name__}")
+    return Repeated(release=release, times=int(times), label=label)
+
+
+def _loaded(items, counts=None):
+    """The releases of ``items`` (Release objects, paths, :class:`Repeated`, or lists of them)
+    and their labels; with a list ``counts``, also each release's number of repetitions."""
     from .releases import Release, load_release
 
-    rels, labels = [], []
+    rels, labels, times = [], [], []
     for k, r in enumerate(items):
         for x in (r if isinstance(r, (list, tuple)) else [r]):
+            rep = x if isinstance(x, Repeated) else None
+            if rep is not None:
+                if counts is None:
+                    raise BayesdpInputError("repeated(...) is an argument of budget only")
+                x = rep.release
             if isinstance(x, (str, os.PathLike)):
-                labels.append(os.fspath(x))
-                rels.append(load_release(x))
+                lab = os.fspath(x)
+                rel = load_release(x)
             elif isinstance(x, Release):
-                labels.append(f"release {len(labels)}")
-                rels.append(x)
+                lab = f"release {len(labels)}"
+                rel = x
             else:
                 raise BayesdpInputError(f"releases: expected a Release or a file path, got "
                                         f"{type(x).__name__}")
+            n = 1 if rep is None else rep.times
+            if rep is not None:
+                lab = rep.label if rep.label is not None else f"{lab} x {n}"
+            rels.append(rel)
+            labels.append(lab)
+            times.append(n)
     if not rels:
         raise BayesdpInputError("releases: give at least one release or release file")
+    if counts is not None:
+        counts.extend(times)
     return rels, labels
 
 
@@ -1049,19 +1104,28 @@ def budget(*releases, delta=None, accountant="zcdp") -> Budget:
     - ``"pld"``: privacy loss distributions of dp_accounting (optional package), Gaussian parts
       exactly, others by the worst case of their (eps, delta).
 
+    ``releases`` may also hold ``repeated(release, n)`` (:func:`repeated`): n releases with
+    that release's cost, e.g. the fits of a cross-validation of which one was kept.
+
     ``delta``: the delta of the total, in (0, 1); default the sum of the parts' deltas.
     Refused (BayesdpInputError naming the release and field): a part without a guarantee
     (``"unaccounted"``, bounds read off the data), mixed neighbouring relations, releases of
-    different named holders.
+    different named holders, the same release given twice (use :func:`repeated` to count one
+    cost several times).
+
+    Not checked: whether the releases were seeded (``Release.seeded``). Seeded releases are
+    reproducible, not private (docs/privacy.md, section 7), and releases made with the same
+    seed share their noise, so their total is not a guarantee.
     """
     if accountant not in ACCOUNTANTS:
         raise BayesdpInputError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
     if delta is not None:
         _, delta = privacy.check_epsilon_delta(1.0, delta)
-    rels, labels = _loaded(releases)
+    times = []
+    rels, labels = _loaded(releases, times)
     _check_composable(rels, labels)
-    eps, dlt, rho = _compose([_holder_groups(r.privacy_cost, r.holder_names) for r in rels],
-                             accountant, delta)
+    per = [_holder_groups(r.privacy_cost, r.holder_names) for r in rels]
+    eps, dlt, rho = _compose([g for g, n in zip(per, times) for _ in range(n)], accountant, delta)
     rows = tuple({"release": lab, **p} for r, lab in zip(rels, labels) for p in r.privacy_cost)
     return Budget(accountant=accountant, epsilon=eps, delta=dlt, rho=rho, parts=rows,
                   releases=tuple(labels))
