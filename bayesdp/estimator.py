@@ -19,7 +19,12 @@ import numpy as np
 
 from .errors import BayesdpInputError, check_seed
 
-try:  # scikit-learn >= 1.6: tags (__sklearn_tags__) and validate_data
+SKLEARN_MIN_VERSION = "1.9"
+"""The oldest scikit-learn the estimator supports, as the ``sklearn`` extra pins it
+(pyproject.toml: ``scikit-learn>=1.9,<2``): tags (``__sklearn_tags__``), ``validate_data`` and
+the ``check_estimator`` suite that tests/test_estimator.py runs."""
+
+try:  # scikit-learn >= 1.9 (SKLEARN_MIN_VERSION, the pin of the sklearn extra)
     from sklearn.base import BaseEstimator as _SkBase
     from sklearn.base import RegressorMixin as _SkRegressor
     from sklearn.exceptions import NotFittedError as _SkNotFitted
@@ -30,7 +35,8 @@ except ImportError:  # pragma: no cover - exercised by installs without scikit-l
     _validate_data = None
 
 HAVE_SKLEARN = _validate_data is not None
-"""Whether a scikit-learn with tags and ``validate_data`` (>= 1.6) was importable."""
+"""Whether scikit-learn (with tags and ``validate_data``; supported: >= SKLEARN_MIN_VERSION)
+was importable."""
 
 
 class NotFittedError(BayesdpInputError, _SkNotFitted):
@@ -39,8 +45,9 @@ class NotFittedError(BayesdpInputError, _SkNotFitted):
 
 
 class _ParamsByHand:
-    """scikit-learn's parameter protocol without scikit-learn: ``get_params``, ``set_params``,
-    a ``repr`` of the parameters that differ from their defaults, and ``score`` = R^2."""
+    """scikit-learn's parameter protocol without scikit-learn: ``get_params``, a ``repr`` of
+    the parameters that differ from their defaults, and ``score`` = R^2 (``set_params`` is
+    :meth:`BayesDPRegressor.set_params`, with and without scikit-learn)."""
 
     @classmethod
     def _get_param_names(cls):
@@ -49,17 +56,6 @@ class _ParamsByHand:
     def get_params(self, deep=True) -> dict:
         """The constructor's parameters as a dict (``deep`` is accepted for compatibility)."""
         return {name: getattr(self, name) for name in self._get_param_names()}
-
-    def set_params(self, **params):
-        """Set constructor parameters by name; returns self. Unknown names are refused."""
-        valid = self._get_param_names()
-        for name, value in params.items():
-            if name not in valid:
-                raise BayesdpInputError(
-                    f"set_params: {name!r} is not a parameter of {type(self).__name__} "
-                    f"(parameters: {', '.join(valid)})")
-            setattr(self, name, value)
-        return self
 
     def __repr__(self):
         defaults = {p.name: p.default
@@ -102,15 +98,21 @@ class BayesDPRegressor(*_BASES):
         them off the rows, which is NOT private (the release is flagged and has no privacy
         cost that can be added up).
     method : str
-        Inference method (``bayesdp.METHODS``); default ``"eiv"`` (the noise on S carried into
-        theta's likelihood, sigma_y^2 integrated out; a closed form whose intervals hold on
-        real data, docs/methods.md). ``"fast"`` is a closed form but fixes sigma_y^2 at
-        (B_y / 3)^2, which makes ``return_std`` and intervals wide.
+        Inference method (``bayesdp.METHODS``); default ``"eiv"``: the noise on S carried into
+        theta's likelihood, one prior scale per slope and sigma_y^2 drawn by a collapsed Gibbs
+        sampler with theta integrated out, then theta given them exactly; the method whose
+        intervals hold on real data (docs/methods.md, "eiv"). ``"fast"`` is a closed form but
+        fixes sigma_y^2 at (B_y / 3)^2, which makes ``return_std`` and intervals wide.
     nodes : number of data holders J the rows are split over (default 1).
     seed : None or int
-        None (default): the release noise comes from fresh OS entropy (right for real data).
-        An int makes release and fit reproducible - for experiments only, the noise of a seeded
-        release can be recomputed by anyone who knows the seed.
+        None (default): every fit draws its release noise from fresh OS entropy (right for real
+        data, and needed for a privacy budget). An int makes release and fit reproducible, for
+        experiments only: anyone who knows the seed can recompute the noise, and every fit with
+        that seed (each fold of a cross-validation, each point of a grid search) adds the SAME
+        noise to the statistics of its rows. Those releases are not independent: subtracting
+        two of them gives the statistics of the rows in one and not the other with no noise at
+        all. A seeded fit therefore has no DP guarantee and the costs of seeded fits do not
+        add up: ``privacy_cost_`` records no total and ``budget`` refuses.
     calibration, priors, num_samples, num_chains, num_warmup :
         passed to :func:`bayesdp.release` / :func:`bayesdp.fit`.
     method_options : dict or None
@@ -126,7 +128,9 @@ class BayesDPRegressor(*_BASES):
     privacy_cost_ : dict
         The privacy cost of this fit's release, as recorded in the release
         (:func:`bayesdp.accounting.privacy_cost`): ``{"parts": [...], "total": {"epsilon",
-        "delta", "rho", "accountant", "note"}}``.
+        "delta", "rho", "accountant", "note"}}``. Without a DP guarantee (``bounds="data"``, or
+        a seeded fit) the total's numbers are None and its ``note`` says why; the parts still
+        describe the noise that was added.
     n_features_in_ : d.
     feature_names_in_ : (d,) object array of the DataFrame's column names, when ``X`` was a
         DataFrame with string column names (they are also the ``feature`` coordinates of
@@ -136,13 +140,29 @@ class BayesDPRegressor(*_BASES):
     --------------
     Every call of ``fit`` releases the rows it is given once more, at (epsilon, delta), and the
     costs of releases of the same rows add up (sequential composition). Anything that fits
-    several times spends several releases: ``cross_val_score`` with c folds spends c (every
-    row is in c - 1 of them), a ``GridSearchCV`` over k values with c folds spends k x c, plus
-    one for the refit on all rows (``refit=True``, the default). ``privacy_cost_`` is one fit's
-    cost and ``budget(n_fits)`` the total of n fits like it, in the terms of
-    :func:`bayesdp.accounting.budget` (``bayesdp budget`` on the command line); the releases of
-    fits that were kept (e.g. ``cross_validate(..., return_estimator=True)``) can also be added
-    up exactly with ``bayesdp.accounting.budget(*[e.release_ for e in estimators])``.
+    several times makes several releases: ``cross_val_score`` with c folds makes c, each of the
+    rows of c - 1 folds, so every row is in c - 1 of them; a ``GridSearchCV`` over k values
+    with c folds makes k x c (every row in k x (c - 1)), plus one of all rows for the refit
+    (``refit=True``, the default). These counts take each row's fold as fixed; folds cut by
+    row position (``KFold``) move when a row is added or removed, which they do not cover.
+    ``privacy_cost_`` is one fit's cost and ``budget(n_fits)`` the total of ``n_fits`` fits
+    that each cost the same, in the terms of :func:`bayesdp.accounting.budget` (``bayesdp
+    budget`` on the command line). Fits of different costs (a grid over ``epsilon``,
+    ``delta``, ``bounds``, ``nodes`` or ``calibration``) are added up with
+    ``bayesdp.accounting.budget``: the releases of kept fits
+    (``cross_validate(..., return_estimator=True)``) as ``*[e.release_ for e in fits]``, and
+    n fits that cost what a kept fit cost as ``accounting.repeated(fit.release_, n)``.
+    A budget needs ``seed=None``: seeded fits repeat their noise (``seed`` above).
+
+    Preprocessing
+    -------------
+    Only the rows this estimator is given are released with DP. A pipeline step fitted on the
+    rows, such as ``make_pipeline(StandardScaler(), BayesDPRegressor(...))``, computes
+    statistics of the private rows (the scaler's ``mean_`` and ``scale_``, kept in the fitted
+    pipeline) without noise, outside any DP guarantee. Scale with public constants instead:
+    ``FunctionTransformer`` with public centres and scales, or a scaler fitted on public data
+    and frozen (``sklearn.frozen.FrozenEstimator``); ``bounds`` are bounds on the transformed
+    rows.
 
     Errors
     ------
@@ -184,15 +204,28 @@ class BayesDPRegressor(*_BASES):
         return tags
 
     def set_params(self, **params):
-        """Set constructor parameters by name (``name=value``); returns self. A name that is
-        not a parameter is refused with the list of parameters."""
+        """Set constructor parameters by name (``name=value``), with or without scikit-learn.
+
+        Parameters
+        ----------
+        **params : new values of parameters of ``__init__``; a name that is not one is refused
+            (:class:`bayesdp.errors.BayesdpInputError` listing the parameters).
+
+        Returns
+        -------
+        self.
+        """
         valid = self._get_param_names()
         for name in params:
             if name not in valid:
                 raise BayesdpInputError(
                     f"set_params: {name!r} is not a parameter of {type(self).__name__} "
                     f"(parameters: {', '.join(valid)})")
-        return super().set_params(**params)
+        if HAVE_SKLEARN:
+            return super().set_params(**params)
+        for name, value in params.items():
+            setattr(self, name, value)
+        return self
 
     # -- fit / predict / score ------------------------------------------------------------------
 
@@ -216,7 +249,7 @@ class BayesDPRegressor(*_BASES):
             raise BayesdpInputError(
                 "bounds: BayesDPRegressor needs public bounds (B_x, B_y) on ||x||_2 and |y|, "
                 "e.g. BayesDPRegressor(bounds=(10.0, 5.0)); rows outside are clipped")
-        seed = check_seed(self.seed)
+        seed = check_seed(self.seed)  # one seed, one noise: see the class's "seed"
         s_release = s_fit = None
         if seed is not None:
             s_release, s_fit = (int(s) for s in np.random.default_rng(seed).integers(0, 2**62, 2))
@@ -235,7 +268,8 @@ class BayesDPRegressor(*_BASES):
                     num_warmup=self.num_warmup, **(self.method_options or {}))
         self.release_ = rel
         self.idata_ = idata
-        self.privacy_cost_ = privacy_cost(rel)
+        self.privacy_cost_ = _seeded_cost(privacy_cost(rel), self.seed) if rel.seeded \
+            else privacy_cost(rel)
         self.n_features_in_ = rel.d
         if names is not None:
             self.feature_names_in_ = np.asarray(names, dtype=object)
@@ -304,16 +338,20 @@ class BayesDPRegressor(*_BASES):
         return r2
 
     def budget(self, n_fits=1, *, delta=None, accountant="zcdp"):
-        """The privacy budget spent by ``n_fits`` fits like this one on the same rows.
+        """The privacy budget spent by ``n_fits`` fits that each cost what this fit cost.
 
-        Each fit is a new release with this fit's cost (``privacy_cost_``); their total is
-        composed as :func:`bayesdp.accounting.budget` composes releases of one holder.
+        ``bayesdp.accounting.budget(accounting.repeated(self.release_, n_fits), ...)``: right
+        for a cross-validation (c fits) and for a grid over parameters that do not change the
+        cost (``method``, ``priors``, ...). It does NOT know what other fits cost: for a grid
+        over ``epsilon``, ``delta``, ``bounds``, ``nodes`` or ``calibration`` add up each
+        value's fits with :func:`bayesdp.accounting.budget` and
+        :func:`bayesdp.accounting.repeated` (class docstring, "Privacy budget").
 
         Parameters
         ----------
         n_fits : int >= 1
-            How many fits, e.g. k x c for a grid search over k values with c folds (plus 1 for
-            its refit).
+            How many fits, e.g. c for a cross-validation with c folds, k x c + 1 for a grid
+            search over k values of equal cost with c folds and its refit.
         delta : float in (0, 1) or None
             The delta of the total (default: the sum of the releases' deltas).
         accountant : "zcdp" (default), "basic" or "pld", as in :func:`bayesdp.accounting.budget`.
@@ -321,30 +359,48 @@ class BayesDPRegressor(*_BASES):
         Returns
         -------
         :class:`bayesdp.accounting.Budget` with the total ``epsilon``, ``delta`` and ``rho``.
+
+        Raises
+        ------
+        BayesdpInputError for a fit without a DP guarantee: a seeded fit (every fit with the
+        seed repeats the same noise, so the releases are not independent and their costs do not
+        compose) or ``bounds="data"``.
         """
-        from . import accounting, privacy
+        from . import accounting
 
         self._check_fitted()
         if isinstance(n_fits, bool) or not isinstance(n_fits, (int, np.integer)) or n_fits < 1:
             raise BayesdpInputError(f"n_fits must be a whole number >= 1, got {n_fits!r}")
-        if accountant not in accounting.ACCOUNTANTS:
-            raise BayesdpInputError(
-                f"accountant must be one of {accounting.ACCOUNTANTS}, got {accountant!r}")
-        if delta is not None:
-            _, delta = privacy.check_epsilon_delta(1.0, delta)
-        rel = self.release_
-        accounting._check_composable([rel], ["this fit's release"])
-        groups = accounting._holder_groups(rel.privacy_cost, rel.holder_names)
-        eps, dlt, rho = accounting._compose([groups] * int(n_fits), accountant, delta)
-        label = "each fit" if n_fits == 1 else f"each of {int(n_fits)} fits"
-        return accounting.Budget(accountant=accountant, epsilon=eps, delta=dlt, rho=rho,
-                                 parts=tuple({"release": label, **p} for p in rel.privacy_cost),
-                                 releases=(label,))
+        if self.release_.seeded:
+            raise BayesdpInputError(f"budget: {self.privacy_cost_['total']['note']}")
+        label = "this fit" if n_fits == 1 else f"this fit x {int(n_fits)}"
+        return accounting.budget(accounting.repeated(self.release_, n_fits, label=label),
+                                 delta=delta, accountant=accountant)
 
     def _check_fitted(self):
         if not hasattr(self, "idata_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call "
                                  "fit(X, y) first")
+
+
+def _seeded_note(seed):
+    """Why a seeded fit has no privacy budget."""
+    shown = "" if seed is None else f" (seed={seed!r})"
+    return (f"this fit was seeded{shown}: its release noise can be recomputed from the seed, and "
+            "every fit with that seed (each fold of a cross-validation, each point of a grid "
+            "search) adds the same noise, so two releases of overlapping rows, subtracted, give "
+            "the statistics of the rows in one and not the other without noise. A seeded fit "
+            "has no DP guarantee and seeded fits' costs do not add up; fit with seed=None for a "
+            "privacy budget")
+
+
+def _seeded_cost(cost, seed):
+    """A seeded fit's cost record: the parts as recorded (the noise added), no total."""
+    note = _seeded_note(seed)
+    if cost["total"].get("note"):
+        note = f"{note}; {cost['total']['note']}"
+    return {"parts": cost["parts"], "total": {"epsilon": None, "delta": None, "rho": None,
+                                              "accountant": None, "note": note}}
 
 
 def _string_columns(X):

@@ -2,7 +2,10 @@
 checks, pipelines, cross_val_score, GridSearchCV over epsilon, clone, loud failures instead of
 NaN scores, and the privacy budget that every fit spends."""
 
+import inspect
+import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +14,7 @@ sklearn = pytest.importorskip("sklearn")
 
 from sklearn.base import clone, is_regressor  # noqa: E402
 from sklearn.exceptions import NotFittedError as SkNotFittedError  # noqa: E402
+from sklearn.frozen import FrozenEstimator  # noqa: E402
 from sklearn.model_selection import (GridSearchCV, KFold, cross_val_score,  # noqa: E402
                                      cross_validate)
 from sklearn.pipeline import make_pipeline  # noqa: E402
@@ -26,8 +30,8 @@ from bayesdp.errors import BayesdpInputError  # noqa: E402
 
 # The instance the checks run on: the default method ("eiv"), bounds wide enough for the checks'
 # small data sets (rows outside are clipped), a seed so that two fits on the same rows agree
-# (check_fit_idempotent, check_methods_subset_invariance, ...), and few draws (the checks test
-# the API; the eiv posterior is a closed form whose cost does not depend on the draws).
+# (check_fit_idempotent, check_methods_subset_invariance, ...), and few draws in one chain (the
+# checks test the API; eiv's collapsed Gibbs sampler runs one sweep per warm-up step and draw).
 CHECKED = bayesdp.BayesDPRegressor(bounds=(10.0, 10.0), seed=0, num_samples=100, num_chains=1)
 
 # No check is expected to fail. What the checks would otherwise trip on is declared in
@@ -130,9 +134,18 @@ def _est(**kw):
     return bayesdp.BayesDPRegressor(**kw)
 
 
+def _public_scaler():
+    """A scaler fitted on public rows (not the private ones) and frozen: its mean and sd are
+    public constants, which a pipeline's fit neither recomputes nor reveals."""
+    public = np.random.default_rng(11).standard_normal((500, 3)) * [1.0, 2.0, 0.5]
+    return FrozenEstimator(StandardScaler().fit(public))
+
+
 def test_pipeline_cross_val_score_gives_finite_scores(data):
     X, y = data
-    pipe = make_pipeline(StandardScaler(), _est())
+    scaler = _public_scaler()
+    public_mean = scaler.estimator.mean_.copy()
+    pipe = make_pipeline(scaler, _est())
     with warnings.catch_warnings():
         warnings.simplefilter("error", sklearn.exceptions.FitFailedWarning)
         scores = cross_val_score(pipe, X, y, cv=KFold(3))
@@ -141,18 +154,35 @@ def test_pipeline_cross_val_score_gives_finite_scores(data):
     # fit that ignored the data (R^2 <= 0) or predicted garbage would not
     assert np.all(scores > 0.6), scores
     assert np.all(scores < 1.0)
-    # the pipeline fits, predicts and scores like the estimator on scaled rows
+    # the pipeline fits, predicts and scores like the estimator on rows scaled by the public
+    # constants, and the scaler never saw the private rows
     fitted = clone(pipe).fit(X, y)
-    Xs = StandardScaler().fit_transform(X)
+    Xs = scaler.transform(X)
     direct = _est().fit(Xs, y)
     np.testing.assert_allclose(fitted.predict(X[:5]), direct.predict(Xs[:5]), rtol=1e-10)
+    np.testing.assert_array_equal(fitted[0].estimator.mean_, public_mean)
+    assert np.max(np.abs(public_mean - X.mean(axis=0))) > 1e-3  # not the private rows' mean
+
+
+def test_docs_warn_that_a_scaler_fitted_on_the_rows_is_not_private():
+    """A StandardScaler fitted inside the pipeline computes the private rows' mean and sd with
+    no noise: the docs must not recommend it, and must say to scale by public constants."""
+    doc = bayesdp.BayesDPRegressor.__doc__
+    pre = doc[doc.index("Preprocessing"):]
+    assert "StandardScaler" in pre and "public" in pre and "FrozenEstimator" in pre
+    text = (Path(__file__).parents[1] / "docs" / "prediction.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks
+    for block in blocks:  # no code example fits a scaler on the private rows
+        assert not re.search(r"make_pipeline\(\s*StandardScaler\(\)", block), block
+    assert "FrozenEstimator" in text and "not covered by" in text
 
 
 def test_a_fit_that_cannot_score_fails_loudly(data):
     """No bounds: the fit cannot run. cross_val_score must not hand back NaN scores: with every
     fit failing scikit-learn raises, and error_score="raise" gives bayesdp's own message."""
     X, y = data
-    pipe = make_pipeline(StandardScaler(), _est(bounds=None))
+    pipe = make_pipeline(_public_scaler(), _est(bounds=None))
     with pytest.raises(BayesdpInputError, match="bounds"):
         cross_val_score(pipe, X, y, cv=KFold(3), error_score="raise")
     with pytest.raises(ValueError, match="fits failed"), warnings.catch_warnings():
@@ -193,8 +223,9 @@ def test_grid_search_over_epsilon_and_clone(data):
 
 def test_every_fit_records_its_cost_and_fits_add_up(data):
     X, y = data
-    res = cross_validate(_est(epsilon=1.0, delta=1e-6), X, y, cv=KFold(3),
-                         return_estimator=True)
+    # seed=None: a budget is for fits with fresh noise (a seeded fit has none, test below)
+    res = cross_validate(_est(epsilon=1.0, delta=1e-6, seed=None, method="fast"), X, y,
+                         cv=KFold(3), return_estimator=True)
     fitted = res["estimator"]
     assert len(fitted) == 3
     one = fitted[0]
@@ -217,20 +248,113 @@ def test_every_fit_records_its_cost_and_fits_add_up(data):
     assert basic.epsilon == pytest.approx(3.0, rel=1e-6) and basic.delta == pytest.approx(3e-6)
     # a grid search over k = 2 values with c = 3 folds and its refit: 2 x 3 + 1 releases
     assert one.budget(7).rho == pytest.approx(7 * cost["total"]["rho"], rel=1e-12)
+    # budget(n) is accounting.budget of the release counted n times, one function for both
+    same = accounting.budget(accounting.repeated(one.release_, 3), accountant="basic")
+    assert (same.epsilon, same.delta, same.rho) == (basic.epsilon, basic.delta, basic.rho)
+    assert three.releases == ("this fit x 3",)
     with pytest.raises(BayesdpInputError, match="n_fits"):
         one.budget(0)
     with pytest.raises(BayesdpInputError, match="accountant"):
         one.budget(2, accountant="renyi")
 
 
+def test_seeded_fits_repeat_their_noise_and_have_no_budget():
+    """Negative control: one seed gives every fit the same noise. Two seeded fits on
+    overlapping rows (the training rows of two folds) released S + E and S' + E; subtracting
+    them gives S - S', the statistics of the rows in one fold and not the other, exactly. So
+    their costs do not add up as independent releases: budget refuses and privacy_cost_ has no
+    total. With seed=None the noise differs (the positive control)."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, (600, 2))
+    y = X @ [1.0, -1.0] + 0.1 * rng.standard_normal(600)
+    bounds = (2.0, 3.0)  # nothing is clipped: the released S is X^T X plus the noise
+    a_rows, b_rows = slice(0, 400), slice(200, 600)  # overlapping, as two training folds
+
+    def noise(est, rows):
+        assert int(est.release_.n_clipped.sum()) == 0
+        return est.release_.S_hat[0] - X[rows].T @ X[rows], \
+            est.release_.z_hat[0] - X[rows].T @ y[rows]
+
+    kw = {"epsilon": 1.0, "bounds": bounds, "method": "fast", "num_samples": 50,
+          "num_chains": 1}
+    a = bayesdp.BayesDPRegressor(seed=5, **kw).fit(X[a_rows], y[a_rows])
+    b = clone(a).fit(X[b_rows], y[b_rows])
+    (ea, za), (eb, zb) = noise(a, a_rows), noise(b, b_rows)
+    assert np.max(np.abs(ea)) > 0.01 * a.release_.sigma_s[0]  # the noise is real ...
+    np.testing.assert_allclose(ea, eb, rtol=0, atol=1e-9)  # ... and the same in both fits
+    np.testing.assert_allclose(za, zb, rtol=0, atol=1e-9)
+    # the "attack": rows 0-199 minus rows 400-599, without any noise
+    diff = a.release_.S_hat[0] - b.release_.S_hat[0]
+    exact = X[:200].T @ X[:200] - X[400:].T @ X[400:]
+    np.testing.assert_allclose(diff, exact, rtol=0, atol=1e-9)
+    assert a.privacy_cost_["total"]["epsilon"] is None
+    assert "seeded" in a.privacy_cost_["total"]["note"]
+    with pytest.raises(BayesdpInputError, match="seeded.*same noise.*no DP guarantee"):
+        a.budget(2)
+    with pytest.raises(BayesdpInputError, match="seed=None"):
+        a.budget(1)
+    # fresh noise without a seed: the two releases differ, and the budget is given
+    c = bayesdp.BayesDPRegressor(seed=None, **kw).fit(X[a_rows], y[a_rows])
+    d = clone(c).fit(X[b_rows], y[b_rows])
+    assert np.max(np.abs(noise(c, a_rows)[0] - noise(d, b_rows)[0])) > 1.0
+    assert c.budget(2).epsilon > 1.0
+
+
+def test_a_grid_over_epsilon_adds_up_each_value_s_own_cost(data):
+    """GridSearchCV over epsilon = (0.5, 20) with 2 folds makes 2 releases at each epsilon and
+    a refit at the best: budget(5) of any one fit is wrong both ways, accounting.budget with
+    accounting.repeated (one kept fit per value) is exact."""
+    X, y = data
+    fits = {e: cross_validate(_est(epsilon=e, seed=None, method="fast"), X, y, cv=KFold(2),
+                              return_estimator=True)["estimator"] for e in (0.5, 20.0)}
+    refit = _est(epsilon=20.0, seed=None, method="fast").fit(X, y)
+    made = [f.release_ for e in fits for f in fits[e]] + [refit.release_]
+    exact = accounting.budget(*made)
+    per_value = accounting.budget(accounting.repeated(fits[0.5][0].release_, 2),
+                                  accounting.repeated(refit.release_, 3))
+    assert per_value.rho == pytest.approx(exact.rho, rel=1e-12)
+    assert per_value.epsilon == pytest.approx(exact.epsilon, rel=1e-9)
+    assert per_value.delta == pytest.approx(exact.delta, rel=1e-12)
+    basic = accounting.budget(accounting.repeated(fits[0.5][0].release_, 2),
+                              accounting.repeated(refit.release_, 3), accountant="basic")
+    assert basic.epsilon == pytest.approx(2 * 0.5 + 3 * 20.0, rel=1e-6)
+    assert refit.budget(5).rho > 1.5 * exact.rho  # the best fit's cost, 5 times: too much
+    assert fits[0.5][0].budget(5).rho < 0.5 * exact.rho  # the cheapest's: far too little
+    # repeated is an argument of budget: a bad count, or one release also given directly
+    with pytest.raises(BayesdpInputError, match="times"):
+        accounting.repeated(refit.release_, 0)
+    with pytest.raises(BayesdpInputError, match="same release is given twice"):
+        accounting.budget(accounting.repeated(refit.release_, 2), refit.release_)
+
+
 def test_bounds_read_off_the_data_have_no_budget(data):
     X, y = data
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = _est(bounds="data").fit(X[:500], y[:500])
+        est = _est(bounds="data", seed=None, method="fast").fit(X[:500], y[:500])
     assert est.privacy_cost_["total"]["epsilon"] is None
     with pytest.raises(BayesdpInputError, match="no DP guarantee"):
         est.budget(2)
+
+
+def test_one_set_params_and_one_scikit_learn_version():
+    """set_params is written once (the by-hand protocol and scikit-learn's go through it), the
+    estimator's minimum scikit-learn is the extra's pin, and eiv is not called a closed form."""
+    from bayesdp import estimator as mod
+
+    owners = [c for c in bayesdp.BayesDPRegressor.__mro__
+              if c.__module__ == mod.__name__ and "set_params" in vars(c)]
+    assert owners == [bayesdp.BayesDPRegressor]
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    pin = re.search(r'sklearn = \["scikit-learn>=([0-9.]+)', pyproject).group(1)
+    assert pin == mod.SKLEARN_MIN_VERSION
+    assert f">= {mod.SKLEARN_MIN_VERSION}" in inspect.getsource(mod).split("try:")[1][:200]
+    method = bayesdp.BayesDPRegressor.__doc__.split("method : str")[1].split("nodes :")[0]
+    eiv_part = method.split('``"fast"``')[0]
+    assert "closed form" not in eiv_part and "collapsed Gibbs" in eiv_part
+    from bayesdp import demo
+
+    assert "closed form" not in inspect.getsource(demo.run_demo)
 
 
 def test_without_scikit_learn_the_conventions_hold_by_hand(tmp_path):
@@ -259,8 +383,12 @@ assert est.get_params()["epsilon"] == 20 and "epsilon=20" in repr(est)
 assert est.fit(X, y) is est
 assert np.allclose(est.coef_, [1.0, 2.0], atol=0.1), est.coef_
 assert 0.7 < est.score(X, y) < 0.9
-assert est.budget(3).rho == 3 * est.privacy_cost_["total"]["rho"]
+fresh = bayesdp.BayesDPRegressor(epsilon=20, bounds=(6, 10), num_samples=100, num_chains=1,
+                                 method="fast").fit(X, y)
+assert fresh.budget(3).rho == 3 * fresh.privacy_cost_["total"]["rho"]
+assert est.set_params(epsilon=5) is est and est.epsilon == 5
 for call, word in ((lambda: est.set_params(foo=1), "not a parameter"),
+                   (lambda: est.budget(3), "seeded"),
                    (lambda: bayesdp.BayesDPRegressor(bounds=(1, 1)).predict(X), "not fitted")):
     try:
         call()
