@@ -235,3 +235,58 @@ def test_batch_of_releases_with_different_groupings_matches_single_fits():
     for r, s, b in zip(rels, (4, 5), batch):
         one = B.run_bs(r, pri, seed=s, **kw)
         np.testing.assert_allclose(b.posterior["theta"], one.posterior["theta"], rtol=1e-9)
+
+
+def test_marginal_model_is_bs_model_with_the_sums_integrated_out():
+    """``bs_marginal_model``'s density of each holder's ss_hat_j equals ``bs_model``'s with ss_j
+    integrated out, estimated by Monte Carlo: p(ss_hat_j | latents) = E[N(ss_hat_j; ss_j, V_j)]
+    over ss_j drawn from ``bs_model``'s own ss site (the densities are those of its traced
+    ss_hat site). Within 5 Monte Carlo standard errors of the log of the mean (delta method:
+    sd of the weights / (mean sqrt(M))). The priors agree too: the two models' joint log
+    densities differ only by the observation terms. V_j is of the size of n_j Sigma so that the
+    weights vary little."""
+    import jax
+    import jax.numpy as jnp
+    from numpyro import handlers
+    from numpyro.infer.util import log_density
+
+    from bayesdp.inference import closed_form
+
+    enable_x64()
+    d, J, draws = 2, 2, 200_000
+    pri = bayesdp.Priors.paper().resolve(d)
+    L0 = closed_form.nig_precision(pri)
+    latents = {"Sigma_x": jnp.array([[1.0, 0.3], [0.3, 0.5]]), "theta": jnp.array([0.8, -0.4]),
+               "sigma_y2": jnp.asarray(0.3)}
+    n = np.array([5.0, 12.0])
+    mu, Sig = M.row_moments(latents["Sigma_x"], latents["theta"], latents["sigma_y2"])
+    V = np.stack([0.5 * nj * np.diag(np.diag(np.asarray(Sig))) for nj in n])
+    rng = np.random.default_rng(0)
+    ss_hat = np.stack([rng.multivariate_normal(nj * np.asarray(mu), nj * np.asarray(Sig) + Vj)
+                       for nj, Vj in zip(n, V)])
+    args = (ss_hat, V, n, pri, L0)
+
+    def obs_logp(key):  # bs_model's log N(ss_hat_j; ss_j, V_j), ss_j from its own site
+        tr = handlers.trace(handlers.seed(handlers.substitute(M.bs_model, latents),
+                                          key)).get_trace(*args)
+        return tr["ss_hat"]["fn"].log_prob(tr["ss_hat"]["value"])
+
+    logw = np.asarray(jax.jit(jax.vmap(obs_logp))(jax.random.split(jax.random.PRNGKey(1), draws)))
+    top = logw.max(axis=0)
+    w = np.exp(logw - top)
+    estimate = top + np.log(w.mean(axis=0))
+    se = w.std(axis=0) / (w.mean(axis=0) * np.sqrt(draws))
+    assert np.all(se < 0.02), se  # the comparison has power
+
+    tr = handlers.trace(handlers.substitute(M.bs_marginal_model, latents)).get_trace(*args)
+    exact = np.asarray(tr["ss_hat"]["fn"].log_prob(tr["ss_hat"]["value"]))
+    assert exact.shape == (J,)
+    assert np.all(np.abs(exact - estimate) < 5 * se), (exact, estimate, se)
+
+    # same priors: joint log densities differ by the observation terms only
+    ss = jnp.asarray(ss_hat)  # any value of the sums
+    full, tr_full = log_density(M.bs_model, args, {}, dict(latents, ss=ss))
+    marg, _ = log_density(M.bs_marginal_model, args, {}, latents)
+    observed = sum(float(jnp.sum(tr_full[s]["fn"].log_prob(tr_full[s]["value"])))
+                   for s in ("ss", "ss_hat"))
+    assert float(marg) - float(exact.sum()) == pytest.approx(float(full) - observed, rel=1e-10)

@@ -23,9 +23,15 @@ entry is, by method (docs/methods.md, "Model checking and comparison"):
   the S noise. The sum of these entries is not the likelihood eiv's posterior conditions on
   (that of the pooled z_hat), so leave-one-holder-out importance weights are an approximation
   to refitting without the holder; the Pareto k of ``az.loo`` says when it fails.
-- "bs": :func:`bayesdp.models.bs.bs_model` with the latent sums ss_j integrated out (a Gaussian
-  convolution of its two sites): holder j's entry is log N(ss_hat_j; n_j mu, n_j Sigma + V_j),
-  with (mu, Sigma) the model's row moments at the draw.
+- "bs": :func:`bayesdp.models.bs.bs_marginal_model`, :func:`~bayesdp.models.bs.bs_model` with
+  the latent sums ss_j integrated out (a Gaussian convolution of its two sites): holder j's
+  entry is log N(ss_hat_j; n_j mu, n_j Sigma + V_j), with (mu, Sigma) the model's row moments
+  at the draw.
+
+The entries (variable ``release``) are densities of different data by family: of z_hat_j alone
+for fixedS, "fast" and "eiv", of (S_hat_j, z_hat_j) for normalX, of (S_hat_j, z_hat_j,
+yty_hat_j) for "bs"; ``az.compare`` across families compares different data
+(docs/methods.md, "Model checking and comparison").
 
 Methods registered by users (``register_method``) get neither group.
 """
@@ -209,23 +215,12 @@ def _bs_setup(release, priors, posterior):
 
 
 def _bs_marginal_model(data):
-    """:func:`bayesdp.models.bs.bs_model`'s observation of ss_hat with ss integrated out:
-    ss_hat_j ~ N(n_j mu, n_j Sigma + V_j), (mu, Sigma) = ``row_moments`` at the latents (the
-    priors' sites are substituted, so only their values matter here)."""
-    import jax.numpy as jnp
-    import numpyro
-    import numpyro.distributions as dist
-
+    """:func:`bayesdp.models.bs.bs_marginal_model` (the density is defined there) called with
+    one argument, as :func:`_evaluator` calls models: ``data`` = (ss_hat, noise_cov, n), the
+    latents without priors (the posterior draws are substituted)."""
     from ..models import bs as B
 
-    ss_hat, V, n = data
-    Sigma_x = numpyro.sample("Sigma_x", dist.Delta(jnp.zeros(())))
-    theta = numpyro.sample("theta", dist.Delta(jnp.zeros(())))
-    sigma_y2 = numpyro.sample("sigma_y2", dist.Delta(jnp.zeros(())))
-    mu, Sig = B.row_moments(Sigma_x, theta, sigma_y2)
-    with numpyro.plate("holder", V.shape[0]):
-        numpyro.sample("ss_hat", dist.MultivariateNormal(
-            n[:, None] * mu, covariance_matrix=n[:, None, None] * Sig + V), obs=ss_hat)
+    B.bs_marginal_model(*data)
 
 
 # -- evaluation --------------------------------------------------------------------------------

@@ -29,6 +29,8 @@ covariance and O(D'^3) = O(d^6) to factor it, which is the cost the paper attrib
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import BayesdpInputError
 from ..releases import layout
 
@@ -73,6 +75,39 @@ def stats_to_parts(ss, d):
     return S, z, rest[..., 0]
 
 
+def _latents(d, priors, Lambda0):
+    """bs_model's latent sites (Sigma_x, theta, sigma_y2) and their priors; with ``priors``
+    None the sites have no prior (an improper flat density: their values must be substituted,
+    as when the observation's density is evaluated at posterior draws)."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from numpyro.distributions import constraints
+
+    if priors is None:
+        def flat(name, support, shape):
+            return numpyro.sample(name, dist.ImproperUniform(support, (), shape))
+
+        return (flat("Sigma_x", constraints.positive_definite, (d, d)),
+                flat("theta", constraints.real_vector, (d,)),
+                flat("sigma_y2", constraints.positive, ()))
+    Sigma_x = numpyro.sample("Sigma_x", dist.InverseWishart(
+        concentration=float(priors.kappa), scale_matrix=jnp.asarray(priors.Lambda)))
+    sigma_y2 = numpyro.sample("sigma_y2", dist.InverseGamma(priors.a, priors.b))
+    cov0 = sigma_y2 * jnp.linalg.inv(jnp.asarray(Lambda0))
+    theta = numpyro.sample("theta", dist.MultivariateNormal(jnp.asarray(priors.m), cov0))
+    return Sigma_x, theta, sigma_y2
+
+
+def _dim(ss_hat):
+    """d from the length D' = (d + 1)(d + 2)/2 of the statistics."""
+    Dp = ss_hat.shape[-1]
+    d = int(round((np.sqrt(8 * Dp + 1) - 3) / 2))
+    if layout.stat_dim(d, with_yty=True) != Dp:
+        raise BayesdpInputError(f"ss_hat: {Dp} statistics per holder is not (d+1)(d+2)/2")
+    return d
+
+
 def bs_model(ss_hat, noise_cov, n, priors, Lambda0):
     """numpyro model of the B&S observation model (CLT approximation), for reference and NUTS.
 
@@ -86,13 +121,41 @@ def bs_model(ss_hat, noise_cov, n, priors, Lambda0):
     import numpyro
     import numpyro.distributions as dist
 
-    Sigma_x = numpyro.sample("Sigma_x", dist.InverseWishart(
-        concentration=float(priors.kappa), scale_matrix=jnp.asarray(priors.Lambda)))
-    sigma_y2 = numpyro.sample("sigma_y2", dist.InverseGamma(priors.a, priors.b))
-    cov0 = sigma_y2 * jnp.linalg.inv(jnp.asarray(Lambda0))
-    theta = numpyro.sample("theta", dist.MultivariateNormal(jnp.asarray(priors.m), cov0))
+    Sigma_x, theta, sigma_y2 = _latents(_dim(ss_hat), priors, Lambda0)
     mu, Sig = row_moments(Sigma_x, theta, sigma_y2)
     n = jnp.asarray(n, dtype=mu.dtype)
     with numpyro.plate("holder", ss_hat.shape[0]):
         ss = numpyro.sample("ss", dist.MultivariateNormal(n[:, None] * mu, n[:, None, None] * Sig))
         numpyro.sample("ss_hat", dist.MultivariateNormal(ss, jnp.asarray(noise_cov)), obs=ss_hat)
+
+
+def bs_marginal_model(ss_hat, noise_cov, n, priors=None, Lambda0=None):
+    """:func:`bs_model` with the latent sums ss_j integrated out: the convolution of its two
+    Gaussian sites, ss_hat_j ~ N(n_j mu, n_j Sigma + V_j), with (mu, Sigma) =
+    :func:`row_moments` at (Sigma_x, theta, sigma_y^2). The density of each holder's release
+    in ``fit``'s ``log_likelihood`` group for method "bs".
+
+    Parameters
+    ----------
+    ss_hat : (J, D') released statistics (``None``: drawn, the posterior predictive)
+    noise_cov : (J, D', D') their noise covariances V_j
+    n : (J,) rows per holder
+    priors, Lambda0 : as in :func:`bs_model`; ``priors`` None leaves Sigma_x, theta and
+        sigma_y2 without a prior (their values must then be substituted).
+
+    Returns
+    -------
+    None (a numpyro model: sites Sigma_x, theta, sigma_y2 and the observed ``ss_hat``).
+    """
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    V = jnp.asarray(noise_cov)
+    d = _dim(V[..., 0])
+    Sigma_x, theta, sigma_y2 = _latents(d, priors, Lambda0)
+    mu, Sig = row_moments(Sigma_x, theta, sigma_y2)
+    n = jnp.asarray(n, dtype=mu.dtype)
+    with numpyro.plate("holder", V.shape[0]):
+        numpyro.sample("ss_hat", dist.MultivariateNormal(
+            n[:, None] * mu, covariance_matrix=n[:, None, None] * Sig + V), obs=ss_hat)
