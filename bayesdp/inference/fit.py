@@ -235,9 +235,10 @@ def check_s_hat(release, idata, *, stacklevel=3):
 
 def check_s_noise(release, method, priors, idata, *, stacklevel=3):
     """For a fit that fixes S at S_hat ("fast", "fixeds", ...): how often its 90% intervals
-    would hold theta if the posterior that models the noise on S ("eiv", the default method) is
-    right: per coefficient, :func:`closed_form.interval_coverage` of the fit's N(mean, sd^2)
-    against eiv's mean and sd (4000 draws, seeded by the fit's seed). Recorded as attrs
+    would hold theta if the posterior that models the noise on S ("eiv" with one prior scale,
+    ``scales="common"``: the default method's closed-form first step) is right: per
+    coefficient, :func:`closed_form.interval_coverage` of the fit's N(mean, sd^2) against that
+    posterior's mean and sd (4000 draws, seeded by the fit's seed). Recorded as attrs
     ``s_noise_coverage`` (per coefficient), ``s_noise_mean_coverage`` and
     ``s_noise_min_coverage``; warns (:class:`CalibrationWarning`) when the mean is below
     ``diagnostics.S_NOISE_COVERAGE_MIN``. On real data this tracks the coverage the fixedS
