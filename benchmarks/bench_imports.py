@@ -13,12 +13,11 @@ untimed warm-up run of each. Both use one JAX compilation cache folder of this s
 (``BAYESDP_COMPILATION_CACHE``), warm after the warm-up, as a user's second command would find
 it. The release is simulated once (n = 20000, d = 3, J = 4, eps = 1) by this tree.
 
-Prints per command: median wall and CPU (user + system) seconds of each tree, the ratios (this
-tree / baseline; CPU time is less disturbed by other load on the machine), the number of modules
-the process had loaded at exit, and for the fit the share of its time spent
-importing (the top-level cumulative times of ``python -X importtime``, which also counts the
-imports made inside functions, over that run's wall time; median of 3 runs). Timing claims belong here, never in
-tests.
+Prints per command: median wall seconds of each tree and their ratio (this tree / baseline);
+median seconds spent importing (the top-level cumulative times of ``python -X importtime``,
+which also counts the imports made inside functions, in a second run of each repeat) and their
+ratio; the share of that run's wall time spent importing; the modules loaded at exit.
+Timing claims belong here, never in tests.
 """
 
 from __future__ import annotations
@@ -116,6 +115,10 @@ def main():
     ap.add_argument("--base-dir", default=None, help="worktree of the baseline (default: "
                                                      "/tmp/bayesdp_base_<rev>)")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per command and tree")
+    ap.add_argument("--blas-threads", type=int, default=None,
+                    help="set OPENBLAS/OMP/MKL_NUM_THREADS for both trees (default: leave them): "
+                         "on a loaded machine BLAS threads that wait by spinning make the fit's "
+                         "time vary several-fold")
     args = ap.parse_args()
 
     trees = {"this tree": ROOT, "baseline": base_tree(args.base_rev, args.base_dir)}
@@ -124,42 +127,39 @@ def main():
         rel = release_file(tmp)
         env = dict(os.environ, BAYESDP_COMPILATION_CACHE=str(tmp / "jax_cache"))
         env.pop("JAX_COMPILATION_CACHE_DIR", None)
-        print(f"baseline {args.base_rev} in {trees['baseline']}; {args.repeat} repeats; "
-              f"load average {os.getloadavg()[0]:.2f} at the start")
+        if args.blas_threads is not None:
+            for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+                env[var] = str(args.blas_threads)
+        print(f"baseline {args.base_rev} in {trees['baseline']}; {args.repeat} repeats; BLAS "
+              f"threads {args.blas_threads or 'default'}; load average "
+              f"{os.getloadavg()[0]:.2f} at the start")
         rows = []
         for name, cmd in COMMANDS.items():
             cmd = [a.format(release=rel) for a in cmd]
-            times = {k: [] for k in trees}
-            cpus = {k: [] for k in trees}
+            walls, imports, shares = ({k: [] for k in trees} for _ in range(3))
             mods = {}
             for k, tree in trees.items():  # warm-up: the page cache, JAX's compilation cache
                 mods[k] = modules_loaded(run(tree, cmd, env)[2])
             for r in range(args.repeat):
                 order = list(trees) if r % 2 == 0 else list(trees)[::-1]
                 for k in order:
-                    wall, cpu, _ = run(trees[k], cmd, env)
-                    times[k].append(wall)
-                    cpus[k].append(cpu)
-            share = {}
-            if name.startswith("bayesdp fit"):
-                for k, tree in trees.items():  # median of 3 runs under -X importtime
-                    runs = [run(tree, cmd, env, importtime=True) for _ in range(3)]
-                    share[k] = statistics.median(import_seconds(err) / wall
-                                                 for wall, _, err in runs)
-            med = {k: statistics.median(v) for k, v in times.items()}
-            cpu = {k: statistics.median(v) for k, v in cpus.items()}
-            rows.append((name, med, cpu, mods, share))
+                    walls[k].append(run(trees[k], cmd, env)[0])
+                    wall, _, err = run(trees[k], cmd, env, importtime=True)
+                    imports[k].append(import_seconds(err))
+                    shares[k].append(imports[k][-1] / wall)
+            med = [{k: statistics.median(v) for k, v in d.items()}
+                   for d in (walls, imports, shares)]
+            rows.append((name, *med, mods))
 
     print("\n| command (fresh process) | wall s: baseline | this tree | this / baseline | "
-          "CPU s: baseline | this tree | this / baseline | modules loaded | share of the wall "
-          "time importing |")
+          "importing s: baseline | this tree | this / baseline | share of the time importing | "
+          "modules loaded |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name, med, cpu, mods, share in rows:
-        sh = (f"{share['baseline']:.0%} -> {share['this tree']:.0%}" if share else "")
-        print(f"| `{name}` | {med['baseline']:.2f} | {med['this tree']:.2f} | "
-              f"{med['this tree'] / med['baseline']:.2f} | {cpu['baseline']:.2f} | "
-              f"{cpu['this tree']:.2f} | {cpu['this tree'] / cpu['baseline']:.2f} | "
-              f"{mods['baseline']} -> {mods['this tree']} | {sh} |")
+    b, t = "baseline", "this tree"
+    for name, wall, imp, share, mods in rows:
+        print(f"| `{name}` | {wall[b]:.2f} | {wall[t]:.2f} | {wall[t] / wall[b]:.2f} | "
+              f"{imp[b]:.2f} | {imp[t]:.2f} | {imp[t] / imp[b]:.2f} | "
+              f"{share[b]:.0%} -> {share[t]:.0%} | {mods[b]} -> {mods[t]} |")
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end; medians of {args.repeat} runs")
 
 
