@@ -136,7 +136,8 @@ def test_combine_refuses_the_same_file_twice_and_keeps_holder_names(tmp_path, ca
         (["release", "{data}", "--epsilon", "1", "--delta", "1e-5", "--bounds", "1", "1",
           "--nodes", "50"], "fewer rows"),
         (["fit", "{missing}"], "does not exist"),
-        (["fit", "{data}"], "not valid JSON"),
+        (["fit", "{data}"], "not a release"),  # a CSV of rows: make a release first
+        (["fit", "{bad_json}"], "not valid JSON"),
         (["fit", "{release}", "--method", "nope"], "unknown method"),
     ],
 )
@@ -146,7 +147,10 @@ def test_bad_input_exits_2_with_a_named_error(tmp_path, capsys, argv, words):
     out = tmp_path / "out.json"
     r = bayesdp.release(np.ones((4, 2)), np.ones(4), epsilon=1, delta=1e-5, bounds=(2, 2), seed=0)
     rel = r.save(tmp_path / "r.json")
-    argv = [a.format(data=data, missing=tmp_path / "none.json", release=rel) for a in argv]
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text('{"S_hat": [1, 2')
+    argv = [a.format(data=data, missing=tmp_path / "none.json", release=rel, bad_json=bad_json)
+            for a in argv]
     if argv[0] == "release":
         argv += ["--out", str(out)]
     assert main(argv) == 2
