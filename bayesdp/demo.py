@@ -47,7 +47,7 @@ def run_demo(*, n=100_000, d=5, nodes=5, epsilon=1.0, delta=1e-5, seed=0,
     rel = load_release(path)
     idata = fit(rel, seed=s_fit)
     echo(f"fitted with method='eiv' (the default: the noise on S carried into theta's "
-         "likelihood; one prior scale per slope and sigma_y^2 by collapsed Gibbs, theta given "
+         "likelihood; theta's prior scale and sigma_y^2 integrated on grids, theta given "
          f"them exactly); priors: {idata.posterior.attrs['priors']} (docs/methods.md, 'Priors')")
     with warnings.catch_warnings():  # fast's S noise check: said in the note instead
         warnings.simplefilter("ignore", CalibrationWarning)

@@ -99,9 +99,9 @@ class BayesDPRegressor(*_BASES):
         cost that can be added up).
     method : str
         Inference method (``bayesdp.METHODS``); default ``"eiv"``: the noise on S carried into
-        theta's likelihood, one prior scale per slope and sigma_y^2 drawn by a collapsed Gibbs
-        sampler with theta integrated out, then theta given them exactly; the method whose
-        intervals hold on real data (docs/methods.md, "eiv"). ``"fast"`` is a closed form but
+        theta's likelihood, theta's prior scale and sigma_y^2 integrated on grids, then theta
+        given them exactly (closed form); the method whose intervals hold on real data
+        (docs/methods.md, "eiv"). ``"fast"`` is a closed form but
         fixes sigma_y^2 at (B_y / 3)^2, which makes ``return_std`` and intervals wide.
     nodes : number of data holders J the rows are split over (default 1).
     seed : None or int

@@ -31,7 +31,7 @@ from bayesdp.errors import BayesdpInputError  # noqa: E402
 # The instance the checks run on: the default method ("eiv"), bounds wide enough for the checks'
 # small data sets (rows outside are clipped), a seed so that two fits on the same rows agree
 # (check_fit_idempotent, check_methods_subset_invariance, ...), and few draws in one chain (the
-# checks test the API; eiv's collapsed Gibbs sampler runs one sweep per warm-up step and draw).
+# checks test the API).
 CHECKED = bayesdp.BayesDPRegressor(bounds=(10.0, 10.0), seed=0, num_samples=100, num_chains=1)
 
 # No check is expected to fail. What the checks would otherwise trip on is declared in
@@ -351,7 +351,7 @@ def test_one_set_params_and_one_scikit_learn_version():
     assert f">= {mod.SKLEARN_MIN_VERSION}" in inspect.getsource(mod).split("try:")[1][:200]
     method = bayesdp.BayesDPRegressor.__doc__.split("method : str")[1].split("nodes :")[0]
     eiv_part = method.split('``"fast"``')[0]
-    assert "closed form" not in eiv_part and "collapsed Gibbs" in eiv_part
+    assert "closed form" in eiv_part and "grids" in eiv_part
     from bayesdp import demo
 
     assert "closed form" not in inspect.getsource(demo.run_demo)

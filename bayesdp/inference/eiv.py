@@ -11,17 +11,20 @@ plug-in theta_0: given (sigma_y^2, r), theta is Gaussian,
 likelihood p(z_hat | sigma_y^2, r) = N(z_hat; S_hat m, M + S_hat D_r C D_r S_hat^T) is closed
 form (:func:`log_marginal`).
 
-- One scale r for all slopes (``scales="common"``, :func:`eiv_posterior`): sigma_y^2 and r are
-  integrated on grids in log space (a coarse grid over the prior's range, then a fine one over
-  the cells holding the posterior mass), so the posterior is a mixture of Gaussians, drawn
-  exactly. theta_0 is the mixture's mean, found by damped fixed-point iteration
-  (theta_0 <- (theta_0 + mean(theta_0)) / 2, from theta_0 = m).
-- One scale r_k per slope (``scales="per-slope"``, the default, :func:`per_slope_draws`):
+- One scale r for all slopes (``scales="common"``, the default, :func:`eiv_posterior`):
+  sigma_y^2 and r are integrated on grids in log space (a coarse grid over the prior's range,
+  then a fine one over the cells holding the posterior mass), so the posterior is a mixture of
+  Gaussians, drawn exactly. theta_0 is the mixture's mean, found by damped fixed-point
+  iteration (theta_0 <- (theta_0 + mean(theta_0)) / 2, from theta_0 = m).
+- One scale r_k per slope (``scales="per-slope"``, :func:`per_slope_draws`):
   collapsed Gibbs over (log r_1, ..., log r_d, log sigma_y^2) with theta integrated out, each
   coordinate drawn exactly from its conditional on a grid, then theta | r, sigma_y^2 exactly;
-  theta_0 and the sigma_y^2 grid are the common-scale posterior's. A coefficient the release
+  theta_0 starts at the common-scale posterior's mean and adapts during warm-up; the sigma_y^2
+  grid is the common-scale posterior's. A coefficient the release
   cannot see (a near-null direction of X^T X) then keeps a prior wide enough for it, instead of
-  the scale the other coefficients choose (docs/methods.md, "eiv").
+  the scale the other coefficients choose; but its plug-in posterior fails simulation-based
+  calibration for weakly measured coefficients (docs/methods.md, "eiv"), so it is not the
+  default.
 
 NumPy only: nothing to compile.
 
@@ -53,7 +56,8 @@ MASS_LOG_RATIO = 30.0  # cells whose weight is within e^30 of the largest hold t
 ITERATIONS = 60  # fixed-point iterations of theta_0 at most, per pass (damped by a half)
 COARSE_TOL, TOL = 1e-4, 1e-7  # relative change of theta_0 that ends them, per pass
 SCALE_GRID = 32  # grid points of each log r_k in the per-slope sampler
-SCALES = ("per-slope", "common")  # theta's prior scale: one per slope (default) or one for all
+ADAPT_EVERY = 50  # warm-up sweeps between updates of the per-slope sampler's theta_0
+SCALES = ("common", "per-slope")  # theta's prior scale: one for all (default) or one per slope
 
 
 def eiv_posterior(release, priors, *, scale_min=SCALE_MIN, sigma_y2_max=None):
@@ -264,9 +268,19 @@ def per_slope_draws(post, rng, num_chains, num_warmup, num_samples):
     at = np.repeat(k[:, None], d, axis=1)  # (chains, d): grid index of each log r_k
     keep_at = np.empty((num_samples, num_chains, d), dtype=int)
     keep_g = np.empty((num_samples, num_chains), dtype=int)
+    window_at = np.empty((ADAPT_EVERY, num_chains, d), dtype=int)
+    window_g = np.empty((ADAPT_EVERY, num_chains), dtype=int)
     cand = np.arange(SCALE_GRID)
     diagonal = np.count_nonzero(data.C - np.diag(np.diag(data.C))) == 0
     for it in range(num_warmup + num_samples):
+        if it < num_warmup:  # warm-up: keep the window since theta_0's last update
+            window_at[it % ADAPT_EVERY], window_g[it % ADAPT_EVERY] = at, g
+            if (it + 1) % ADAPT_EVERY == 0:  # theta_0 <- (theta_0 + the window's mean) / 2
+                mu, _ = _theta_moments(data, L, window_g.ravel(),
+                                       np.exp(log_r[window_at]).reshape(-1, d))
+                theta0 = 0.5 * (theta0 + mu.mean(axis=0))
+                L = _z_cholesky(data, theta0, s2)
+                M = L @ L.transpose(0, 2, 1)
         for j in slope:
             if diagonal:  # r_j scales one rank-one term of the z covariance
                 at[:, j] = _pick(_rank_one_log_marginal(data, M[g], np.exp(log_r[at]), j,
@@ -284,8 +298,11 @@ def per_slope_draws(post, rng, num_chains, num_warmup, num_samples):
     free = np.flatnonzero(data.slopes == 0)  # an intercept: its prior
     scale[..., free] = np.exp(rng.uniform(np.log(data.scale_min[0]), 0.0,
                                           scale[..., free].shape))
-    theta = _theta_given(data, L, gi.ravel(), scale.reshape(-1, d), rng)
-    return theta.reshape(num_chains, num_samples, d), s2[gi], scale, data
+    mu, Lp = _theta_moments(data, L, gi.ravel(), scale.reshape(-1, d))
+    eps = rng.standard_normal(mu.shape)
+    theta = mu + np.linalg.solve(Lp.transpose(0, 2, 1), eps[..., None])[..., 0]
+    return (theta.reshape(num_chains, num_samples, d), s2[gi], scale,
+            data._replace(theta_plugin=theta0))
 
 
 def _rank_one_log_marginal(data, M, scale, j, values):
@@ -309,10 +326,11 @@ def _rank_one_log_marginal(data, M, scale, j, values):
     return -0.5 * np.log1p(t * a) + 0.5 * t * b ** 2 / (1.0 + t * a)
 
 
-def _theta_given(data, L, g, scale, rng):
-    """theta | sigma_y^2 = grid[g], r = scale, one draw per row: N(mu, P^{-1}) with
+def _theta_moments(data, L, g, scale):
+    """theta | sigma_y^2 = grid[g], r = scale, per row: N(mu, P^{-1}) with
     P = S_hat^T M^{-1} S_hat + (D_r C D_r)^{-1} and mu = P^{-1} (S_hat^T M^{-1} z_hat +
-    (D_r C D_r)^{-1} m); ``L`` (G, d, d): the Cholesky factors of M on the grid."""
+    (D_r C D_r)^{-1} m); ``L`` (G, d, d): the Cholesky factors of M on the grid. Returns mu
+    (N, d) and the Cholesky factors of P (N, d, d)."""
     A = np.linalg.solve(L, data.S_hat)
     b = np.linalg.solve(L, data.z_hat[:, None])[..., 0]
     AtA, Atb = A.transpose(0, 2, 1) @ A, np.einsum("gij,gi->gj", A, b)
@@ -323,5 +341,4 @@ def _theta_given(data, L, g, scale, rng):
     Lp = np.linalg.cholesky(P)
     rhs = Atb[g] + P_prior @ data.m
     mu = np.linalg.solve(Lp.transpose(0, 2, 1), np.linalg.solve(Lp, rhs[..., None]))[..., 0]
-    eps = rng.standard_normal(mu.shape)
-    return mu + np.linalg.solve(Lp.transpose(0, 2, 1), eps[..., None])[..., 0]
+    return mu, Lp

@@ -195,7 +195,7 @@ def _eiv_setup(release, priors, posterior, attrs):
                                          scale_min=float(attrs["eiv_scale_min"]),
                                          sigma_y2_max=float(attrs["sigma_y2_max"]),
                                          theta_plugin=plugin,
-                                         per_slope=attrs.get("eiv_scales") != "common"))
+                                         per_slope=attrs.get("eiv_scales") == "per-slope"))
            for j in range(release.J)]
     data = jax.tree.map(lambda *xs: jax.numpy.stack(xs), *per)
     samples = _take(posterior, ("theta_scale", "theta", "sigma_y2"))

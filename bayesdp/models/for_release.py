@@ -150,7 +150,7 @@ def _eiv(release, priors, **options):
     data = post["data"]  # at fit's plug-in theta_0, one scale for all
     g, h = np.unravel_index(int(np.argmax(post["log_weight"])), post["log_weight"].shape)
     scale = float(post["scale"][h])
-    if scales in (None, "per-slope"):  # fit's default: one prior scale per coefficient
+    if scales == "per-slope":  # one prior scale per coefficient (fit's default: one for all)
         data = data._replace(scale_min=np.full(release.d, float(data.scale_min)))
         scale = np.full(release.d, scale)
     init = {"theta_scale": jnp.asarray(scale), "theta": jnp.asarray(post["mean"][g, h]),

@@ -468,7 +468,7 @@ sigma_y^2's a, b.
 
 
 def eiv_model_data(release, priors, *, scale_min, sigma_y2_max, theta_plugin=None,
-                   per_slope=True) -> EivData:
+                   per_slope=False) -> EivData:
     """EivData from a release and resolved priors (NumPy arrays; :func:`eiv_arrays` makes them
     JAX arrays for numpyro). ``per_slope``: one prior scale per coefficient (``scale_min``
     repeated d times) or one for all."""
