@@ -27,6 +27,7 @@ class MethodResult:
     sample_stats: dict = dataclasses.field(default_factory=dict)
     attrs: dict = dataclasses.field(default_factory=dict)
     dims: dict = dataclasses.field(default_factory=dict)
+    iid: Optional[bool] = None  # independent draws (no convergence check); None: the method's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +111,8 @@ def fit(release, method="eiv", *, seed=None, priors: Optional[Priors] = None, nu
         effective sample size < 400 over all chains. The message names the worst parameter; the
         attrs always record ``converged``, ``max_r_hat``, ``min_ess_bulk``, ``min_ess_tail``,
         ``worst_parameter`` and a per-variable ``convergence`` summary (JSON). Closed-form
-        methods ("eiv", "fast") draw independently and skip the check.
+        methods ("eiv", "fast") draw independently and skip the check (eiv with
+        ``scales="per-slope"`` is MCMC and is checked).
     CalibrationWarning
         Methods that fix S at S_hat ("fast", "fixeds", ...): when, if the "eiv" posterior (which
         models the noise on S) is right, their 90% intervals would hold theta less than 80% of
@@ -202,7 +204,7 @@ def finish_fit(release, method, seed, priors, result, stacklevel=3):
         constant_data=constant, log_likelihood=loglik, posterior_predictive=predictive,
         coords=coords, dims=dims, attrs=attrs,
     )
-    if METHODS[method].iid:
+    if METHODS[method].iid if result.iid is None else result.iid:
         diagnostics.set_attrs(idata, {"convergence_checked": False, "converged": True,
                                       "convergence": "independent draws (closed form)"})
     else:
@@ -426,6 +428,7 @@ def _run_eiv(release, priors, *, seed, num_samples, num_chains, num_warmup, prog
                "eiv_scale_min": float(post["data"].scale_min),
                "sigma_y2_max": float(post["data"].sigma_y2_max)},
         dims=dims,
+        iid=scales != "per-slope",  # the grid mixture's draws are independent
     )
 
 
