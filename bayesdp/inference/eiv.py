@@ -237,8 +237,11 @@ def per_slope_draws(post, rng, num_chains, num_warmup, num_samples):
     log r_d, log sigma_y^2) only, each coordinate in turn drawn exactly from its conditional on
     a grid (``SCALE_GRID`` points of log r over [log scale_min, 0]; ``post``'s grid of
     sigma_y^2); then theta | r, sigma_y^2 is the Gaussian of the module docstring with
-    D_r = diag(r). The S noise is pushed through ``post``'s theta_0 (the common-scale mean).
-    The scale of an intercept does not enter the likelihood: it is drawn from its prior.
+    D_r = diag(r). The S noise is pushed through a plug-in theta_0: ``post``'s (the
+    common-scale mean) at first, then, every ``ADAPT_EVERY`` warm-up sweeps, halfway to the
+    mean of theta's conditional means over those sweeps; fixed after warm-up, so the kept draws
+    come from one Markov chain with one target. The scale of an intercept does not enter the
+    likelihood: it is drawn from its prior.
 
     Parameters
     ----------
@@ -250,7 +253,8 @@ def per_slope_draws(post, rng, num_chains, num_warmup, num_samples):
     Returns
     -------
     theta (chains, samples, d), sigma_y2 (chains, samples), scale (chains, samples, d) and the
-    EivData (``scale_min`` repeated per coefficient)
+    EivData of the target (``scale_min`` repeated per coefficient, the final theta_0 as
+    ``theta_plugin``)
     """
     data, theta0 = post["data"], post["theta_plugin"]
     d = len(theta0)
