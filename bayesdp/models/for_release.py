@@ -80,8 +80,10 @@ def for_release(release, method="eiv", *, priors=None, **options) -> NumpyroMode
 
         - ``"eiv"`` (fit's default): :func:`~bayesdp.models.regression.eiv_model` of the
           pooled release, the S noise pushed through the plug-in theta_0 that ``fit`` finds
-          (options ``scale_min``, ``sigma_y2_max`` and, where ``fit`` takes it, ``scales``).
-          ``fit`` integrates it on grids; NUTS samples the same density.
+          (options ``scale_min``, ``sigma_y2_max`` and ``scales``). ``fit`` integrates it on
+          grids; NUTS samples the same density. With ``scales="per-slope"`` theta_0 is the
+          common-scale one, where ``fit``'s sampler moves it during warm-up, so the two
+          posteriors differ slightly (and NUTS on this centred model diverges: a funnel).
         - ``"normalx"``: the normalX model in the non-centred form ``fit`` samples with NUTS
           (``normalx_noncentred_model``; with an intercept, the appendix B.2 model);
           ``"nuts-normalx"``: the same model in centred form (``normalx_model``). The
