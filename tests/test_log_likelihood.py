@@ -69,8 +69,9 @@ def test_fixeds_entries_use_each_draws_sigma_y2(rel):
         np.testing.assert_allclose(ll[i], want, rtol=1e-9)
 
 
-def test_normalx_entries_hold_both_statistics_given_the_drawn_S(rel):
-    idata = _fit(rel, "normalx-interweaved", num_samples=20, num_warmup=20, num_chains=1)
+def _check_normalx_entries(idata, rel):
+    """Each holder's entry at draws 0 and 19 against scipy: N(S_hat_j upper triangle; S_j,
+    sigma_s,j^2) times N(z_hat_j; S_j theta, sigma_y^2 S_j + sigma_z,j^2 I), to 1e-9."""
     ll = _flat(idata, "log_likelihood", "release")
     S, theta = _flat(idata, "posterior", "S"), _flat(idata, "posterior", "theta")
     s2 = _flat(idata, "posterior", "sigma_y2")
@@ -82,6 +83,12 @@ def test_normalx_entries_hold_both_statistics_given_the_drawn_S(rel):
                         rel.z_hat[j], S[i, j] @ theta[i],
                         s2[i] * S[i, j] + rel.sigma_z[j] ** 2 * np.eye(rel.d)))
             assert ll[i, j] == pytest.approx(want, rel=1e-9)
+    return S
+
+
+def test_normalx_entries_hold_both_statistics_given_the_drawn_S(rel):
+    idata = _fit(rel, "normalx-interweaved", num_samples=20, num_warmup=20, num_chains=1)
+    _check_normalx_entries(idata, rel)
     assert _flat(idata, "posterior_predictive", "S_hat").shape == (20, rel.J, rel.d, rel.d)
 
 
@@ -188,18 +195,8 @@ def test_normalx_entries_with_an_intercept():
     r = bayesdp.release(X, y, epsilon=30.0, delta=1e-5, bounds=(8.0, 12.0), nodes=2, seed=4,
                         intercept=True)
     idata = _fit(r, "nuts-normalx", num_samples=20, num_warmup=20, num_chains=1)
-    ll = _flat(idata, "log_likelihood", "release")
-    S, theta = _flat(idata, "posterior", "S"), _flat(idata, "posterior", "theta")
-    s2 = _flat(idata, "posterior", "sigma_y2")
+    S = _check_normalx_entries(idata, r)
     assert S.shape[-1] == r.d == 2
-    iu = np.triu_indices(r.d)
-    for i in (0, 19):
-        for j in range(r.J):
-            want = (stats.norm.logpdf(r.S_hat[j][iu], S[i, j][iu], r.sigma_s[j]).sum()
-                    + stats.multivariate_normal.logpdf(
-                        r.z_hat[j], S[i, j] @ theta[i],
-                        s2[i] * S[i, j] + r.sigma_z[j] ** 2 * np.eye(r.d)))
-            assert ll[i, j] == pytest.approx(want, rel=1e-9)
 
 
 def test_posterior_predictive_moments_of_fast(rel):
