@@ -17,7 +17,7 @@ repeats and each first run of a variant includes its compilation.
 
 ``--lambda-scale s`` sets Sigma_x's prior scale to s^2 times the default's (``Priors(Lambda=...)``)
 in both variants; ``--sim-seed`` / ``--release-seed`` pick the data (1000 + k / 2000 + k are
-seed k of benchmarks/prior_coverage.py, the demo setting).
+seed k of research/prior_coverage.py, the demo setting).
 
 Prints per run: seconds, leapfrog steps per iteration in warm-up and in sampling, divergent
 transitions, max r_hat and min bulk ESS over theta, sigma_y2 and Sigma_x, ESS per second, how

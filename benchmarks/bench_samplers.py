@@ -23,8 +23,7 @@ import time
 
 import numpy as np
 
-METHODS = ["normalx-paper", "normalx", "normalx-collapsed", "fixeds", "nuts-normalx",
-           "nuts-fixeds"]
+METHODS = ["normalx-paper", "normalx", "fixeds", "nuts-normalx", "nuts-fixeds"]
 
 
 def bench_one(rel, method, n_draw, seed=0):

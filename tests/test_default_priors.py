@@ -147,7 +147,7 @@ def _binomial_range(p, n, alpha=1e-3):
 
 
 def test_fast_intervals_cover_like_90_percent_with_the_default_priors(demo_problems):
-    """20 seeds x 5 coefficients. Measured (benchmarks/prior_coverage.py): oracle S: default
+    """20 seeds x 5 coefficients. Measured (research/prior_coverage.py): oracle S: default
     0.94, paper 0.18; release: default 0.34, paper 0.13. The fast method's plug-in
     sigma_y = B_y/3 over-states sigma_y, so it may over-cover a little; the paper's prior sd 0.16
     against theta ~ N(0, I) under-covers badly."""

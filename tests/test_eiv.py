@@ -340,7 +340,7 @@ def test_simulation_based_calibration_per_slope():
 
 @pytest.mark.slow
 def test_real_data_cell_covers_as_it_says():
-    """One cell of benchmarks/calibration_realdata.py (PowerPlant, J = 5, eps = 1, 40
+    """One cell of research/calibration_realdata.py (PowerPlant, J = 5, eps = 1, 40
     releases; a cell where eiv meets the issue's goal, docs/methods.md): eiv's 90% intervals
     hold the non-private posterior mean within 3 binomial sd of the calibrated target (sd from
     40 releases, the coefficients of one release counted as one), rms z in [0.75, 1.25], RMSE
@@ -349,7 +349,7 @@ def test_real_data_cell_covers_as_it_says():
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "calibration_realdata.py"
+    path = pathlib.Path(__file__).resolve().parents[1] / "research" / "calibration_realdata.py"
     spec = importlib.util.spec_from_file_location("calibration_realdata", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

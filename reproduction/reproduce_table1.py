@@ -1,6 +1,6 @@
 """Table 1 of the paper (eps = 1; J = 1, 5, 10; PowerPlant, BikeSharing, AirQuality), both calibrations.
 
-    BAYESDP_DATA_DIR=../shared/data/uci python3 benchmarks/reproduce_table1.py \
+    BAYESDP_DATA_DIR=../shared/data/uci python3 reproduction/reproduce_table1.py \
         --methods normalx-paper fixeds fast bs adassp nonprivate --reps 50 \
         --num-warmup 5000 --num-samples 5000 --batch-reps --n-jobs 2 --out-dir runs/table1
 

@@ -2,10 +2,10 @@
 paper's nearly collinear simulation) and where it is right (small data, real data): docs/methods.md,
 "A smaller prior scale covers on the simulation, but is not the default".
 
-    PYTHONPATH=. python benchmarks/sigma_x_scale.py --setting small --seeds 0 1 2 --variants 1:2 1e-4:2 1e-2:2 1e-4:-0.5
-    PYTHONPATH=. python benchmarks/sigma_x_scale.py --setting demo --seeds 0 1 --variants 1:2 1e-4:2 1e-2:2
-    PYTHONPATH=. python benchmarks/sigma_x_scale.py --setting uci --J 1 5 --variants 1:2 1e-4:2
-    PYTHONPATH=. python benchmarks/sigma_x_scale.py --setting small --seeds 0 1 2 --variants log-uniform-tau
+    PYTHONPATH=. python research/sigma_x_scale.py --setting small --seeds 0 1 2 --variants 1:2 1e-4:2 1e-2:2 1e-4:-0.5
+    PYTHONPATH=. python research/sigma_x_scale.py --setting demo --seeds 0 1 --variants 1:2 1e-4:2 1e-2:2
+    PYTHONPATH=. python research/sigma_x_scale.py --setting uci --J 1 5 --variants 1:2 1e-4:2
+    PYTHONPATH=. python research/sigma_x_scale.py --setting small --seeds 0 1 2 --variants log-uniform-tau
 
 A variant "m:k" is ``fit(method="normalx")`` with every default but Sigma_x ~ InvWishart(d + k,
 m Lambda_0), Lambda_0 = sd_x^2 I the default's (so "1:2" is the default). "log-uniform-tau" is

@@ -1,6 +1,6 @@
 """Evidence for the intercept release (appendix B.2) on simulated non-centred normal features.
 
-    python benchmarks/intercept_evidence.py [--nuts]
+    python research/intercept_evidence.py [--nuts]
 
 Data: x ~ N(mu, Sigma) with mu = (5, -3) (sd about 1), y = 1.5 + x^T (0.7, -0.4) + N(0, 1),
 n = 20,000 rows over J = 2 holders, public bounds ||x|| <= 12, |y| <= 15. For each eps the same

@@ -1,7 +1,7 @@
 """What does privacy of the bounds cost? Prediction MSE with private bounds against bounds read off
 the data.
 
-    python benchmarks/private_bounds.py --data-dir /work/shared/data/uci --reps 3
+    python research/private_bounds.py --data-dir /work/shared/data/uci --reps 3
 
 For each data set (the three UCI sets of the paper, when ``--data-dir`` has them, and the
 paper's simulation) and each eps in ``--epsilons`` (delta = 1 / n_train), releases the training

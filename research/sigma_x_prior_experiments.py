@@ -6,11 +6,11 @@ target_accept_prob 0.8) as they were when these were measured: Sigma_x factorise
 features' basis, the authors' start mapped to the Bartlett variables, warm-up from the identity
 mass matrix (``fit`` has since changed all three: benchmarks/bench_nuts_start.py).
 
-    PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior scale --seeds 0 1 2
-    PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f --seeds 0
-    PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f-noncentred --seeds 0
-    PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f-marginal --seeds 0
-    PYTHONPATH=. python benchmarks/sigma_x_prior_experiments.py --prior matrix-f-gibbs --seeds 0 1 2 3 4
+    PYTHONPATH=. python research/sigma_x_prior_experiments.py --prior scale --seeds 0 1 2
+    PYTHONPATH=. python research/sigma_x_prior_experiments.py --prior matrix-f --seeds 0
+    PYTHONPATH=. python research/sigma_x_prior_experiments.py --prior matrix-f-noncentred --seeds 0
+    PYTHONPATH=. python research/sigma_x_prior_experiments.py --prior matrix-f-marginal --seeds 0
+    PYTHONPATH=. python research/sigma_x_prior_experiments.py --prior matrix-f-gibbs --seeds 0 1 2 3 4
 
 Priors (Lambda_0 = sd_x^2 I, kappa = d + 2, the defaults of ``bayesdp.Priors``):
 
@@ -27,7 +27,7 @@ Priors (Lambda_0 = sd_x^2 I, kappa = d + 2, the defaults of ``bayesdp.Priors``):
   (Lambda | Sigma_x ~ Wishart(nu + kappa, (Psi^{-1} + Sigma_x^{-1})^{-1}), conjugate) and
   everything else by NUTS given Lambda (numpyro's ``HMCGibbs``).
 
-Setting as benchmarks/prior_coverage.py: simulate(n=100_000, d=5, seed=1000 + s), release at
+Setting as research/prior_coverage.py: simulate(n=100_000, d=5, seed=1000 + s), release at
 eps = 1, delta = 1e-5, J = 5, seed 2000 + s. Prints per seed: the fraction of the 5 true
 coefficients inside the 90% intervals, the interval widths, max r_hat and min bulk ESS over
 theta, sigma_y2, Sigma_x (and the hyperparameter), divergent transitions and leapfrog steps.

@@ -1,6 +1,6 @@
 """Figure 3 of the paper: run time per MCMC iteration against d, with log-log slopes.
 
-    python3 benchmarks/bench_runtime.py --d 1 2 3 4 5 6 8 10 12 14 16 18 20 \
+    python3 reproduction/reproduce_figure3.py --d 1 2 3 4 5 6 8 10 12 14 16 18 20 \
         --iters 1000 --iters-long 4000 --repeats 2 --out-dir runs/fig3
 
 Setting as in the paper: n = 1e4 simulated rows, eps = 1, one data holder (``--nodes`` to change).
@@ -45,8 +45,7 @@ import numpy as np
 MEASURES = ("loop_per_iteration", "seconds_per_iteration", "whole_call_per_iteration")
 LABELS = {"normalx-paper": "MCMC-normalX", "fixeds-paper": "MCMC-fixedS", "bs": "MCMC-B&S",
           "normalx": "MCMC-normalX (bayesdp default, NUTS non-centred)",
-          "normalx-interweaved": "MCMC-normalX (interweaved kernel)", "fixeds": "MCMC-fixedS (slice)",
-          "normalx-collapsed": "MCMC-normalX (collapsed)"}
+          "fixeds": "MCMC-fixedS (slice)"}
 
 
 def loop_seconds(rel, method, iters, repeats, seed=0):

@@ -27,10 +27,10 @@ defaults. Printed per data set, J, eps and method (pooled over coefficients and 
 
 Run from the project root (data from ../shared/data/uci or $BAYESDP_DATA_DIR):
 
-    .venv/bin/python benchmarks/calibration_realdata.py                     # eiv and fast, the grid
-    .venv/bin/python benchmarks/calibration_realdata.py --methods fixeds --releases 10 --J 5
-    .venv/bin/python benchmarks/calibration_realdata.py --methods eiv:scales=per-slope   # options
-    .venv/bin/python benchmarks/calibration_realdata.py --csv out.csv       # also a tidy CSV
+    .venv/bin/python research/calibration_realdata.py                     # eiv and fast, the grid
+    .venv/bin/python research/calibration_realdata.py --methods fixeds --releases 10 --J 5
+    .venv/bin/python research/calibration_realdata.py --methods eiv:scales=per-slope   # options
+    .venv/bin/python research/calibration_realdata.py --csv out.csv       # also a tidy CSV
 """
 
 from __future__ import annotations

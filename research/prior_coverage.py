@@ -1,10 +1,10 @@
 """Coverage of the 90% posterior intervals of theta on the demo setting, default vs paper priors
 (issue 9, point 3; numbers quoted in docs/methods.md, "Priors").
 
-    PYTHONPATH=. python benchmarks/prior_coverage.py --seeds 20 --methods fast fixeds
-    PYTHONPATH=. python benchmarks/prior_coverage.py --seeds 10 --methods normalx --priors default small-sigma-x --s release
-    PYTHONPATH=. python benchmarks/prior_coverage.py --seeds 10 --methods normalx --priors generating-sigma-x --s release
-    PYTHONPATH=. python benchmarks/prior_coverage.py --seeds 20 --methods fast fast-eiv --priors default
+    PYTHONPATH=. python research/prior_coverage.py --seeds 20 --methods fast fixeds
+    PYTHONPATH=. python research/prior_coverage.py --seeds 10 --methods normalx --priors default small-sigma-x --s release
+    PYTHONPATH=. python research/prior_coverage.py --seeds 10 --methods normalx --priors generating-sigma-x --s release
+    PYTHONPATH=. python research/prior_coverage.py --seeds 20 --methods fast fast-eiv --priors default
 
 Setting: bayesdp.simulate(n=100_000, d=5), release at eps = 1, delta = 1e-5 with the simulation's
 public bounds, J = 5. For every seed and method, the fraction of the 5 true coefficients inside

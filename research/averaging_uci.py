@@ -1,6 +1,6 @@
 """Does averaging rows (appendix B.1) help on the paper's non-normal real data?
 
-    python benchmarks/averaging_uci.py --data-dir /work/shared/data/uci --reps 5
+    python research/averaging_uci.py --data-dir /work/shared/data/uci --reps 5
 
 Runs ``bayesdp.compare`` on BikeSharing and AirQuality once per k in ``--ks`` (k = 1: no
 averaging) with the paper's protocol (preprocessing "paper", bounds read off the training rows,

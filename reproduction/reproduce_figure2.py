@@ -1,7 +1,7 @@
 """Figure 2 (and Figure 4's MMD) of the paper: simulated data, n = 1e5. At the paper's size
 (docs/reproduction.md; 55 min on 2 cores):
 
-    python3 benchmarks/reproduce_figure2.py --d 2 5 --epsilons 0.1 0.2 0.5 1 2 5 10 \
+    python3 reproduction/reproduce_figure2.py --d 2 5 --epsilons 0.1 0.2 0.5 1 2 5 10 \
         --reps 50 --num-warmup 5000 --num-samples 5000 --batch-reps --n-jobs 2 \
         --out-dir runs/figure2
 

@@ -1,6 +1,6 @@
 """The paper's whole section 5 at full size in one command: Table 1/2, Figure 2/4, Figure 3.
 
-    BAYESDP_DATA_DIR=../shared/data/uci python3 benchmarks/reproduce_section5.py --out-dir runs/section5
+    BAYESDP_DATA_DIR=../shared/data/uci python3 reproduction/reproduce_section5.py --out-dir runs/section5
 
 Runs, one after the other and each in its own process, the three commands of
 docs/reproduction.md with the paper's settings (50 replications, K = 1e4, both calibrations,
@@ -25,7 +25,7 @@ PARTS = {
     "figure2": ["reproduce_figure2.py", "--d", "2", "5", "--epsilons", "0.1", "0.2", "0.5", "1",
                 "2", "5", "10", "--nodes", "1", "5", "10", *PAPER_SIZE, "--batch-reps",
                 "--n-jobs", "2", "--calibrations", "paper-code", "exact"],
-    "figure3": ["bench_runtime.py", "--d", "1", "2", "3", "5", "8", "12", "16", "20",
+    "figure3": ["reproduce_figure3.py", "--d", "1", "2", "3", "5", "8", "12", "16", "20",
                 "--iters", "1000", "--iters-long", "4000", "--repeats", "2",
                 "--slope-from", "5", "10"],
 }
