@@ -29,6 +29,10 @@ sum (sequential composition): :func:`budget` adds the parts up with zCDP (rho ad
 Steinke 2016, Lemma 1.7), with basic composition (eps and delta add; Dwork & Roth 2014,
 Theorem 3.16), or with a privacy-loss-distribution accountant (``dp_accounting``, optional).
 See docs/privacy.md, "Privacy cost and budget".
+
+This module works on cost parts and on objects that carry them (a release's ``privacy_cost``
+and ``holder_names``); it imports nothing of the release layer. The statistics part that a
+release's own fields give is derived there (:mod:`bayesdp.releases.cost`).
 """
 
 from __future__ import annotations
@@ -57,16 +61,6 @@ MECHANISMS = (GAUSSIAN, DISCRETE_GAUSSIAN, EXPONENTIAL, UNACCOUNTED)
 MAX_NUMBER = 1e150
 """Largest magnitude of a number in a cost part (as ``releases.release_object.MAX_ABS`` for the
 rest of a release): squares and products of the numbers stay finite in float64."""
-
-CALIBRATION_RTOL = 1e-6
-"""A release's noise may exceed what its calibration gives at its stated epsilon by this much
-(relative) before the surplus counts as epsilon spent elsewhere (:func:`derive_cost`); the eps
-such a surplus could hide is at most about this fraction of epsilon."""
-
-CONTIGUOUS_EXACT_LIMIT = 10**7
-"""Rows times holders up to which the reader recomputes the contiguous split's factor exactly
-(privacy.contiguous_split_change is O(n J)); beyond, it checks against sqrt(4 J - 3), which the
-factor is never below."""
 
 
 # -- parts ---------------------------------------------------------------------------------------
@@ -468,344 +462,6 @@ def _check_discrete_gaussian(p, where):
     return p
 
 
-DERIVED_NOTE = "derived from the release's epsilon, delta, sigma and bounds"
-
-
-def derive_cost(rel, given=None):
-    """The cost parts that a release's own fields give: the noise scales (sigma_s, sigma_z,
-    sigma_yty), the bounds and design (intercept, average_rows, y^T y), the claim (epsilon,
-    delta), the calibration, the noise mechanism (float or discrete Gaussian) and the split.
-
-    ``given`` None (a release without a record: files written before ``privacy.cost``
-    existed, releases built by hand): one statistics part for all holders. ``given`` (a
-    release's recorded parts): its parts other than the holders' "statistics" part (pure
-    eps-DP mechanisms on the rows, such as a private bounds estimate, whose epsilon the
-    statistics did not get) are taken as they are, and the statistics part of each group of
-    holders that share their parts is derived; the result lists, per group, those parts and
-    the derived one (tagged with the group's ``holders`` when there are several groups).
-    :func:`verify_cost` compares a record with this derivation.
-
-    The statistics part (:func:`_statistics_cost`):
-
-    - no claim recorded, no sensitivity, a general ``noise_cov``, no bounds (the sensitivity
-      cannot be recomputed): an unaccounted part;
-    - bounds read off the data, or no noise: a part without a guarantee;
-    - the discrete Gaussian (secure noise): the sensitivity and grid of its plan
-      (secure_noise.plan at the release's epsilon, delta, bounds and design), rho =
-      Delta^2 / (2 sigma^2), epsilon the stated one (or what rho proves, if more);
-    - the Gaussian: sigma = the smallest noise std of the holders, the sensitivity of the
-      bounds and design (privacy.sensitivity_release; times the whole-release change of the
-      contiguous split, privacy.contiguous_split_change, over the group's holders), epsilon the
-      true eps of sigma (the stated one when within 1e-9 of it). When sigma exceeds what the
-      calibration gives at the stated epsilon (less the other parts') by more than
-      CALIBRATION_RTOL, the rest of epsilon was spent on something the release does not
-      record (a private bounds estimate whose part was removed): an unaccounted part.
-    """
-    if given is None:
-        with np.errstate(all="ignore"):  # extreme files: float64 limits are handled below
-            part, _ = _statistics_cost(rel, list(range(rel.J)), [], DERIVED_NOTE,
-                                       checking=False)
-        return (part,)
-    groups = _derive_groups(rel, list(given))
-    out = []
-    for g in groups:
-        names = [rel.holder_names[j] for j in g["holders"]]
-        tag = {"holders": names} if len(groups) > 1 else {}
-        out.extend({**dict(given[i]), **tag} for i in g["others"])
-        out.append({**g["part"], **tag})
-    return tuple(out)
-
-
-def _holder_sigma(rel, j):
-    """(the smallest noise std of holder j, the field that holds it)."""
-    cands = [(float(rel.sigma_s[j]), "sigma_s"), (float(rel.sigma_z[j]), "sigma_z")]
-    if rel.yty_hat is not None:
-        cands.append((float(rel.sigma_yty[j]), "sigma_yty"))
-    return min(cands, key=lambda c: c[0])
-
-
-def _design(rel):
-    """The design the sensitivity depends on, in words."""
-    bits = (["intercept"] if rel.intercept else []) + (
-        [f"average_rows={rel.average_rows}"] if rel.average_rows > 1 else []) + (
-        ["y^T y released"] if rel.yty_hat is not None else [])
-    return ", ".join(bits) or "plain rows"
-
-
-def _own_bounds(others):
-    """The bounds a holder's rows were clipped to when it estimated them itself (the "bounds"
-    part's ``bounds``), or None."""
-    for p in others:
-        b = p.get("bounds")
-        if p.get("name") == "bounds" and isinstance(b, dict):
-            return float(b["x"]), float(b["y"])
-    return None
-
-
-def _contiguous_factor(rows, J, checking):
-    """(factor, exact): privacy.contiguous_split_change(rows, J), or beyond
-    CONTIGUOUS_EXACT_LIMIT its lower bound sqrt(4 J - 3) when ``checking`` a record (exact
-    False), else None."""
-    if rows * J <= CONTIGUOUS_EXACT_LIMIT:
-        return privacy.contiguous_split_change(rows, J), True
-    return (math.sqrt(4 * J - 3), False) if checking else (None, False)
-
-
-def _statistics_cost(rel, holders, others, note, checking=True):
-    """The statistics part of the holders ``holders`` (indices) of ``rel``, whose other parts
-    are ``others``, and what it rests on: ``(part, info)``, info with the holders' ``bounds``,
-    the ``sensitivity`` of the bounds and design (the secure plan's for discrete noise), the
-    secure ``grid`` and ``dim``, and ``sigma_at`` (holder index, field) of the smallest noise.
-    Without ``checking`` (a release without a record, whose cost this is): a general
-    ``noise_cov`` and a contiguous split too large to recompute its factor exactly give an
-    unaccounted part (a derivation must not understate). When ``checking`` a record: with a
-    ``noise_cov`` the record is checked against the noise scales the file declares (sigma_s,
-    sigma_z; bayesdp itself records no guarantee for such releases), the contiguous factor
-    beyond CONTIGUOUS_EXACT_LIMIT is its lower bound, and there is none for a combination of
-    releases (its provenance names one input's split only, so which holders were split
-    contiguously is not known; the record's larger sensitivity is accepted as it is)."""
-    sig, field, j_min = min((*_holder_sigma(rel, j), j) for j in holders)
-    info = {"bounds": None, "sensitivity": None, "grid": None, "dim": None,
-            "sigma_at": (j_min, field), "factor": None}
-
-    def done(part):
-        return part, info
-
-    if rel.epsilon is None or rel.delta is None:
-        return done(unaccounted_part("no privacy claim recorded (epsilon, delta)"))
-    if rel.sensitivity is None:
-        return done(unaccounted_part("no sensitivity recorded: the cost of the noise is unknown"))
-    if rel.noise_cov is not None and not checking:
-        return done(unaccounted_part("general noise covariance (noise_cov): not a Gaussian "
-                                     "mechanism of one sigma at the recorded sensitivity"))
-    bounds = _own_bounds(others) or rel.bounds
-    if bounds is None:
-        return done(unaccounted_part("no bounds recorded: the sensitivity of the noise cannot "
-                                     "be recomputed"))
-    info["bounds"] = bounds
-    eps, dlt = float(rel.epsilon), float(rel.delta)
-    with_yty = rel.yty_hat is not None
-    eps_other = sum(p["epsilon"] for p in others)
-    eps_stats = eps - eps_other
-    if others and eps_other + eps_stats > eps:  # as the release computed it (mechanism.py)
-        eps_stats = math.nextafter(eps_stats, 0.0)
-    secure = rel.noise_mechanism == DISCRETE_GAUSSIAN
-    try:
-        sens = privacy.sensitivity_release(*bounds, intercept=rel.intercept,
-                                           average_rows=rel.average_rows, with_yty=with_yty)
-        if not (math.isfinite(sens) and sens > 0):
-            raise BayesdpInputError(f"it is {sens!r} in float64")
-        if secure:
-            from . import secure_noise
-
-            dim = secure_noise.released_dim(rel.d - int(rel.intercept), intercept=rel.intercept,
-                                            with_yty=with_yty)
-            if not eps_stats > 0:
-                raise BayesdpInputError("the other parts spend all of epsilon")
-            plan = secure_noise.plan(eps_stats, dlt, sens, dim)
-            info.update(grid=plan["grid"], dim=dim)
-            sens = plan["sensitivity"]
-    except (ValueError, ArithmeticError) as exc:  # BayesdpInputError is a ValueError
-        return done(unaccounted_part(f"the sensitivity of the bounds {_pair(bounds)} "
-                                     f"({_design(rel)}) "
-                                     f"cannot be computed: {exc}"))
-    info["sensitivity"] = sens
-    if not rel.private_bounds:
-        return done(non_private_part("bounds were read off the data, so the noise scale is not "
-                                     "private", sigma=sig, sensitivity=sens))
-    if sig == 0:
-        return done(non_private_part("no noise", sigma=sig, sensitivity=sens))
-    notes = [note] if note else []
-    if secure:
-        from . import secure_noise
-
-        try:
-            part = secure_noise.statistics_part(eps_stats, dlt, sigma=sig, sensitivity=sens,
-                                                grid=info["grid"], dim=info["dim"])
-            proven = zcdp_epsilon(part["rho"], dlt)
-        except (ValueError, ArithmeticError):  # rho beyond float64
-            proven = math.inf
-        if not math.isfinite(proven):
-            return done(non_private_part("the noise is too small for a finite epsilon",
-                                         sigma=sig, sensitivity=sens))
-        if proven > eps_stats * (1 + 1e-9):
-            part["epsilon"] = proven
-            notes.append(f"the stated epsilon={eps_stats:g} is NOT met by the noise added: "
-                         "epsilon here is what its rho proves (zcdp_epsilon)")
-        return done({**part, "neighbouring": ADD_REMOVE, "note": "; ".join(notes)})
-    if rel.calibration is not None and eps_stats > 0:
-        try:
-            expected = privacy.gaussian_sigma(eps_stats, dlt, sens, rel.calibration)
-        except (ValueError, ArithmeticError) as exc:
-            return done(unaccounted_part(f"calibration={rel.calibration!r} cannot be recomputed "
-                                         f"at epsilon {eps_stats:g}, delta {dlt:g}: {exc}"))
-        if sig > expected * (1 + CALIBRATION_RTOL):
-            less = f" (the stated {eps:g} less the other parts' {eps_other:g})" if others else ""
-            return done(unaccounted_part(
-                f"the noise (sigma = {sig:.6g}, holders[{j_min}].{field}) is more than "
-                f"calibration={rel.calibration!r} gives at epsilon = {eps_stats:.6g}{less}, "
-                f"delta = {dlt:g} and the sensitivity {sens:.6g} of the bounds {_pair(bounds)} "
-                f"({_design(rel)}): sigma = {expected:.6g}. The rest of epsilon went to a "
-                "mechanism the release does not record (such as a private bounds estimate whose "
-                "'bounds' cost part is missing), so its cost is unknown"))
-    cost_sens = sens
-    split = str(rel.provenance.get("split", ""))
-    combined = "combined_from" in rel.provenance and checking
-    if split.startswith("contiguous") and len(holders) > 1 and not combined:
-        rows = rel.n_rows if rel.n_rows is not None else rel.n
-        factor, exact = _contiguous_factor(int(np.sum(rows[holders])), len(holders), checking)
-        if factor is None:
-            return done(unaccounted_part(
-                "split='contiguous' with too many rows to recompute its whole-release change "
-                "here (privacy.contiguous_split_change)"))
-        info["factor"] = (factor, exact)
-        cost_sens = factor * sens
-        notes.append(contiguous_cost_note(factor) if exact else
-                     f"split='contiguous': at least sqrt(4 J - 3) = {factor:.4g} x the "
-                     "calibrated sensitivity (the exact factor is not recomputed at this size)")
-    return done(gaussian_part(sig, cost_sens, dlt, stated_epsilon=eps_stats if eps_stats > 0
-                              else None, note="; ".join(notes)))
-
-
-def _cost_groups(rel, parts):
-    """[(holder indices, indices of the parts that apply to them)]: the holders grouped by the
-    parts that apply to them (a part without ``holders`` applies to all)."""
-    groups = {}
-    for j, h in enumerate(rel.holder_names):
-        key = tuple(i for i, p in enumerate(parts) if "holders" not in p or h in p["holders"])
-        groups.setdefault(key, []).append(j)
-    return [(holders, list(key)) for key, holders in groups.items()]
-
-
-def _derive_groups(rel, parts):
-    """Per group of holders (:func:`_cost_groups`): its holders, the index of its statistics
-    part, the indices of its other parts and the derived statistics part with its info."""
-    out = []
-    for holders, idx in _cost_groups(rel, parts):
-        stats = [i for i in idx if parts[i]["name"] == "statistics"]
-        if len(stats) != 1:
-            raise BayesdpInputError(
-                f"privacy.cost: holder {rel.holder_names[holders[0]]!r} has {len(stats)} "
-                "'statistics' parts; every holder has exactly one (its noisy statistics)")
-        others = [i for i in idx if i != stats[0]]
-        for i in others:
-            p = parts[i]
-            if p["mechanism"] != EXPONENTIAL or p["epsilon"] is None:
-                raise BayesdpInputError(
-                    f"privacy.cost.parts[{i}] ({p['name']!r}, mechanism {p['mechanism']!r}): "
-                    "besides its 'statistics' part a holder's cost holds only pure eps-DP "
-                    f"mechanisms on its rows (mechanism {EXPONENTIAL!r}, such as the private "
-                    "bounds estimate)")
-        with np.errstate(all="ignore"):  # extreme files: float64 limits are handled there
-            part, info = _statistics_cost(rel, holders, [parts[i] for i in others], "")
-        out.append({"holders": holders, "stats": stats[0], "others": others, "part": part,
-                    "info": info})
-    return out
-
-
-def verify_cost(rel):
-    """Check a release's cost record (``rel.privacy_cost``, as read from a file) against the
-    cost its own fields give (:func:`derive_cost`); raise BayesdpInputError naming the field
-    where they disagree.
-
-    The record may claim more than the file's noise costs, never less: per group of holders,
-    the statistics part must have the noise mechanism of the file, its delta, the smallest
-    sigma of the holders it applies to (1e-9 relative), at least the sensitivity of the bounds
-    and design (with the contiguous split's factor), and at least the derived epsilon (its rho
-    and noise multiplier follow from its sigma and sensitivity, :func:`check_part`); a part
-    without a guarantee claims nothing and always agrees, but a guarantee where the file gives
-    none (bounds read off the data, noise beyond the calibration's, ...) is refused. Also:
-    ``privacy.sensitivity`` must be the sensitivity of the bounds and design (the largest over
-    holders that estimated their own bounds), ``privacy.bounds`` the largest of those bounds,
-    and the secure ``noise.grid`` the grid of the release's plan.
-    """
-    parts = list(rel.privacy_cost)
-    groups = _derive_groups(rel, parts)
-    infos = [g["info"] for g in groups]
-    own = [i["bounds"] for i in infos if i["bounds"] is not None]
-    if rel.bounds is not None and own:
-        top = (max(b[0] for b in own), max(b[1] for b in own))
-        if not all(math.isclose(a, b, rel_tol=1e-12) for a, b in zip(top, rel.bounds)):
-            raise BayesdpInputError(
-                f"privacy.bounds {_pair(rel.bounds)} are not the largest of the holders' own "
-                f"bounds (their 'bounds' cost parts): {_pair(top)}")
-    sens = [i["sensitivity"] for i in infos]
-    if rel.sensitivity is not None and sens and all(v is not None for v in sens):
-        want = max(sens)
-        if not math.isclose(rel.sensitivity, want, rel_tol=1e-9):
-            secure = " plus the secure grid's rounding" if infos[0]["grid"] else ""
-            raise BayesdpInputError(
-                f"privacy.sensitivity {rel.sensitivity!r} does not match the bounds "
-                f"{_pair(rel.bounds)}: the sensitivity of those bounds ({_design(rel)}"
-                f"{secure}; docs/privacy.md sections 2, 3b, 10) is {want!r}")
-    grids = {i["grid"] for i in infos if i["grid"] is not None}
-    if rel.noise_grid is not None and grids and rel.noise_grid not in grids:
-        raise BayesdpInputError(
-            f"noise.grid {rel.noise_grid!r} disagrees with the grid {min(grids)!r} that the "
-            "release's epsilon, delta, bounds and design give (docs/privacy.md section 10)")
-    for g in groups:
-        _compare_statistics(rel, parts[g["stats"]], g, f"privacy.cost.parts[{g['stats']}]")
-
-
-def _pair(b):
-    return "None" if b is None else f"({b[0]:g}, {b[1]:g})"
-
-
-def _compare_statistics(rel, rec, g, where):
-    """Refuse a recorded statistics part ``rec`` that claims less than the derived one."""
-    d, info = g["part"], g["info"]
-    if d["epsilon"] is None:
-        if rec["epsilon"] is not None:
-            raise BayesdpInputError(f"{where} claims epsilon = {rec['epsilon']!r}, but the file "
-                                    f"gives no guarantee for these statistics: "
-                                    f"{d['note'].removeprefix('no DP guarantee: ')}")
-        return
-    if rec["epsilon"] is None:
-        return  # claims no guarantee: nothing is understated
-    if rec["mechanism"] != d["mechanism"]:
-        raise BayesdpInputError(
-            f"{where}.mechanism {rec['mechanism']!r} disagrees with the file's noise "
-            f"(noise.mechanism {rel.noise_mechanism!r}): its statistics part is "
-            f"{d['mechanism']!r}")
-    if rec["neighbouring"] != d["neighbouring"]:
-        raise BayesdpInputError(
-            f"{where}.neighbouring {rec['neighbouring']!r} disagrees with the file: the "
-            f"sensitivity of its bounds is the {d['neighbouring']!r} one")
-    if not math.isclose(rec["delta"], d["delta"], rel_tol=1e-12):
-        raise BayesdpInputError(f"{where}.delta = {rec['delta']!r} disagrees with privacy.delta "
-                                f"= {rel.delta!r}")
-    j, field = info["sigma_at"]
-    if not math.isclose(rec["sigma"], d["sigma"], rel_tol=1e-9):
-        raise BayesdpInputError(
-            f"{where}.sigma = {rec['sigma']!r} disagrees with holders[{j}].{field} = "
-            f"{d['sigma']!r} (the smallest noise of the holders the part applies to)")
-    if rec["sensitivity"] < d["sensitivity"] * (1 - 1e-9):
-        factor = "" if info["factor"] is None else \
-            f", times the contiguous split's factor {info['factor'][0]:.6g}"
-        raise BayesdpInputError(
-            f"{where}.sensitivity = {rec['sensitivity']!r} is below {d['sensitivity']!r}, the "
-            f"sensitivity of the file's bounds {_pair(info['bounds'])} ({_design(rel)}"
-            f"{factor})")
-    for key in ("grid", "dim"):
-        v = rec.get(key, d.get(key))
-        if key in d and (isinstance(v, bool) or not isinstance(v, (int, float))
-                         or not math.isclose(v, d[key], rel_tol=1e-12)):
-            raise BayesdpInputError(f"{where}.{key} = {rec[key]!r} disagrees with {d[key]!r} "
-                                    "(the secure plan of the release's noise.grid and design)")
-    if rec["epsilon"] < d["epsilon"] * (1 - 1e-9):
-        raise BayesdpInputError(
-            f"{where}.epsilon = {rec['epsilon']!r} understates the cost: the file's noise "
-            f"(sigma {d['sigma']!r}, sensitivity {d['sensitivity']!r}) gives epsilon = "
-            f"{d['epsilon']!r} at delta = {d['delta']!r}")
-
-
-def contiguous_cost_note(factor):
-    """Note of a part whose sensitivity is the contiguous split's whole-release change."""
-    return (f"split='contiguous': one row can change the whole release by {factor:.4g} x the "
-            "calibrated sensitivity, so the cost is that of the Gaussian mechanism at the larger "
-            "sensitivity; holders are not disjoint in the add/remove sense")
-
-
 # -- composition -----------------------------------------------------------------------------------
 
 
@@ -824,7 +480,7 @@ def _holder_groups(parts, holder_names):
 class Repeated:
     """``times`` releases that each cost what ``release`` cost (made by :func:`repeated`)."""
 
-    release: object  # a Release or the path of a release file
+    release: object  # a Release
     times: int
     label: Optional[str] = None
 
@@ -840,7 +496,7 @@ def repeated(release, times, *, label=None) -> Repeated:
 
     Parameters
     ----------
-    release : Release or path of a release file
+    release : Release
         A release with the cost each of the ``times`` releases had.
     times : int >= 1
         How many releases had that cost.
@@ -860,44 +516,83 @@ def repeated(release, times, *, label=None) -> Repeated:
     return Repeated(release=release, times=int(times), label=label)
 
 
-def _loaded(items, counts=None):
-    """The releases of ``items`` (Release objects, paths, :class:`Repeated`, or lists of them)
-    and their labels; with a list ``counts``, also each release's number of repetitions."""
-    from .releases import Release, load_release
-
+def _loaded(items, counts=None, names=None):
+    """The releases of ``items`` (Release objects, :class:`Repeated`, or lists of them) and
+    their labels (``names``, one per release, or "release k"); with a list ``counts``, also each
+    release's number of repetitions."""
+    flat = [x for r in items for x in (r if isinstance(r, (list, tuple)) else [r])]
+    if not flat:
+        raise BayesdpInputError("releases: give at least one release")
+    if names is not None and (isinstance(names, str) or len(names) != len(flat)
+                              or not all(isinstance(n, str) for n in names)):
+        raise BayesdpInputError(f"labels must be {len(flat)} strings, one per release, got "
+                                f"{names!r}")
     rels, labels, times = [], [], []
-    for k, r in enumerate(items):
-        for x in (r if isinstance(r, (list, tuple)) else [r]):
-            rep = x if isinstance(x, Repeated) else None
-            if rep is not None:
-                if counts is None:
-                    raise BayesdpInputError("repeated(...) is an argument of budget only")
-                x = rep.release
-            if isinstance(x, (str, os.PathLike)):
-                lab = os.fspath(x)
-                rel = load_release(x)
-            elif isinstance(x, Release):
-                lab = f"release {len(labels)}"
-                rel = x
-            else:
-                raise BayesdpInputError(f"releases: expected a Release or a file path, got "
-                                        f"{type(x).__name__}")
-            n = 1 if rep is None else rep.times
-            if rep is not None:
-                lab = rep.label if rep.label is not None else f"{lab} x {n}"
-            rels.append(rel)
-            labels.append(lab)
-            times.append(n)
-    if not rels:
-        raise BayesdpInputError("releases: give at least one release or release file")
+    for k, x in enumerate(flat):
+        rep = x if isinstance(x, Repeated) else None
+        if rep is not None:
+            if counts is None:
+                raise BayesdpInputError("repeated(...) is an argument of budget only")
+            x = rep.release
+        if isinstance(x, (str, os.PathLike)):
+            raise BayesdpInputError(
+                f"releases: {os.fspath(x)!r} is a file path; read it with "
+                "bayesdp.load_release first (the command 'bayesdp budget' reads files)")
+        if not (hasattr(x, "privacy_cost") and hasattr(x, "holder_names")):
+            raise BayesdpInputError(f"releases: expected a Release, got {type(x).__name__}")
+        lab = f"release {k}" if names is None else names[k]
+        n = 1 if rep is None else rep.times
+        if rep is not None:
+            lab = rep.label if rep.label is not None else f"{lab} x {n}"
+        rels.append(x)
+        labels.append(lab)
+        times.append(n)
     if counts is not None:
         counts.extend(times)
     return rels, labels
 
 
+DUPLICATE_NOISE_RTOL = 1e-6
+"""Two holders are one release given twice when every coordinate of their [vech(S_hat), z_hat]
+agrees to within this fraction of the larger noise std (or to 16 units of rounding, for
+noiseless statistics). Independent noise of std sigma each makes a coordinate of two different
+holders' statistics agree that closely with probability at most 1e-6 / sqrt(pi) = 5.6e-7
+(the density of their difference is at most 1 / (2 sqrt(pi) sigma)), and all of the
+d(d+1)/2 + d >= 2 coordinates at most 3.2e-13: a false alarm never happens in practice, while
+a copy whose digits were rewritten (one ulp, a 15-digit printout) is still caught."""
+
+
+def same_release_pairs(rels):
+    """Pairs ``((k0, name0), (k, name))`` of holders of the releases ``rels`` (k the position of
+    the release, ``name`` the holder's name in it) whose statistics are one release given twice
+    (:data:`DUPLICATE_NOISE_RTOL`), in the order found; empty when there is none.
+
+    What identifies a release is its noise draw: two holders' independent noise makes their
+    statistics differ by about sigma sqrt(2) in every coordinate. A budget refuses such a pair
+    (one cost counted twice), and so does :func:`bayesdp.combine_releases` (one holder's rows
+    counted twice)."""
+    pairs = []
+    for d in sorted({r.d for r in rels}):  # releases of other shapes cannot be the same one
+        entries = [(k, h, r.S_hat[j], r.z_hat[j], float(r.sigma_s[j]), float(r.sigma_z[j]))
+                   for k, r in enumerate(rels) if r.d == d for j, h in enumerate(r.holder_names)]
+        iu = np.triu_indices(d)
+        V = np.array([np.concatenate([S[iu], z]) for _, _, S, z, _, _ in entries])
+        noise = np.array([np.concatenate([np.full(len(iu[0]), ss), np.full(d, sz)])
+                          for *_, ss, sz in entries])
+        rounding = 16 * np.finfo(float).eps
+        for i in range(len(entries) - 1):
+            rest = V[i + 1:]
+            tol = np.maximum(DUPLICATE_NOISE_RTOL * np.maximum(noise[i], noise[i + 1:]),
+                             rounding * np.maximum(np.abs(V[i]), np.abs(rest)))
+            for m in np.flatnonzero(np.all(np.abs(rest - V[i]) <= tol, axis=1)):
+                a, b = entries[i], entries[i + 1 + int(m)]
+                pairs.append(((a[0], a[1]), (b[0], b[1])))
+    return sorted(pairs)
+
+
 def _check_composable(rels, labels):
-    """Refuse parts without a guarantee, mixed neighbouring relations and releases of different
-    (named) holders; errors name the release and the field."""
+    """Refuse parts without a guarantee, mixed neighbouring relations, the same release given
+    twice and releases of different (named) holders; errors name the release and the field."""
     relation = None
     for rel, lab in zip(rels, labels):
         for i, p in enumerate(rel.privacy_cost):
@@ -912,17 +607,12 @@ def _check_composable(rels, labels):
                 raise BayesdpInputError(
                     f"{where}.neighbouring is {p['neighbouring']!r} but {relation[1]} has "
                     f"{relation[0]!r}: costs under different neighbouring relations do not compose")
-    from .releases.combine import same_release_pairs
-
     for (k0, _), (k, _) in same_release_pairs(rels):
         if k != k0:
             raise BayesdpInputError(f"{labels[k]} has the same statistics (S_hat, z_hat, to "
                                     f"within a millionth of the noise) as {labels[k0]}: the same "
                                     "release is given twice")
-    from .releases.holders import is_default_holder_name
-
-    named = [(lab, {h for h in r.holder_names if not is_default_holder_name(h)})
-             for r, lab in zip(rels, labels)]
+    named = [(lab, set(r.named_holders)) for r, lab in zip(rels, labels)]
     for lab, hs in named[1:]:
         if hs and named[0][1] and hs != named[0][1]:
             raise BayesdpInputError(
@@ -1044,8 +734,8 @@ def total_cost(parts, holder_names=("0",)):
 
 
 def privacy_cost(rel):
-    """The privacy cost record of a release (or a release file): ``{"parts": [...], "total":
-    {...}}``, as written under ``privacy.cost`` in the file."""
+    """The privacy cost record of a release: ``{"parts": [...], "total": {...}}``, as written
+    under ``privacy.cost`` in the file."""
     (rel,), _ = _loaded([rel])
     parts = [dict(p) for p in rel.privacy_cost]
     return {"parts": parts, "total": total_cost(parts, rel.holder_names)}
@@ -1086,13 +776,13 @@ class Budget:
         return "\n".join(lines + [f"note: {n}" for n in notes])
 
 
-def budget(*releases, delta=None, accountant="zcdp") -> Budget:
+def budget(*releases, delta=None, accountant="zcdp", labels=None) -> Budget:
     """The total privacy cost when ONE holder released several times (sequential composition).
 
-    ``releases``: Release objects or release file paths (or lists of them), all of the same
-    holder (e.g. with and without intercept, or private bounds plus statistics). Each release's
-    own cost is the largest over its holders (holders hold disjoint rows: parallel
-    composition); the releases' costs add up:
+    ``releases``: Release objects (or lists of them; :func:`bayesdp.load_release` reads a
+    file), all of the same holder (e.g. with and without intercept, or private bounds plus
+    statistics). Each release's own cost is the largest over its holders (holders hold
+    disjoint rows: parallel composition); the releases' costs add up:
 
     - ``"zcdp"`` (default): rho adds (Bun & Steinke 2016, Lemma 1.7). When every part is a
       Gaussian mechanism the sum is one Gaussian mechanism with
@@ -1108,6 +798,8 @@ def budget(*releases, delta=None, accountant="zcdp") -> Budget:
     that release's cost, e.g. the fits of a cross-validation of which one was kept.
 
     ``delta``: the delta of the total, in (0, 1); default the sum of the parts' deltas.
+    ``labels``: the names of the releases in the :class:`Budget` and in its errors, one per
+    release (``bayesdp budget`` gives the file names); default "release 0", "release 1", ....
     Refused (BayesdpInputError naming the release and field): a part without a guarantee
     (``"unaccounted"``, bounds read off the data), mixed neighbouring relations, releases of
     different named holders, the same release given twice (use :func:`repeated` to count one
@@ -1122,7 +814,7 @@ def budget(*releases, delta=None, accountant="zcdp") -> Budget:
     if delta is not None:
         _, delta = privacy.check_epsilon_delta(1.0, delta)
     times = []
-    rels, labels = _loaded(releases, times)
+    rels, labels = _loaded(releases, times, labels)
     _check_composable(rels, labels)
     per = [_holder_groups(r.privacy_cost, r.holder_names) for r in rels]
     eps, dlt, rho = _compose([g for g, n in zip(per, times) for _ in range(n)], accountant, delta)

@@ -191,7 +191,7 @@ def test_old_paper_code_and_data_bounds_files(tmp_path):
     path = _write(tmp_path, doc, "databounds.json")
     assert bayesdp.load_release(path).privacy_cost[0]["epsilon"] is None
     with pytest.raises(BayesdpInputError, match=r"databounds.json: privacy.cost.parts\[0\]"):
-        accounting.budget(path)
+        accounting.budget(bayesdp.load_release(path), labels=[path])
 
 
 def test_docs_example_file_has_the_recorded_cost(tmp_path):
@@ -474,7 +474,7 @@ def test_dp_accounting_cross_check(tmp_path, data):
               for p in (pa, pb)]
     assert isinstance(events[0], dpa.GaussianDpEvent)
     cases = [(events[0], 1e-5, 1.0),
-             (dpa.ComposedDpEvent(events), 2e-5, accounting.budget(pa, pb).epsilon)]
+             (dpa.ComposedDpEvent(events), 2e-5, accounting.budget(a, b).epsilon)]
     for ev, dlt, ours in cases:
         acc = pld.PLDAccountant()
         acc.compose(ev)
@@ -484,10 +484,10 @@ def test_dp_accounting_cross_check(tmp_path, data):
         acc.compose(ev)
         e_rdp = acc.get_epsilon(dlt)
         assert ours <= e_rdp <= 1.15 * ours
-    ours_pld = accounting.budget(pa, pb, accountant="pld")
+    ours_pld = accounting.budget(a, b, accountant="pld")
     assert -1e-6 <= ours_pld.epsilon - cases[1][2] <= 1e-3
     # dp_accounting's exact Gaussian eps of the composed noise multiplier 1 / sqrt(2 rho)
-    s_eff = 1 / math.sqrt(2 * accounting.budget(pa, pb).rho)
+    s_eff = 1 / math.sqrt(2 * accounting.budget(a, b).rho)
     assert dpa.get_epsilon_gaussian(s_eff, 2e-5) == pytest.approx(cases[1][2], rel=1e-9)
     # dp_accounting's RDP accountant converts a ZCDpEvent by the same bound, on its default
     # orders: at least our eps (the infimum over every alpha > 1), at most 1e-3 (relative) above
@@ -585,8 +585,10 @@ def test_budget_refuses(tmp_path, data):
             accounting.budget(a, delta=bad)
     with pytest.raises(BayesdpInputError, match="accountant"):
         accounting.budget(a, accountant="rdp")
-    with pytest.raises(BayesdpInputError, match="does not exist"):
-        accounting.budget(str(tmp_path / "missing.json"))
+    with pytest.raises(BayesdpInputError, match="file path; read it with bayesdp.load_release"):
+        accounting.budget(save(tmp_path, a, "a.json"))
+    with pytest.raises(BayesdpInputError, match="labels must be 2 strings"):
+        accounting.budget(a, a, labels=["only one"])
     with pytest.raises(BayesdpInputError, match="at least one"):
         accounting.budget()
     only_pure = dataclasses.replace(a, privacy_cost=(_pure_part(0.5),))
@@ -622,7 +624,7 @@ def test_cli_budget(tmp_path, data, capsys):
     assert bayesdp.cli.main(["budget", a, b]) == 0
     out = capsys.readouterr().out
     assert "total (zcdp)" in out and "statistics" in out and "a.json" in out
-    res = accounting.budget(a, b)
+    res = accounting.budget(bayesdp.load_release(a), bayesdp.load_release(b))
     assert f"{res.epsilon:.6g}" in out
     out_json = tmp_path / "budget.json"
     assert bayesdp.cli.main(["budget", a, b, "--json", "--accountant", "basic", "--delta",

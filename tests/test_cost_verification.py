@@ -1,6 +1,6 @@
 """The reader checks a release's privacy cost record against the rest of the file (docs/privacy.md
 section 9): the cost is recomputed from the file's own noise scales, bounds, design,
-calibration and noise mechanism (accounting.derive_cost), and a record that disagrees is
+calibration and noise mechanism (releases.cost.derive_cost), and a record that disagrees is
 refused naming the field. Also: zcdp_epsilon terminates for every valid input, numeric fields
 out of range are refused with a ReleaseFormatError, combine detects a re-serialised copy of a
 holder, and write_atomic removes the temporary files of writers that are certainly gone."""
@@ -15,6 +15,7 @@ import pytest
 import bayesdp
 from bayesdp import accounting
 from bayesdp.errors import ReleaseFormatError
+from bayesdp.releases.cost import derive_cost, verify_cost
 
 EPS, DELTA = 1.0, 1e-5
 BOUNDS = (2.0, 3.0)
@@ -163,13 +164,13 @@ def _quiet(f, *a, **kw):
 
 def _round_trip(rel, tmp_path, name="r.json"):
     """Save, load (which verifies the record), and check the cost came back unchanged. When
-    one cost applies to every holder, accounting.derive_cost reproduces the writer's record
+    one cost applies to every holder, derive_cost reproduces the writer's record
     from the file's fields alone (the other parts given); not for a combination of contiguous
     splits, whose factor the reader does not recheck."""
     back = bayesdp.load_release(rel.save(tmp_path / name))
     assert back.privacy_cost == rel.privacy_cost
-    accounting.verify_cost(rel)
-    derived = accounting.derive_cost(back, back.privacy_cost)
+    verify_cost(rel)
+    derived = derive_cost(back, back.privacy_cost)
     contiguous_combination = "combined_from" in back.provenance and str(
         back.provenance.get("split", "")).startswith("contiguous")
     if not any("holders" in p for p in back.privacy_cost) and not contiguous_combination:
@@ -468,7 +469,7 @@ def test_a_missing_or_zeroed_bounds_part_is_refused(tmp_path, private_pair):
     (part,) = bayesdp.load_release(path).privacy_cost
     assert part["mechanism"] == "unaccounted" and "'bounds' cost part is missing" in part["note"]
     with pytest.raises(bayesdp.BayesdpInputError, match="no DP guarantee that can be composed"):
-        accounting.budget(a, path)
+        accounting.budget(a, bayesdp.load_release(path))
     # negative control: the files as written load and compose as before
     assert accounting.budget(a, _load(tmp_path, _doc(b))).epsilon == total
 
@@ -648,7 +649,7 @@ def test_combine_refuses_a_copy_changed_by_one_ulp(tmp_path):
         bayesdp.combine_releases(a, str(printed))
     # a budget refuses it as the same release given twice (instead of adding it up)
     with pytest.raises(bayesdp.BayesdpInputError, match="the same release is given twice"):
-        accounting.budget(str(path_a), str(copy_path))
+        accounting.budget(bayesdp.load_release(path_a), bayesdp.load_release(copy_path))
 
 
 def test_different_holders_still_combine():
@@ -663,10 +664,8 @@ def test_different_holders_still_combine():
     near = dataclasses_replace(a, S_hat=a.S_hat + 0.01 * sig, z_hat=a.z_hat + 0.01 * sig,
                                holder_names=("near",))
     assert bayesdp.combine_releases(a, near).J == 2
-    from bayesdp.releases.combine import same_release_pairs
-
-    assert same_release_pairs([a, b, near]) == []
-    assert same_release_pairs([a, b, a]) == [((0, "a"), (2, "a"))]
+    assert accounting.same_release_pairs([a, b, near]) == []
+    assert accounting.same_release_pairs([a, b, a]) == [((0, "a"), (2, "a"))]
 
 
 def dataclasses_replace(rel, **kw):

@@ -17,9 +17,10 @@ def _cmd_budget(args):
     one line per part and the total. Within a release, holders hold disjoint rows and count
     once (parallel composition). docs/privacy.md, 'Privacy cost and budget'."""
     from ..accounting import budget
-    from ..releases import write_text_atomic
+    from ..releases import load_release, write_text_atomic
 
-    res = budget(*args.releases, delta=args.delta, accountant=args.accountant)
+    res = budget(*[load_release(path) for path in args.releases], delta=args.delta,
+                 accountant=args.accountant, labels=args.releases)
     text = json.dumps(res.to_dict(), indent=1, allow_nan=False)
     print(text if args.json else res.table())
     if args.out:

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from ..accounting import same_release_pairs
 from ..errors import BayesdpInputError, CombineError
 from .files import load_release
 from .holders import is_default_holder_name
@@ -26,10 +27,10 @@ def combine_releases(*releases) -> Release:
 
     - the same statistics: two holders (in any of the inputs) whose ``S_hat`` and ``z_hat``
       agree in every coordinate to within a millionth of their noise std
-      (:func:`same_release_pairs`), bit for bit or not. What identifies a release is its noise
-      draw: two holders' independent noise makes their statistics differ by about sigma
-      sqrt(2) in every coordinate, so agreement far below sigma is the same release given
-      twice (``bayesdp combine a.json a.json``, or a copy rewritten by another program, which
+      (:func:`bayesdp.accounting.same_release_pairs`), bit for bit or not. What identifies a
+      release is its noise draw: two holders' independent noise makes their statistics differ
+      by about sigma sqrt(2) in every coordinate, so agreement far below sigma is the same
+      release given twice (``bayesdp combine a.json a.json``, or a copy rewritten by another program, which
       may change the last digits), whatever the names say.
     - the same holder name in two inputs, when it is a name someone chose (``hospital_a``).
       Names bayesdp makes up when none is given - "0", "1", ... and "k:j" from an earlier
@@ -117,39 +118,6 @@ def combine_releases(*releases) -> Release:
         provenance={**first.provenance, "combined_from": len(rels)},
         **(_largest_bounds(rels) if own_bounds else {}),
     )
-
-
-DUPLICATE_NOISE_RTOL = 1e-6
-"""Two holders are one release given twice when every coordinate of their [vech(S_hat), z_hat]
-agrees to within this fraction of the larger noise std (or to 16 units of rounding, for
-noiseless statistics). Independent noise of std sigma each makes a coordinate of two different
-holders' statistics agree that closely with probability at most 1e-6 / sqrt(pi) = 5.6e-7
-(the density of their difference is at most 1 / (2 sqrt(pi) sigma)), and all of the
-d(d+1)/2 + d >= 2 coordinates at most 3.2e-13: a false alarm never happens in practice, while
-a copy whose digits were rewritten (one ulp, a 15-digit printout) is still caught."""
-
-
-def same_release_pairs(rels):
-    """Pairs ``((k0, name0), (k, name))`` of holders of the releases ``rels`` (k the position of
-    the release, ``name`` the holder's name in it) whose statistics are one release given twice
-    (:data:`DUPLICATE_NOISE_RTOL`), in the order found; empty when there is none."""
-    pairs = []
-    for d in sorted({r.d for r in rels}):  # releases of other shapes cannot be the same one
-        entries = [(k, h, r.S_hat[j], r.z_hat[j], float(r.sigma_s[j]), float(r.sigma_z[j]))
-                   for k, r in enumerate(rels) if r.d == d for j, h in enumerate(r.holder_names)]
-        iu = np.triu_indices(d)
-        V = np.array([np.concatenate([S[iu], z]) for _, _, S, z, _, _ in entries])
-        noise = np.array([np.concatenate([np.full(len(iu[0]), ss), np.full(d, sz)])
-                          for *_, ss, sz in entries])
-        rounding = 16 * np.finfo(float).eps
-        for i in range(len(entries) - 1):
-            rest = V[i + 1:]
-            tol = np.maximum(DUPLICATE_NOISE_RTOL * np.maximum(noise[i], noise[i + 1:]),
-                             rounding * np.maximum(np.abs(V[i]), np.abs(rest)))
-            for m in np.flatnonzero(np.all(np.abs(rest - V[i]) <= tol, axis=1)):
-                a, b = entries[i], entries[i + 1 + int(m)]
-                pairs.append(((a[0], a[1]), (b[0], b[1])))
-    return sorted(pairs)
 
 
 def _combined_cost(rels, names, labels):

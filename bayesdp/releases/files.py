@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import accounting, privacy, secure_noise
 from ..errors import BayesdpInputError, ReleaseFormatError
+from .cost import verify_cost
 from .release_object import MAX_ABS, MAX_COUNT, Release
 
 FORMAT_NAME = "bayesdp-release"
@@ -413,7 +414,7 @@ def release_from_dict(doc) -> Release:
             noise_grid=grid,
         )
         # the record must agree with the cost the file's own noise, bounds and design give
-        accounting.verify_cost(rel)
+        verify_cost(rel)
     except ReleaseFormatError:
         raise
     except BayesdpInputError as exc:

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import accounting, privacy, secure_noise
 from ..errors import BayesdpInputError, check_seed
+from .cost import contiguous_cost_note
 from .holders import check_holder_count
 from .layout import unvech
 from .release_object import INTERCEPT_NAME, MAX_ABS, Release
@@ -182,7 +183,7 @@ def noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featur
         dp_valid = False
         notes.append(note)
         warnings.warn(note, UserWarning, stacklevel=3)
-        cost_sens, cost_note = factor * sens, accounting.contiguous_cost_note(factor)
+        cost_sens, cost_note = factor * sens, contiguous_cost_note(factor)
     if private_bounds and plan is not None:
         cost = secure_noise.statistics_part(eps, dlt, sigma=sigma, sensitivity=sens,
                                             grid=plan["grid"], dim=plan["dim"])

@@ -21,6 +21,8 @@ import numpy as np
 
 from .. import accounting, privacy, secure_noise
 from ..errors import BayesdpInputError
+from .cost import derive_cost
+from .holders import is_default_holder_name
 
 INTERCEPT_NAME = "intercept"
 """Name of the first feature of a release with an intercept (appendix B.2): theta[0]."""
@@ -56,7 +58,7 @@ class Release:
 
     ``privacy_cost``: the cost parts, one per mechanism run on the holders' rows (a tuple of
     JSON dicts, :mod:`bayesdp.accounting`); None derives the statistics part from ``epsilon``,
-    ``delta``, the sigmas and ``sensitivity`` (:func:`bayesdp.accounting.derive_cost`).
+    ``delta``, the sigmas and ``sensitivity`` (:func:`bayesdp.releases.cost.derive_cost`).
     ``noise_mechanism``: "gaussian" (float noise) or "discrete_gaussian" (``noise="secure"``:
     every released number is a multiple of ``noise_grid``, a power of two; docs/privacy.md 10).
     With ``bounds="private"`` the first part is the "bounds" estimate's (its
@@ -216,7 +218,7 @@ class Release:
         self._check_noise_mechanism()
         set_("provenance", dict(self.provenance))
         if self.privacy_cost is None:
-            set_("privacy_cost", accounting.derive_cost(self))
+            set_("privacy_cost", derive_cost(self))
         else:
             parts = self.privacy_cost
             if isinstance(parts, dict) or not isinstance(parts, (list, tuple)) or not parts:
@@ -270,6 +272,12 @@ class Release:
     @property
     def n_total(self) -> int:
         return int(self.n.sum())
+
+    @property
+    def named_holders(self) -> tuple:
+        """The holder names someone chose (``hospital_a``), without the ones bayesdp makes up
+        when none is given ("0", "1", ... and "k:j" from a combine), which carry no identity."""
+        return tuple(h for h in self.holder_names if not is_default_holder_name(h))
 
     @property
     def bounds_part(self):
