@@ -1,5 +1,5 @@
 """Coverage of the 90% posterior intervals of theta on the demo setting, default vs paper priors
-(issue 9, point 3; numbers quoted in docs/methods.md, "Priors").
+(issue 9, point 3; the numbers: docs/evidence/coverage-simulation.md).
 
     PYTHONPATH=. python research/prior_coverage.py --seeds 20 --methods fast fixeds
     PYTHONPATH=. python research/prior_coverage.py --seeds 10 --methods normalx --priors default small-sigma-x --s release

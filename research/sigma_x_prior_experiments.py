@@ -1,9 +1,9 @@
 """Hierarchical priors on Sigma_x tried for the coverage of theta's intervals on the demo setting
-(docs/methods.md, "Converged is not calibrated"). Experiments, not part of the package: each
-prior is a variant of ``bayesdp.models.regression.normalx_noncentred_model`` defined here and run
-by numpyro's NUTS with the settings of ``fit(method="normalx")`` (4 chains, 1000 + 1000,
-target_accept_prob 0.8) as they were when these were measured: Sigma_x factorised in the
-features' basis, the authors' start mapped to the Bartlett variables, warm-up from the identity
+(docs/evidence/coverage-simulation.md, "Converged is not calibrated"). Experiments, not part of
+the package: each prior is a variant of ``bayesdp.models.regression.normalx_noncentred_model``
+defined here and run by numpyro's NUTS with the settings of ``fit(method="normalx")`` (4 chains,
+1000 + 1000, target_accept_prob 0.8) as they were when these were measured: Sigma_x factorised in
+the features' basis, the authors' start mapped to the Bartlett variables, warm-up from the identity
 mass matrix (``fit`` has since changed all three: benchmarks/bench_nuts_start.py).
 
     PYTHONPATH=. python research/sigma_x_prior_experiments.py --prior scale --seeds 0 1 2

@@ -1,6 +1,7 @@
 """Other priors of Sigma_x than the default, measured where the default is known to be wrong (the
-paper's nearly collinear simulation) and where it is right (small data, real data): docs/methods.md,
-"A smaller prior scale covers on the simulation, but is not the default".
+paper's nearly collinear simulation) and where it is right (small data, real data):
+docs/evidence/coverage-simulation.md, "A smaller prior scale covers on the simulation, but is not
+the default".
 
     PYTHONPATH=. python research/sigma_x_scale.py --setting small --seeds 0 1 2 --variants 1:2 1e-4:2 1e-2:2 1e-4:-0.5
     PYTHONPATH=. python research/sigma_x_scale.py --setting demo --seeds 0 1 --variants 1:2 1e-4:2 1e-2:2
