@@ -20,10 +20,17 @@ import bayesdp
 from dp_helpers import dask_split_of, split_of
 from bayesdp import privacy
 from bayesdp.errors import BayesdpInputError
-from bayesdp.releases import PartialStatistics
+from bayesdp.releases import PartialStatistics, ReleaseSpec
 from bayesdp.releases.mechanism import secure_plan
 
 BOUNDS = (2.5, 3.0)
+
+
+def _secure(epsilon, **kw):
+    """The spec of a secure release at (epsilon, 1e-5) with BOUNDS."""
+    return ReleaseSpec(epsilon=epsilon, delta=1e-5, bounds=BOUNDS, noise="secure", **kw)
+
+
 ATOL = 1e-9
 KW = dict(epsilon=1.0, delta=1e-5, bounds=BOUNDS, seed=11)
 
@@ -153,16 +160,14 @@ def test_averaging_merges_exactly(data):
 
 def test_secure_grid_sums_merge_exactly(data):
     X, y, labels = data
-    grid = secure_plan(1.0, 1e-5, BOUNDS, X.shape[1], intercept=False, average_rows=1,
-                       include_yty=False)["grid"]
+    grid = secure_plan(_secure(1.0), BOUNDS, X.shape[1])["grid"]
     a, b = parts(X, y, labels, [2222], grid=grid)
     whole = one_pass(X, y, labels, grid=grid)
     for ka, kb in zip((a + b).grid_sums, whole.grid_sums):
         assert list(ka) == list(kb)  # exact integers
     rel = (a + b).release(epsilon=1.0, delta=1e-5)
     assert rel.noise_mechanism == "discrete_gaussian" and rel.noise_grid == grid
-    other = secure_plan(50.0, 1e-5, BOUNDS, X.shape[1], intercept=False, average_rows=1,
-                        include_yty=False)["grid"]
+    other = secure_plan(_secure(50.0), BOUNDS, X.shape[1])["grid"]
     assert other != grid
     with pytest.raises(BayesdpInputError, match="grid"):
         one_pass(X, y, labels, grid=grid).release(epsilon=50.0, delta=1e-5)
@@ -311,8 +316,7 @@ def test_dask_secure_noise_sums_exactly(frame, data):
     exactly, and the release is on the grid."""
     dd = pytest.importorskip("dask.dataframe")
     X, y, labels = data
-    grid = secure_plan(1.0, 1e-5, BOUNDS, 3, intercept=True, average_rows=1,
-                       include_yty=False)["grid"]
+    grid = secure_plan(_secure(1.0, intercept=True), BOUNDS, 3)["grid"]
     ddf = dd.from_pandas(frame, npartitions=5)
     got = bayesdp.releases.partial_statistics_dask(ddf, bounds=BOUNDS, node_column="who",
                                                    intercept=True, grid=grid)

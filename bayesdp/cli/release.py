@@ -17,7 +17,7 @@ from .common import add_command, add_progress_option, print_warnings
 def _cmd_release(args):
     """Each data holder's rows are clipped to the public bounds, X^T X and X^T y are
     accumulated in chunks (constant memory), and Gaussian noise is added once per holder."""
-    from ..releases import release_file
+    from ..releases import ReleaseSpec, release_file
 
     if args.bounds_from_data:
         bounds = "data"
@@ -28,18 +28,17 @@ def _cmd_release(args):
     else:
         raise BayesdpError("give public bounds with --bounds B_X B_Y, or --bounds private to "
                            "estimate them with DP (or --bounds-from-data, which is NOT private)")
+    spec = ReleaseSpec(epsilon=args.epsilon, delta=args.delta, bounds=bounds,
+                       calibration=args.calibration, noise=args.noise, intercept=args.intercept,
+                       average_rows=args.average_rows, include_yty=args.include_yty,
+                       split=args.split, seed=args.seed, holder_name=args.holder,
+                       bounds_share=args.bounds_share, bounds_range=args.bounds_range)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        rel = release_file(args.data, epsilon=args.epsilon, delta=args.delta, bounds=bounds,
-                           nodes=args.nodes, y_column=_column(args.y_column),
+        rel = release_file(args.data, nodes=args.nodes, y_column=_column(args.y_column),
                            node_column=_column(args.node_column),
-                           header=None if args.no_header else "infer", seed=args.seed,
-                           calibration=args.calibration, include_yty=args.include_yty,
-                           chunksize=args.chunksize, split=args.split,
-                           holder_name=args.holder, progress=args.progress,
-                           intercept=args.intercept, average_rows=args.average_rows,
-                           noise=args.noise, bounds_share=args.bounds_share,
-                           bounds_range=args.bounds_range)
+                           header=None if args.no_header else "infer",
+                           chunksize=args.chunksize, progress=args.progress, spec=spec)
     print_warnings(caught)
     rel.save(args.out)
     print(rel)

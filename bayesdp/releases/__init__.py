@@ -2,6 +2,7 @@
 
 The modules in the order the data passes through them:
 
+    spec.py               ReleaseSpec: the mechanism's parameters, checked once
     layout.py             the data layout [vech(S), z, y^T y] and the noise model of a release
     rows.py, holders.py   checks of the rows, bounds and design; which rows go to which holder
     data_files.py         a CSV or Parquet data file read in chunks
@@ -10,6 +11,7 @@ The modules in the order the data passes through them:
     from_rows.py          release() and release_file(): the one place rows become a Release
     from_dask.py          release_dask(): the same from a Dask DataFrame, map/reduce
     release_object.py     the Release object and the checks of its fields
+    cost.py               the cost a release's own fields give; the check of its cost record
     files.py              its JSON file format (docs/release-format.md); the atomic write
     combine.py            combine_releases(): holders' releases put together
 """
@@ -21,11 +23,13 @@ from .from_rows import release, release_file
 from .holders import contiguous_split, random_split
 from .partial import PartialStatistics
 from .release_object import INTERCEPT_NAME, Release
+from .spec import ReleaseSpec
 
 __all__ = [
     "INTERCEPT_NAME",
     "PartialStatistics",
     "Release",
+    "ReleaseSpec",
     "combine_releases",
     "contiguous_split",
     "load_release",

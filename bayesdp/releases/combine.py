@@ -116,6 +116,7 @@ def combine_releases(*releases) -> Release:
         dp_claim_note="; ".join(sorted({r.dp_claim_note for r in rels if r.dp_claim_note})),
         privacy_cost=cost,
         provenance={**first.provenance, "combined_from": len(rels)},
+        spec=None,  # several releases: no one spec made them all
         **(_largest_bounds(rels) if own_bounds else {}),
     )
 

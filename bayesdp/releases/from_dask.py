@@ -17,13 +17,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import privacy
-from ..errors import BayesdpInputError, check_seed
+from ..errors import BayesdpInputError
 from .data_files import frame_rows, pick_columns
-from .holders import check_holder_name, holder_count, random_split, split_entropy, split_rng
-from .mechanism import check_noise, noisy_release, secure_plan
+from .holders import check_one_holder, holder_count, random_split, split_entropy, split_rng
+from .mechanism import noisy_release, secure_plan
 from .partial import PartialStatistics
 from .release_object import Release
 from .rows import check_design, dataframe_names
+from .spec import spec_of_call
 
 
 def _dask():
@@ -149,10 +150,10 @@ def _merge(*parts):
     return out
 
 
-def release_dask(data, y=None, *, epsilon, delta, bounds, nodes=1, y_column=None,
-                 node_column=None, seed=None, calibration="exact", include_yty=False,
-                 holder_name=None, intercept=False, average_rows=1, noise="float",
-                 split_every=8, scheduler=None) -> Release:
+def release_dask(data, y=None, *, epsilon=None, delta=None, bounds=None, nodes=1,
+                 y_column=None, node_column=None, seed=None, calibration="exact",
+                 include_yty=False, holder_name=None, intercept=False, average_rows=1,
+                 noise="float", split_every=8, scheduler=None, spec=None) -> Release:
     """Release noisy (S_hat_j, z_hat_j, n_j) from a Dask DataFrame (or Dask arrays X, y),
     computed where the data are.
 
@@ -173,41 +174,44 @@ def release_dask(data, y=None, *, epsilon, delta, bounds, nodes=1, y_column=None
     as in :func:`bayesdp.release`; ``average_rows`` > 1 moves the clipped rows (not sums) to the
     merge, so the memory of all rows is needed there.
 
+    ``spec``: a :class:`~bayesdp.releases.spec.ReleaseSpec` in place of the mechanism's
+    keywords, as in :func:`bayesdp.release` (its ``split`` must be "random", the only split of
+    a holder count here).
+
     The workers see the rows and the exact sums, which are NOT private; only the returned
     release is. Needs Dask: ``pip install bayesdp[dask]``.
     """
+    spec = spec_of_call(spec, epsilon=epsilon, delta=delta, bounds=bounds, seed=seed,
+                        calibration=calibration, include_yty=include_yty, split="random",
+                        holder_name=holder_name, intercept=intercept, average_rows=average_rows,
+                        noise=noise, bounds_share=None, bounds_range=None)
     _dask()
-    eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
-    check_seed(seed)
-    check_noise(noise, seed, calibration)
-    if isinstance(bounds, str):
+    if isinstance(spec.bounds, str):
         raise BayesdpInputError(
-            f"bounds={bounds!r}: release_dask needs public bounds (B_x, B_y); estimate them "
+            f"bounds={spec.bounds!r}: release_dask needs public bounds (B_x, B_y); estimate them "
             "privately with release or release_file on a sample you may spend budget on")
-    bnds = privacy.check_bounds(bounds)
+    if spec.split != "random":
+        raise BayesdpInputError(f"split={spec.split!r}: release_dask assigns the rows of a holder "
+                                "count at random (split='random')")
     J = holder_count(nodes) if isinstance(nodes, (int, np.integer)) and node_column is None \
         else None
-    check_holder_name(holder_name, J)
+    check_one_holder(spec.holder_name, J)
     d = _feature_count(data, y_column, node_column)
-    plan = None if noise == "float" else secure_plan(
-        eps, dlt, bnds, d, intercept=intercept, average_rows=average_rows,
-        include_yty=include_yty)
-    acc = partial_statistics_dask(data, y, bounds=bnds, nodes=nodes, y_column=y_column,
-                                  node_column=node_column, intercept=intercept,
-                                  average_rows=average_rows,
+    plan = secure_plan(spec, spec.bounds, d)
+    acc = partial_statistics_dask(data, y, bounds=spec.bounds, nodes=nodes, y_column=y_column,
+                                  node_column=node_column, intercept=spec.intercept,
+                                  average_rows=spec.average_rows,
                                   grid=None if plan is None else plan["grid"],
-                                  split_every=split_every, scheduler=scheduler, seed=seed)
+                                  split_every=split_every, scheduler=scheduler, seed=spec.seed)
     rows = int(acc.n.sum())
     if rows == 0:
         raise BayesdpInputError("the Dask data has no rows")
     if J is not None and rows < J:
         raise BayesdpInputError(f"fewer rows ({rows}) than data holders (nodes={J})")
     names = acc.feature_names or [f"x{i}" for i in range(d)]
-    return noisy_release(acc, epsilon=eps, delta=dlt, calibration=calibration,
-                         include_yty=include_yty, seed=seed, feature_names=names,
-                         private_bounds=True,
+    return noisy_release(acc, spec, feature_names=names,
                          source="Dask " + ("DataFrame" if hasattr(data, "columns") else "arrays"),
-                         split=acc.split, holder_name=holder_name, plan=plan)
+                         split=acc.split, plan=plan)
 
 
 def _feature_count(data, y_column, node_column):

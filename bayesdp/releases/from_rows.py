@@ -1,34 +1,34 @@
 """Releasing from rows: :func:`release` (arrays or DataFrames in memory) and
-:func:`release_file` (a CSV or Parquet file of any size, read in chunks). Both check their
-inputs, settle the bounds (public, private or read off the data), let the holders accumulate
-their sums (:class:`~bayesdp.releases.partial.PartialStatistics`) and add the noise once per holder
-(:func:`~bayesdp.releases.mechanism.noisy_release`).
+:func:`release_file` (a CSV or Parquet file of any size, read in chunks). Both build the
+mechanism's :class:`~bayesdp.releases.spec.ReleaseSpec` from their keywords (or take one),
+check their rows, settle the bounds (public, private or read off the data), let the holders
+accumulate their sums (:class:`~bayesdp.releases.partial.PartialStatistics`) and add the noise
+once per holder (:func:`~bayesdp.releases.mechanism.noisy_release`).
 """
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 from .. import privacy
-from ..errors import BayesdpInputError, check_seed
+from ..errors import BayesdpInputError
 from .data_files import check_csv_header, iter_stacked
-from .holders import (check_holder_name, check_split, holder_count, node_labels, random_split,
-                      split_entropy, split_rng)
-from .mechanism import (check_noise, estimate_bounds, noisy_release, private_bounds_setup,
-                        secure_plan)
+from .holders import (check_one_holder, holder_count, node_labels, random_split, split_entropy,
+                      split_rng)
+from .mechanism import estimate_bounds, noisy_release, secure_plan
 from .partial import PartialStatistics
 from .release_object import Release
-from .rows import (DATA_BOUNDS_WARNING, all_finite, check_design, check_feature_names,
-                   check_rows, dataframe_names, resolve_bounds)
+from .rows import (bounds_read_off, check_design, check_feature_names, check_rows,
+                   dataframe_names, resolve_bounds)
+from .spec import spec_of_call
 
 
-def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="exact",
-            include_yty=False, feature_names=None, split="random", holder_name=None,
-            intercept=False, average_rows=1, noise="float", bounds_share=None,
-            bounds_range=None) -> Release:
+def release(X, y, *, epsilon=None, delta=None, bounds=None, nodes=1, seed=None,
+            calibration="exact", include_yty=False, feature_names=None, split="random",
+            holder_name=None, intercept=False, average_rows=1, noise="float",
+            bounds_share=None, bounds_range=None, spec=None) -> Release:
     """Release noisy (S_hat_j, z_hat_j, n_j) for each data holder with (eps, delta)-DP.
 
     Parameters
@@ -98,20 +98,24 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         remains. It cannot be seeded (a seed is an error) and needs calibration="exact". Its
         (eps, delta) rests on the discrete Gaussian's zCDP, so sigma is 1.084 times the float
         mode's at (1, 1e-5) (docs/privacy.md section 10).
+    spec : ReleaseSpec or None
+        All the parameters above except X, y, nodes and feature_names (the mechanism: epsilon,
+        delta, bounds, calibration, noise, intercept, average_rows, include_yty, split, seed,
+        holder_name, bounds_share, bounds_range) as one checked
+        :class:`~bayesdp.releases.spec.ReleaseSpec`, in place of those keywords (which must then
+        be left out). The release keeps it as ``Release.spec``, so
+        ``release(X2, y2, spec=rel.spec)`` releases other rows by the same mechanism.
 
     Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
     Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2) (eps * (1 - bounds_share)
     in place of eps with private bounds).
     """
+    spec = spec_of_call(spec, epsilon=epsilon, delta=delta, bounds=bounds, seed=seed,
+                        calibration=calibration, include_yty=include_yty, split=split,
+                        holder_name=holder_name, intercept=intercept, average_rows=average_rows,
+                        noise=noise, bounds_share=bounds_share, bounds_range=bounds_range)
     df_names = dataframe_names(X) if feature_names is None and hasattr(X, "columns") else None
-    check_seed(seed)
-    check_noise(noise, seed, calibration)
-    check_holder_name(holder_name, nodes)
-    private = private_bounds_setup(bounds, bounds_share, bounds_range, epsilon, delta)
-    if private is not None and noise == "secure":
-        raise BayesdpInputError(
-            "noise: noise='secure' with bounds='private' is not supported yet (the secure "
-            "calibration is fixed before the bounds are estimated); use public bounds")
+    check_one_holder(spec.holder_name, nodes)
     X, y = check_rows(X, y)
     if X.shape[0] < 1:
         raise BayesdpInputError("X has no rows")
@@ -119,34 +123,30 @@ def release(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, calibration="ex
         names = check_feature_names(feature_names, X.shape[1], "feature_names")
     else:
         names = df_names if df_names is not None else [f"x{i}" for i in range(X.shape[1])]
-    k = check_design(intercept, average_rows, names)
-    labels, holders = node_labels(nodes, X, y, split, seed)
+    check_design(spec.intercept, spec.average_rows, names)
+    labels, holders = node_labels(nodes, X, y, spec.split, spec.seed)
     part = None
-    if private is not None:
-        hist = privacy.BoundsHistogram(private[1])
+    if spec.private_bounds:
+        hist = privacy.BoundsHistogram(privacy.bounds_grid(spec.bounds_range))
         hist.add(X, y)
-        bnds, part = estimate_bounds(hist, private[0], seed)
-        private_bounds = True
+        bnds, part = estimate_bounds(hist, spec)
     else:
-        bnds, private_bounds = resolve_bounds(bounds, X, y)
-    plan = None if noise == "float" else secure_plan(
-        epsilon, delta, bnds, X.shape[1], intercept=intercept, average_rows=k,
-        include_yty=include_yty)
-    acc = PartialStatistics(X.shape[1], bnds, holders, intercept=intercept, average_rows=k,
+        bnds, _ = resolve_bounds(spec.bounds, X, y)
+    plan = secure_plan(spec, bnds, X.shape[1])
+    acc = PartialStatistics(X.shape[1], bnds, holders, intercept=spec.intercept,
+                            average_rows=spec.average_rows,
                             grid=None if plan is None else plan["grid"])
     acc.add(X, y, labels)
-    return noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
-                          include_yty=include_yty, seed=seed, feature_names=names,
-                          private_bounds=private_bounds, source="arrays",
-                          split="labels" if holders is None else split,
-                          holder_name=holder_name, plan=plan, bounds_part=part)
+    return noisy_release(acc, spec, feature_names=names, source="arrays",
+                         split="labels" if holders is None else spec.split, plan=plan,
+                         bounds_part=part)
 
 
-def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_column=None,
-                 header="infer", seed=None, calibration="exact", include_yty=False,
-                 chunksize=100_000, split="random", holder_name=None, progress=None,
-                 intercept=False, average_rows=1, noise="float", bounds_share=None,
-                 bounds_range=None) -> Release:
+def release_file(path, *, epsilon=None, delta=None, bounds=None, nodes=1, y_column=None,
+                 node_column=None, header="infer", seed=None, calibration="exact",
+                 include_yty=False, chunksize=100_000, split="random", holder_name=None,
+                 progress=None, intercept=False, average_rows=1, noise="float",
+                 bounds_share=None, bounds_range=None, spec=None) -> Release:
     """Release from a CSV or Parquet file far larger than memory, in constant memory.
 
     The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
@@ -173,85 +173,78 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
     The rows are summed chunk by chunk (:meth:`PartialStatistics.add_stacked`; a Parquet file
     with numeric columns is read by pyarrow straight into float64, docs/scale-out.md "Speed"):
     the sums are those of :func:`release` on the same rows up to floating-point rounding.
+    ``spec``: a :class:`~bayesdp.releases.spec.ReleaseSpec` in place of the mechanism's
+    keywords, as in :func:`release`.
     """
+    spec = spec_of_call(spec, epsilon=epsilon, delta=delta, bounds=bounds, seed=seed,
+                        calibration=calibration, include_yty=include_yty, split=split,
+                        holder_name=holder_name, intercept=intercept, average_rows=average_rows,
+                        noise=noise, bounds_share=bounds_share, bounds_range=bounds_range)
     path = Path(path)
     if not path.exists():
         raise BayesdpInputError(f"data file {str(path)!r} does not exist")
     if path.is_dir():
         raise BayesdpInputError(f"data file {str(path)!r} is a folder, not a file")
-    privacy.check_epsilon_delta(epsilon, delta)
     if header not in ("infer", None):
         raise BayesdpInputError(f"header must be 'infer' or None, got {header!r}")
-    check_seed(seed)
-    check_noise(noise, seed, calibration)
-    check_holder_name(holder_name, nodes if node_column is None else None)
+    check_one_holder(spec.holder_name, nodes if node_column is None else None)
     if header == "infer" and path.suffix.lower() not in (".parquet", ".pq"):
         check_csv_header(path)
     if chunksize < 1:
         raise BayesdpInputError(f"chunksize must be >= 1, got {chunksize}")
-    check_split(split)
-    k = check_design(intercept, average_rows)
-    private = private_bounds_setup(bounds, bounds_share, bounds_range, epsilon, delta)
-    if private is not None and noise == "secure":
-        raise BayesdpInputError(
-            "noise: noise='secure' with bounds='private' is not supported yet (the secure "
-            "calibration is fixed before the bounds are estimated); use public bounds")
-    data_bounds = isinstance(bounds, str) and bounds == "data"
-    bnds = None if data_bounds or private else resolve_bounds(bounds, None, None)[0]
+    data_bounds = spec.bounds == "data"
+    bnds = None if data_bounds or spec.private_bounds else spec.bounds
     J = None
     if node_column is None:
         J = holder_count(nodes)
         if J is None:
             raise BayesdpInputError(f"nodes must be a whole number >= 1, got {nodes!r} (per-row "
                                     "labels in a file go in a column: node_column)")
-    passes = 2 if (node_column is None and split == "contiguous") or data_bounds \
-        or private else 1
+    contiguous = node_column is None and spec.split == "contiguous"
+    passes = 2 if contiguous or data_bounds or spec.private_bounds else 1
     part = None
     if passes == 2:
         # first pass: count rows, and read the bounds off the data or count the rows per cell
         # of the candidate grid for the private estimate
         n_rows, bx, by = 0, 0.0, 0.0
-        hist = privacy.BoundsHistogram(private[1]) if private else None
+        hist = privacy.BoundsHistogram(privacy.bounds_grid(spec.bounds_range)) \
+            if spec.private_bounds else None
         for A, *_ in iter_stacked(path, header, chunksize, y_column, node_column, progress,
                                   f"{path.name} (pass 1/2)"):
             n_rows += len(A)
-            if data_bounds or private:
+            if data_bounds or spec.private_bounds:
                 Xc, yc = check_rows(A[:, 1:-1], A[:, -1])
             if data_bounds:
                 bx = max(bx, float(privacy.row_norms(Xc)[0].max(initial=0.0)))
                 by = max(by, float(np.abs(yc).max(initial=0.0)))
-            if private:
+            if spec.private_bounds:
                 hist.add(Xc, yc)
         if data_bounds:
-            warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=2)
-            tiny = np.finfo(float).tiny
-            bnds = privacy.check_bounds((max(bx, tiny), max(by, tiny)))
-        if private:
+            bnds = bounds_read_off(bx, by)
+        if spec.private_bounds:
             if n_rows == 0:
                 raise BayesdpInputError(f"{path}: no data rows")
-            bnds, part = estimate_bounds(hist, private[0], seed)
-    if J is not None and split == "contiguous":
+            bnds, part = estimate_bounds(hist, spec)
+    if contiguous:
         if n_rows < J:
             raise BayesdpInputError(f"fewer rows ({n_rows}) than data holders (nodes={J})")
         size = n_rows // J
     acc = plan = None
     start = 0
     names = None
-    rng = split_rng(split_entropy(seed))
+    rng = split_rng(split_entropy(spec.seed))
     desc = path.name + (" (pass 2/2)" if passes == 2 else "")
     for A, feats, ycol, ncol, labels in iter_stacked(path, header, chunksize, y_column,
                                                       node_column, progress, desc):
         if names is None:
             names = [str(c) for c in feats]
-            check_design(intercept, k, names)
-            plan = None if noise == "float" else secure_plan(
-                epsilon, delta, bnds, len(feats), intercept=intercept, average_rows=k,
-                include_yty=include_yty)
+            check_design(spec.intercept, spec.average_rows, names)
+            plan = secure_plan(spec, bnds, len(feats))
             acc = PartialStatistics(len(feats), bnds, None if J is None else list(range(J)),
-                                    intercept=intercept, average_rows=k,
+                                    intercept=spec.intercept, average_rows=spec.average_rows,
                                     grid=None if plan is None else plan["grid"])
         n = len(A)
-        if ncol is None and split == "contiguous":
+        if contiguous:
             labels = np.minimum((start + np.arange(n)) // size, J - 1)
         elif ncol is None:
             labels = None if J == 1 else random_split(n, J, rng)
@@ -264,8 +257,6 @@ def release_file(path, *, epsilon, delta, bounds, nodes=1, y_column=None, node_c
         raise BayesdpInputError(f"{path}: no data rows")
     if J is not None and start < J:
         raise BayesdpInputError(f"fewer rows ({start}) than data holders (nodes={J})")
-    return noisy_release(acc, epsilon=epsilon, delta=delta, calibration=calibration,
-                          include_yty=include_yty, seed=seed, feature_names=names,
-                          private_bounds=not data_bounds, source=f"file {path.name}",
-                          split="labels" if J is None else split, holder_name=holder_name,
-                          plan=plan, bounds_part=part)
+    return noisy_release(acc, spec, feature_names=names, source=f"file {path.name}",
+                         split="labels" if J is None else spec.split, plan=plan,
+                         bounds_part=part)

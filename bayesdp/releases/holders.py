@@ -201,9 +201,9 @@ def is_default_holder_name(name) -> bool:
     return _DEFAULT_HOLDER_NAME.fullmatch(str(name)) is not None
 
 
-def check_holder_name(holder_name, nodes):
-    """``holder_name`` is for a single holder (a count ``nodes=1``) and must be a name someone
-    chose: a non-empty string that is not a made-up name ("0", "1", "k:j")."""
+def check_holder_name(holder_name):
+    """``holder_name`` is None or a name someone chose: a non-empty string that is not a
+    made-up name ("0", "1", "k:j")."""
     if holder_name is None:
         return
     if not isinstance(holder_name, str) or not holder_name.strip():
@@ -212,7 +212,11 @@ def check_holder_name(holder_name, nodes):
         raise BayesdpInputError(
             f"holder_name {holder_name!r}: names made of digits (and ':') are the ones bayesdp "
             "makes up and renames on combine; choose a name such as 'hospital_a'")
-    if holder_count(nodes) != 1:
+
+
+def check_one_holder(holder_name, nodes):
+    """A ``holder_name`` is for a single holder: a count ``nodes=1`` (None: labels)."""
+    if holder_name is not None and holder_count(nodes) != 1:
         raise BayesdpInputError(
             "holder_name names the single holder of a release with nodes=1; with several "
             f"holders (nodes={nodes!r} or a node column) the holders are named by their labels")

@@ -17,16 +17,11 @@ import warnings
 import numpy as np
 
 from .. import accounting, privacy, secure_noise
-from ..errors import BayesdpInputError, check_seed
+from ..errors import BayesdpInputError
 from .cost import contiguous_cost_note
 from .holders import check_holder_count
 from .layout import unvech
 from .release_object import INTERCEPT_NAME, MAX_ABS, Release
-
-NOISES = ("float", "secure")
-"""``release(..., noise=...)``: "float" (numpy's PCG64 Gaussian, seedable) or "secure" (the
-discrete Gaussian on a grid from the OS CSPRNG, :mod:`bayesdp.secure_noise`)."""
-
 
 def _version():
     from .. import __version__
@@ -40,65 +35,43 @@ def symmetric_noise(rng, d) -> np.ndarray:
     return unvech(rng.standard_normal(d * (d + 1) // 2), d)
 
 
-def check_noise(noise, seed, calibration):
-    """``noise`` is "float" or "secure"; secure noise takes no seed and the exact calibration."""
-    if not isinstance(noise, str) or noise not in NOISES:
-        raise BayesdpInputError(f"noise must be one of {NOISES}, got {noise!r}")
-    if noise == "secure" and seed is not None:
-        raise BayesdpInputError(
-            "seed: noise='secure' draws its noise from the operating system's CSPRNG "
-            "(secrets) and cannot be seeded (anyone who knows a seed can regenerate the noise); "
-            "omit seed, or use noise='float' for a reproducible experiment")
-    if noise == "secure" and calibration != "exact":
-        raise BayesdpInputError(
-            f"calibration: noise='secure' has its own exact accounting of the discrete Gaussian "
-            f"and needs calibration='exact' (the default), got {calibration!r}")
-
-
-def secure_plan(epsilon, delta, bounds, d, *, intercept, average_rows, include_yty):
-    """Grid, sensitivity and noise scale of a secure release (:func:`secure_noise.plan`)."""
-    eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
-    sens = privacy.sensitivity_release(*bounds, intercept=intercept, average_rows=average_rows,
-                                       with_yty=include_yty)
-    dim = secure_noise.released_dim(d, intercept=intercept, with_yty=include_yty)
-    return secure_noise.plan(eps, dlt, sens, dim)
+def secure_plan(spec, bounds, d):
+    """Grid, sensitivity and noise scale (:func:`secure_noise.plan`) of a secure release of
+    ``spec`` with ``d`` features clipped to ``bounds``; None for float noise."""
+    if spec.noise != "secure":
+        return None
+    sens = privacy.sensitivity_release(*bounds, intercept=spec.intercept,
+                                       average_rows=spec.average_rows,
+                                       with_yty=spec.include_yty)
+    dim = secure_noise.released_dim(d, intercept=spec.intercept, with_yty=spec.include_yty)
+    return secure_noise.plan(spec.epsilon, spec.delta, sens, dim)
 
 
 BOUNDS_STREAM = 0x626F756E6473  # b"bounds": the seed stream of the private bounds estimate
 
 
-def private_bounds_setup(bounds, bounds_share, bounds_range, epsilon, delta):
-    """For ``bounds="private"``: (share of epsilon, the grid of candidates); else None, after
-    refusing private-bounds options given with other bounds."""
-    if isinstance(bounds, str) and bounds == "private":
-        eps, _ = privacy.check_epsilon_delta(epsilon, delta)
-        share = privacy.check_bounds_share(
-            privacy.PRIVATE_BOUNDS_SHARE if bounds_share is None else bounds_share)
-        grid = privacy.bounds_grid(
-            privacy.PRIVATE_BOUNDS_RANGE if bounds_range is None else bounds_range)
-        return share * eps, grid
-    for name, v in (("bounds_share", bounds_share), ("bounds_range", bounds_range)):
-        if v is not None:
-            raise BayesdpInputError(f"{name} applies to bounds='private' only, got "
-                                    f"{name}={v!r} with bounds={bounds!r}")
-    return None
-
-
-def estimate_bounds(hist, eps_bounds, seed):
-    """Private (B_x, B_y) and their cost part; the draw has its own seed stream, so a seeded
+def estimate_bounds(hist, spec):
+    """Private (B_x, B_y) and their cost part from the histogram ``hist`` of the rows, with
+    ``spec.bounds_epsilon``; the draw has its own stream of ``spec.seed``, so a seeded
     release's noise does not depend on it."""
-    rng = np.random.default_rng(None if seed is None else [int(seed), BOUNDS_STREAM])
-    return privacy.estimate_bounds(hist, eps_bounds, rng)
+    seed = spec.seed
+    rng = np.random.default_rng(None if seed is None else [seed, BOUNDS_STREAM])
+    return privacy.estimate_bounds(hist, spec.bounds_epsilon, rng)
 
 
-def noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, feature_names,
-                   private_bounds, source, split="labels", holder_name=None, plan=None,
-                   bounds_part=None):
-    """The release of the accumulated statistics. ``plan`` (secure noise,
-    :func:`secure_plan`): discrete Gaussian noise on the grid sums ``acc`` holds.
-    ``bounds_part``: the cost of a private bounds estimate; the statistics get the rest of
-    epsilon (basic composition)."""
-    eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
+def noisy_release(acc, spec, *, feature_names, source, split="labels", plan=None,
+                  bounds_part=None):
+    """The release of the accumulated statistics ``acc`` (:class:`PartialStatistics`) by the
+    mechanism of ``spec`` (:class:`~bayesdp.releases.spec.ReleaseSpec`, which it records).
+
+    ``feature_names``: the d names of the features; ``source``: where the rows came from, and
+    ``split``: how they were assigned to holders ("labels", "random" or "contiguous"), both for
+    the provenance. ``plan`` (secure noise, :func:`secure_plan`): discrete Gaussian noise on the
+    grid sums ``acc`` holds. ``bounds_part``: the cost of a private bounds estimate; the
+    statistics get the rest of epsilon (basic composition)."""
+    eps, dlt = spec.epsilon, spec.delta
+    calibration, include_yty, seed = spec.calibration, spec.include_yty, spec.seed
+    private_bounds = spec.bounds != "data"
     bx, by = acc.bounds
     k = acc.average_rows
     eps_stats = eps
@@ -141,10 +114,10 @@ def noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featur
                 "intercept=True (command line: --intercept). This check reads the rows; it is "
                 "shown to the data holder only and is not part of the release.",
                 UserWarning, stacklevel=3)
-    rng = np.random.default_rng(check_seed(seed))  # seed None: fresh OS entropy
+    rng = np.random.default_rng(seed)  # seed None: fresh OS entropy
     # the grouping of average_rows has its own stream, so the noise draws do not depend on it
     acc.finish(secure_noise.secret_permutation if plan is not None else
-               np.random.default_rng(None if seed is None else [int(seed), GROUPING_STREAM]
+               np.random.default_rng(None if seed is None else [seed, GROUPING_STREAM]
                                      ).permutation)
     D = acc.d + int(acc.intercept)
     nS = D * (D + 1) // 2
@@ -205,7 +178,7 @@ def noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featur
         sigma_s=np.full(J, sigma),
         sigma_z=np.full(J, sigma),
         feature_names=((INTERCEPT_NAME,) if acc.intercept else ()) + tuple(feature_names),
-        holder_names=(holder_name,) if holder_name is not None and J == 1
+        holder_names=(spec.holder_name,) if spec.holder_name is not None and J == 1
         else tuple(str(lab) for lab in labels),
         epsilon=eps,
         delta=dlt,
@@ -225,6 +198,7 @@ def noisy_release(acc, *, epsilon, delta, calibration, include_yty, seed, featur
         privacy_cost=(cost,) if bounds_part is None else (bounds_part, cost),
         noise_mechanism="gaussian" if plan is None else secure_noise.MECHANISM,
         noise_grid=None if plan is None else plan["grid"],
+        spec=spec,
         provenance={
             "created_by": f"bayesdp {_version()}",
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -26,8 +26,11 @@ import numpy as np
 
 from .. import privacy, secure_noise
 from ..errors import BayesdpInputError
-from .holders import MAX_HOLDERS, check_holder_count, check_split, unique_in_order
+from .holders import (MAX_HOLDERS, check_holder_count, check_one_holder, check_split,
+                      unique_in_order)
+from .mechanism import noisy_release, secure_plan
 from .rows import all_finite, check_design, check_feature_names, check_finite, check_rows
+from .spec import ReleaseSpec
 
 #: rows per block of the clipping and per-holder sums: large enough to amortise numpy's call
 #: overhead, small enough for the temporaries to stay in cache
@@ -378,27 +381,21 @@ class PartialStatistics:
         Delta * sigma(eps, delta), as :func:`bayesdp.release` makes it (same noise for the same
         seed). With a secure-noise grid the noise is the discrete Gaussian (no seed). Can be
         called once."""
-        from .holders import check_holder_name
-        from .mechanism import check_noise, noisy_release, secure_plan
-
-        noise = "float" if self.grid is None else "secure"
-        check_noise(noise, seed, calibration)
-        check_holder_name(holder_name, len(self.stats))
-        plan = None
-        if self.grid is not None:
-            plan = secure_plan(epsilon, delta, self.bounds, self.d, intercept=self.intercept,
-                               average_rows=self.average_rows, include_yty=include_yty)
-            if plan["grid"] != self.grid:
-                raise BayesdpInputError(
-                    f"these statistics were summed on the grid {self.grid!r}, but the secure "
-                    f"noise for epsilon={epsilon!r}, delta={delta!r} needs {plan['grid']!r}")
+        spec = ReleaseSpec(epsilon=epsilon, delta=delta, bounds=self.bounds,
+                           calibration=calibration, noise="float" if self.grid is None else
+                           "secure", intercept=self.intercept, average_rows=self.average_rows,
+                           include_yty=include_yty, seed=seed, holder_name=holder_name)
+        check_one_holder(spec.holder_name, len(self.stats))
+        plan = secure_plan(spec, self.bounds, self.d)
+        if plan is not None and plan["grid"] != self.grid:
+            raise BayesdpInputError(
+                f"these statistics were summed on the grid {self.grid!r}, but the secure "
+                f"noise for epsilon={epsilon!r}, delta={delta!r} needs {plan['grid']!r}")
         if not self.stats or sum(st.n for st in self.stats.values()) == 0:
             raise BayesdpInputError("these partial statistics hold no rows")
         names = self.feature_names or [f"x{i}" for i in range(self.d)]
-        return noisy_release(self, epsilon=epsilon, delta=delta, calibration=calibration,
-                             include_yty=include_yty, seed=seed, feature_names=names,
-                             private_bounds=True, source="partial statistics", split=self.split,
-                             holder_name=holder_name, plan=plan)
+        return noisy_release(self, spec, feature_names=names, source="partial statistics",
+                             split=self.split, plan=plan)
 
     def finish(self, permutation):
         """Called once by the release. With ``average_rows`` = k > 1: for each holder (in release

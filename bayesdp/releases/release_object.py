@@ -23,6 +23,7 @@ from .. import accounting, privacy, secure_noise
 from ..errors import BayesdpInputError
 from .cost import derive_cost
 from .holders import is_default_holder_name
+from .spec import ReleaseSpec
 
 INTERCEPT_NAME = "intercept"
 """Name of the first feature of a release with an intercept (appendix B.2): theta[0]."""
@@ -94,6 +95,7 @@ class Release:
     privacy_cost: Optional[tuple] = None
     noise_mechanism: str = "gaussian"
     noise_grid: Optional[float] = None
+    spec: Optional[ReleaseSpec] = None
 
     def __post_init__(self):
         S = _float_array("S_hat", self.S_hat, ndim=3)
@@ -216,6 +218,9 @@ class Release:
                         f"eigenvalue {w[0]:.3g}, allowed >= -{tol:.3g}); a covariance must be PSD")
             set_("noise_cov", cov)
         self._check_noise_mechanism()
+        if self.spec is not None and not isinstance(self.spec, ReleaseSpec):
+            raise BayesdpInputError(f"spec must be a ReleaseSpec or None, got "
+                                    f"{type(self.spec).__name__}")
         set_("provenance", dict(self.provenance))
         if self.privacy_cost is None:
             set_("privacy_cost", derive_cost(self))

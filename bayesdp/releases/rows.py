@@ -11,6 +11,7 @@ import numpy as np
 from .. import privacy
 from ..errors import BayesdpInputError
 from .release_object import INTERCEPT_NAME
+from .spec import check_average_rows, check_bounds_option, check_intercept
 
 DATA_BOUNDS_WARNING = (
     "bounds='data': B_x and B_y are read off the data, so the noise scale depends on the data and "
@@ -169,38 +170,38 @@ def as_float64(a):
 
 
 def resolve_bounds(bounds, X, y):
-    if isinstance(bounds, str):
-        if bounds == "private":
-            raise BayesdpInputError("bounds='private' is estimated by release and release_file "
-                                    "only; give public bounds (B_x, B_y) here")
-        if bounds != "data":
-            raise BayesdpInputError(
-                f"bounds must be a pair (B_x, B_y), 'private' or 'data', got {bounds!r}")
+    """((B_x, B_y), private) of ``bounds``: a public pair as it is (private True), or "data":
+    the largest ||x_i|| and |y_i| of the rows (:func:`bounds_read_off`, private False)."""
+    bounds = check_bounds_option(bounds)
+    if bounds == "private":
+        raise BayesdpInputError("bounds='private' is estimated by release and release_file "
+                                "only; give public bounds (B_x, B_y) here")
+    if bounds == "data":
         if X is None:
             raise BayesdpInputError("bounds='data' needs the data")
-        warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=3)
-        bx = float(privacy.row_norms(X)[0].max())
-        by = float(np.abs(y).max())
-        tiny = np.finfo(float).tiny
-        return privacy.check_bounds((max(bx, tiny), max(by, tiny))), False
-    if bounds is None:
-        raise BayesdpInputError("bounds are required: public (B_x, B_y), or 'data' (not private)")
-    return privacy.check_bounds(bounds), True
+        return bounds_read_off(float(privacy.row_norms(X)[0].max()), float(np.abs(y).max())), \
+            False
+    return bounds, True
+
+
+def bounds_read_off(bx, by):
+    """Bounds read off the data, the largest ||x_i|| and |y_i| (at least the smallest positive
+    float), with the loud warning that the noise scale, and so the release, is not private."""
+    warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=3)
+    tiny = np.finfo(float).tiny
+    return privacy.check_bounds((max(bx, tiny), max(by, tiny)))
 
 
 def check_design(intercept, average_rows, names=()):
     """Validate ``intercept`` and ``average_rows``; return k. With an intercept no feature may
     be called "intercept" (the name of theta's first coordinate)."""
-    if not isinstance(intercept, (bool, np.bool_)):
-        raise BayesdpInputError(f"intercept must be True or False, got {intercept!r}")
-    k = average_rows
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise BayesdpInputError(f"average_rows must be a whole number >= 1, got {average_rows!r}")
+    intercept = check_intercept(intercept)
+    k = check_average_rows(average_rows)
     if intercept and INTERCEPT_NAME in list(names):
         raise BayesdpInputError(
             f"feature_names: {INTERCEPT_NAME!r} is the name of the intercept column that "
             "intercept=True adds; rename that feature")
-    return int(k)
+    return k
 
 
 def looks_numeric(text) -> bool:
