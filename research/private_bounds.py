@@ -12,7 +12,7 @@ rows over ``--nodes`` holders (random split) three times per replication:
 - "m-th": B_x, B_y = the m-th largest ||x_i||, |y_i| of the training rows, m the target rank of
   the private estimate (NOT private: the same target without the cost of privacy; the
   statistics get all of eps);
-- "private": ``bounds="private"`` with ``--bounds-share`` of eps (docs/privacy.md section 9),
+- "private": ``bounds="private"`` with ``--bounds-share`` of eps (docs/privacy.md section 11),
   the statistics with the rest; the release is (eps, delta)-DP as a whole.
 
 and fits ``fast`` and ``fixeds`` (default priors, scaled from the release's bounds). The error
