@@ -6,8 +6,9 @@ Each data holder j releases once (paper eqs. 2-3)
     z_hat_j = X_j^T y_j + sigma_z v_j,   v_j ~ N(0, I_d)
 
 The object checks every field when it is made (whoever made it: :func:`bayesdp.release`, a file,
-an adapter); its JSON file format is written and read by :mod:`bayesdp.releases.files`
-(docs/release-format.md).
+an adapter), one method per group of fields (the statistics, the names, the privacy claim, the
+design, y^T y, the noise, the origin, the cost); its JSON file format is written and read by
+:mod:`bayesdp.releases.files` (docs/release-format.md).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .. import accounting, privacy, secure_noise
 from ..errors import BayesdpInputError
 from .cost import derive_cost
 from .holders import is_default_holder_name
-from .spec import ReleaseSpec
+from .spec import ReleaseSpec, check_average_rows, check_intercept
 
 INTERCEPT_NAME = "intercept"
 """Name of the first feature of a release with an intercept (appendix B.2): theta[0]."""
@@ -66,6 +67,11 @@ class Release:
     ``{"name": "bounds", "mechanism": "exponential", ...}``) and the statistics part follows;
     their basic composition is the release's (epsilon, delta) (docs/privacy.md, "Private
     bounds").
+
+    ``spec``: the :class:`~bayesdp.releases.spec.ReleaseSpec` the release was made by
+    (:func:`bayesdp.release` and its kin), kept in memory only: a file never holds it (its seed
+    would let anyone regenerate the noise), so a release read from a file, combined or built
+    by an adapter has None.
     """
 
     S_hat: np.ndarray
@@ -98,6 +104,24 @@ class Release:
     spec: Optional[ReleaseSpec] = None
 
     def __post_init__(self):
+        """Check every field, group by group; normalise arrays to float64 (counts to int64),
+        names to tuples of strings; derive the cost when none is given."""
+        self._check_statistics()
+        self._check_names()
+        self._check_privacy_claim()
+        self._check_design()
+        self._check_yty()
+        self._check_noise()
+        self._check_origin()
+        self._check_cost()
+
+    def _set(self, name, value):
+        object.__setattr__(self, name, value)
+
+    def _check_statistics(self):
+        """``S_hat`` (J, d, d) symmetric (to rounding; symmetrised), ``z_hat`` (J, d), ``n``
+        (J,) whole numbers >= 1, ``sigma_s`` and ``sigma_z`` one number >= 0 or J of them; every
+        number finite and at most MAX_ABS."""
         S = _float_array("S_hat", self.S_hat, ndim=3)
         J, d, d2 = S.shape
         if d != d2 or J < 1 or d < 1:
@@ -109,70 +133,39 @@ class Release:
                 f"S_hat must be symmetric; max |S_hat - S_hat^T| = {2 * float(np.max(asym_j)):.3g} "
                 f"(holder {int(np.argmax(asym_j))})"
             )
-        S = 0.5 * S + 0.5 * np.swapaxes(S, 1, 2)  # halves first: no overflow near the float limit
-        z = _float_array("z_hat", self.z_hat, shape=(J, d))
-        n = _whole_numbers("n", self.n, J)
-        sig_s = _float_array("sigma_s", np.broadcast_to(self.sigma_s, (J,)), shape=(J,))
-        sig_z = _float_array("sigma_z", np.broadcast_to(self.sigma_z, (J,)), shape=(J,))
-        if np.any(sig_s < 0) or np.any(sig_z < 0):
-            raise BayesdpInputError("sigma_s and sigma_z must be >= 0")
+        self._set("S_hat", 0.5 * S + 0.5 * np.swapaxes(S, 1, 2))  # halves: no overflow
+        self._set("z_hat", _float_array("z_hat", self.z_hat, shape=(J, d)))
+        self._set("n", _whole_numbers("n", self.n, J))
+        for name in ("sigma_s", "sigma_z"):
+            sig = _float_array(name, np.broadcast_to(getattr(self, name), (J,)), shape=(J,))
+            if np.any(sig < 0):
+                raise BayesdpInputError("sigma_s and sigma_z must be >= 0")
+            self._set(name, sig)
+
+    def _check_names(self):
+        """``feature_names``: d distinct names (default "x0", "x1", ...); ``holder_names``: J
+        distinct names (default "0", "1", ...)."""
+        d, J = self.d, self.J
         names = tuple(str(f) for f in self.feature_names) or tuple(f"x{i}" for i in range(d))
         if len(names) != d or len(set(names)) != d:
             raise BayesdpInputError(f"feature_names must be {d} distinct names, got {names!r}")
         holders = tuple(str(h) for h in self.holder_names) or tuple(str(j) for j in range(J))
         if len(holders) != J or len(set(holders)) != J:
             raise BayesdpInputError(f"holder_names must be {J} distinct names, got {holders!r}")
+        self._set("feature_names", names)
+        self._set("holder_names", holders)
+
+    def _check_privacy_claim(self):
+        """The claim and what the noise was calibrated to: ``epsilon`` and ``delta`` (both or
+        neither), a known ``calibration``, public ``bounds`` (B_x, B_y) > 0 and a
+        ``sensitivity`` > 0, each optional."""
         if self.epsilon is not None or self.delta is not None:
             privacy.check_epsilon_delta(self.epsilon, self.delta)
-        if not isinstance(self.intercept, (bool, np.bool_)):
-            raise BayesdpInputError(f"intercept must be True or False, got {self.intercept!r}")
-        if self.intercept and d < 2:
-            raise BayesdpInputError(f"intercept: a release with an intercept has the intercept "
-                                    f"and at least one feature (d >= 2), got d={d}")
-        if self.intercept and names[0] != INTERCEPT_NAME:
-            raise BayesdpInputError(
-                f"feature_names: a release with an intercept names its first feature "
-                f"{INTERCEPT_NAME!r}, got {names[0]!r}")
-        k = self.average_rows
-        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise BayesdpInputError(f"average_rows must be a whole number >= 1, got {k!r}")
         if self.calibration is not None and self.calibration not in privacy.CALIBRATIONS:
             raise BayesdpInputError(
                 f"calibration must be one of {privacy.CALIBRATIONS}, got {self.calibration!r}"
             )
-        bounds = None if self.bounds is None else privacy.check_bounds(self.bounds)
-        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
-        set_("S_hat", S)
-        set_("z_hat", z)
-        set_("n", n)
-        set_("sigma_s", sig_s)
-        set_("sigma_z", sig_z)
-        set_("feature_names", names)
-        set_("holder_names", holders)
-        set_("bounds", bounds)
-        set_("intercept", bool(self.intercept))
-        set_("average_rows", int(k))
-        if self.n_rows is not None:
-            rows = _whole_numbers("n_rows", self.n_rows, J)
-            if np.any(rows // int(k) != n):
-                raise BayesdpInputError(
-                    f"n_rows: with average_rows={int(k)} each holder's n_j must be its number of "
-                    f"groups floor(n_rows_j / {int(k)}); got n={n.tolist()}, "
-                    f"n_rows={rows.tolist()}")
-            set_("n_rows", rows)
-        if self.n_clipped is not None:
-            try:
-                nc = _whole_numbers("n_clipped", self.n_clipped, J, minimum=0)
-            except BayesdpInputError:
-                nc = None
-            # clipping counts rows: at most n_j, or n_rows_j when rows were averaged
-            top = self.n_rows if self.n_rows is not None else (n if int(k) == 1 else None)
-            if nc is None or (top is not None and np.any(nc > top)):
-                raise BayesdpInputError(
-                    f"n_clipped must be {J} whole numbers with 0 <= n_clipped_j <= "
-                    f"{'n_j' if int(k) == 1 else 'n_rows_j'}, got {self.n_clipped!r}"
-                )
-            set_("n_clipped", nc)
+        self._set("bounds", None if self.bounds is None else privacy.check_bounds(self.bounds))
         if self.sensitivity is not None:
             try:
                 sens = math.nan if isinstance(self.sensitivity, (bool, str)) \
@@ -183,24 +176,72 @@ class Release:
                 raise BayesdpInputError(
                     f"sensitivity must be a finite number > 0, got {self.sensitivity!r}"
                 )
-            set_("sensitivity", sens)
-        if self.yty_hat is not None:
-            yty = _float_array("yty_hat", self.yty_hat, shape=(J,))
-            sy = self.sigma_yty if self.sigma_yty is not None else 0.0
-            try:  # broadcast the value given, not a converted copy of it
-                sy = np.broadcast_to(np.asarray(sy, dtype=object), (J,))
-            except ValueError:
+            self._set("sensitivity", sens)
+
+    def _check_design(self):
+        """The rows' design: ``intercept`` (then d >= 2 and the first feature named
+        "intercept"), ``average_rows`` = k, ``n_rows`` (each n_j = floor(n_rows_j / k)) and
+        ``n_clipped`` (0 <= n_clipped_j <= the rows of holder j)."""
+        J, n = self.J, self.n
+        intercept = check_intercept(self.intercept)
+        if intercept and self.d < 2:
+            raise BayesdpInputError(f"intercept: a release with an intercept has the intercept "
+                                    f"and at least one feature (d >= 2), got d={self.d}")
+        if intercept and self.feature_names[0] != INTERCEPT_NAME:
+            raise BayesdpInputError(
+                f"feature_names: a release with an intercept names its first feature "
+                f"{INTERCEPT_NAME!r}, got {self.feature_names[0]!r}")
+        k = check_average_rows(self.average_rows)
+        self._set("intercept", intercept)
+        self._set("average_rows", k)
+        if self.n_rows is not None:
+            rows = _whole_numbers("n_rows", self.n_rows, J)
+            if np.any(rows // k != n):
                 raise BayesdpInputError(
-                    f"sigma_yty must be one number or {J} numbers, got {self.sigma_yty!r}") from None
-            sy = _float_array("sigma_yty", sy, shape=(J,))
-            if np.any(sy < 0):
+                    f"n_rows: with average_rows={k} each holder's n_j must be its number of "
+                    f"groups floor(n_rows_j / {k}); got n={n.tolist()}, n_rows={rows.tolist()}")
+            self._set("n_rows", rows)
+        if self.n_clipped is not None:
+            try:
+                nc = _whole_numbers("n_clipped", self.n_clipped, J, minimum=0)
+            except BayesdpInputError:
+                nc = None
+            # clipping counts rows: at most n_j, or n_rows_j when rows were averaged
+            top = self.n_rows if self.n_rows is not None else (n if k == 1 else None)
+            if nc is None or (top is not None and np.any(nc > top)):
                 raise BayesdpInputError(
-                    f"sigma_yty must be >= 0, got {sy.tolist()} (holder {int(np.argmin(sy))})")
-            set_("yty_hat", yty)
-            set_("sigma_yty", sy)
-        elif self.sigma_yty is not None:
-            raise BayesdpInputError("sigma_yty is given without yty_hat")
+                    f"n_clipped must be {J} whole numbers with 0 <= n_clipped_j <= "
+                    f"{'n_j' if k == 1 else 'n_rows_j'}, got {self.n_clipped!r}"
+                )
+            self._set("n_clipped", nc)
+
+    def _check_yty(self):
+        """``yty_hat`` (J,) with ``sigma_yty`` (one number >= 0 or J of them), or neither."""
+        J = self.J
+        if self.yty_hat is None:
+            if self.sigma_yty is not None:
+                raise BayesdpInputError("sigma_yty is given without yty_hat")
+            return
+        yty = _float_array("yty_hat", self.yty_hat, shape=(J,))
+        sy = self.sigma_yty if self.sigma_yty is not None else 0.0
+        try:  # broadcast the value given, not a converted copy of it
+            sy = np.broadcast_to(np.asarray(sy, dtype=object), (J,))
+        except ValueError:
+            raise BayesdpInputError(
+                f"sigma_yty must be one number or {J} numbers, got {self.sigma_yty!r}") from None
+        sy = _float_array("sigma_yty", sy, shape=(J,))
+        if np.any(sy < 0):
+            raise BayesdpInputError(
+                f"sigma_yty must be >= 0, got {sy.tolist()} (holder {int(np.argmin(sy))})")
+        self._set("yty_hat", yty)
+        self._set("sigma_yty", sy)
+
+    def _check_noise(self):
+        """The noise beyond the sigmas: ``noise_cov`` (J, D, D), D = d(d+1)/2 + d, symmetric
+        and positive semi-definite for every holder (to NOISE_COV_PSD_RTOL), or None; and the
+        noise mechanism (:meth:`_check_noise_mechanism`)."""
         if self.noise_cov is not None:
+            J, d = self.J, self.d
             D = d * (d + 1) // 2 + d
             cov = _float_array("noise_cov", self.noise_cov, shape=(J, D, D))
             asym = np.max(np.abs(0.5 * cov - 0.5 * np.swapaxes(cov, 1, 2)), axis=(1, 2))
@@ -216,21 +257,8 @@ class Release:
                     raise BayesdpInputError(
                         f"noise_cov of holder {j} is not positive semi-definite (smallest "
                         f"eigenvalue {w[0]:.3g}, allowed >= -{tol:.3g}); a covariance must be PSD")
-            set_("noise_cov", cov)
+            self._set("noise_cov", cov)
         self._check_noise_mechanism()
-        if self.spec is not None and not isinstance(self.spec, ReleaseSpec):
-            raise BayesdpInputError(f"spec must be a ReleaseSpec or None, got "
-                                    f"{type(self.spec).__name__}")
-        set_("provenance", dict(self.provenance))
-        if self.privacy_cost is None:
-            set_("privacy_cost", derive_cost(self))
-        else:
-            parts = self.privacy_cost
-            if isinstance(parts, dict) or not isinstance(parts, (list, tuple)) or not parts:
-                raise BayesdpInputError(
-                    f"privacy_cost must be a non-empty list of cost parts, got {parts!r}")
-            set_("privacy_cost", tuple(accounting.check_part(p, f"privacy_cost[{i}]", holders)
-                                       for i, p in enumerate(parts)))
 
     def _check_noise_mechanism(self):
         """``noise_mechanism`` is known; a discrete Gaussian release has a power-of-two grid,
@@ -261,7 +289,30 @@ class Release:
                 raise BayesdpInputError(
                     f"{name}: a discrete Gaussian release has every value on its grid "
                     f"(a multiple of noise_grid = {g!r}); this one has values off the grid")
-        object.__setattr__(self, "noise_grid", g)
+        self._set("noise_grid", g)
+
+    def _check_origin(self):
+        """How the release was made: ``provenance`` a dict (copied), ``spec`` the
+        :class:`~bayesdp.releases.spec.ReleaseSpec` it was made by, or None."""
+        if self.spec is not None and not isinstance(self.spec, ReleaseSpec):
+            raise BayesdpInputError(f"spec must be a ReleaseSpec or None, got "
+                                    f"{type(self.spec).__name__}")
+        self._set("provenance", dict(self.provenance))
+
+    def _check_cost(self):
+        """``privacy_cost``: a non-empty list of cost parts, each checked
+        (:func:`bayesdp.accounting.check_part`); None derives it from the other fields
+        (:func:`bayesdp.releases.cost.derive_cost`)."""
+        if self.privacy_cost is None:
+            self._set("privacy_cost", derive_cost(self))
+            return
+        parts = self.privacy_cost
+        if isinstance(parts, dict) or not isinstance(parts, (list, tuple)) or not parts:
+            raise BayesdpInputError(
+                f"privacy_cost must be a non-empty list of cost parts, got {parts!r}")
+        self._set("privacy_cost", tuple(
+            accounting.check_part(p, f"privacy_cost[{i}]", self.holder_names)
+            for i, p in enumerate(parts)))
 
     # -- shape ---------------------------------------------------------------------------------
     @property
