@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from ..accounting import budget
+from ..releases import load_release, write_text_atomic
 from .common import add_command
 
 
@@ -16,9 +18,6 @@ def _cmd_budget(args):
     composition: e.g. with and without intercept, or private bounds plus statistics) and prints
     one line per part and the total. Within a release, holders hold disjoint rows and count
     once (parallel composition). docs/privacy.md, 'Privacy cost and budget'."""
-    from ..accounting import budget
-    from ..releases import load_release, write_text_atomic
-
     res = budget(*[load_release(path) for path in args.releases], delta=args.delta,
                  accountant=args.accountant, labels=args.releases)
     text = json.dumps(res.to_dict(), indent=1, allow_nan=False)

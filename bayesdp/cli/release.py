@@ -11,14 +11,13 @@ from __future__ import annotations
 import warnings
 
 from ..errors import BayesdpError, BayesdpInputError
+from ..releases import ReleaseSpec, combine_releases, release_file
 from .common import add_command, add_progress_option, print_warnings
 
 
 def _cmd_release(args):
     """Each data holder's rows are clipped to the public bounds, X^T X and X^T y are
     accumulated in chunks (constant memory), and Gaussian noise is added once per holder."""
-    from ..releases import ReleaseSpec, release_file
-
     if args.bounds_from_data:
         bounds = "data"
     elif args.bounds == ["private"]:
@@ -60,8 +59,6 @@ def _cmd_release(args):
 
 def _cmd_combine(args):
     """Refuses releases with different d, feature names, bounds or privacy parameters."""
-    from ..releases import combine_releases
-
     rel = combine_releases(*args.releases)
     rel.save(args.out)
     print(rel)

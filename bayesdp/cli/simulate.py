@@ -10,6 +10,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
+from ..releases import write_text_atomic
+from ..simulate import simulate
 from .common import add_command
 
 
@@ -26,11 +30,6 @@ def _cmd_demo(args):
 def _cmd_simulate(args):
     """Sigma_x ~ InvWishart(V^T V, d+1), theta ~ N(0, I), x ~ N(0, Sigma_x), y = x^T theta +
     N(0, sigma_y^2). Writes a CSV (columns x0.., y) and a truth JSON beside it."""
-    import numpy as np
-
-    from ..releases import write_text_atomic
-    from ..simulate import simulate
-
     sim = simulate(args.n, args.d, seed=args.seed, sigma_y=args.sigma_y)
     import pandas as pd  # after simulate's checks: bad arguments fail before pandas is loaded
 

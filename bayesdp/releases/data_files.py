@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from ..errors import BayesdpInputError
+from ..progress import bar
 from .rows import check_names_distinct, frame_dtype_problem, looks_numeric, non_numeric_error
 
 
@@ -119,10 +122,6 @@ def _parquet_stacked(path, chunksize, y_column, node_column, progress, desc):
     (pandas then reads the file). Columns that are not numbers are refused first, here
     (:func:`_parquet_columns`)."""
     pa, _ = _pyarrow()
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ..progress import bar
-
     pf = _open_parquet(path, memory_map=True)
     try:
         feats, ycol, ncol = _parquet_columns(pf, path, y_column, node_column)
@@ -333,8 +332,6 @@ def _iter_chunks(path, header, chunksize, progress=False, desc=None):
     """DataFrames of ``chunksize`` rows; with a progress bar over the rows (Parquet) or the bytes
     of the file read so far (CSV, compressed or not)."""
     import pandas as pd
-
-    from ..progress import bar
 
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):

@@ -16,18 +16,12 @@ import warnings
 
 import numpy as np
 
-from .. import accounting, privacy, secure_noise
+from .. import __version__, accounting, privacy, secure_noise
 from ..errors import BayesdpInputError
 from .cost import contiguous_cost_note
 from .holders import check_holder_count
 from .layout import unvech
 from .release_object import INTERCEPT_NAME, MAX_ABS, Release
-
-def _version():
-    from .. import __version__
-
-    return __version__
-
 
 def symmetric_noise(rng, d) -> np.ndarray:
     """A d x d symmetric matrix M with its upper triangle incl. the diagonal iid N(0, 1) and the
@@ -200,7 +194,7 @@ def noisy_release(acc, spec, *, feature_names, source, split="labels", plan=None
         noise_grid=None if plan is None else plan["grid"],
         spec=spec,
         provenance={
-            "created_by": f"bayesdp {_version()}",
+            "created_by": f"bayesdp {__version__}",
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "mechanism": ("Gaussian" if plan is None else "discrete Gaussian")
             + " mechanism on [vech(S), z"

@@ -366,6 +366,7 @@ class Release:
         )
 
     # -- files (the format: :mod:`bayesdp.releases.files`) ---------------------------------------
+    # (files.py builds Release objects, so it is imported in the methods, not at the top)
     def to_dict(self, include_clip_counts=False) -> dict:
         """The JSON-ready dictionary of the release file format (docs/release-format.md).
 

@@ -4,6 +4,7 @@ averaging) and the feature names. Shared by the release, adaSSP and the non-priv
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
@@ -121,8 +122,6 @@ def check_number_types(a, name):
     dates, times, durations or text, naming the columns (see :func:`frame_dtype_problem`):
     NumPy converts datetime64 and timedelta64 values to float64 counts of their unit and
     numeric text to its number without a word, so they would otherwise be released as such."""
-    import sys
-
     pd = sys.modules.get("pandas")
     if pd is not None and isinstance(a, (pd.DataFrame, pd.Series)):
         frame = a.to_frame() if isinstance(a, pd.Series) else a
