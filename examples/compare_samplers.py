@@ -6,9 +6,7 @@ Simulates the paper's data (d = 2, three holders of 300 rows: small enough for N
 it with eps = 1, and fits
 
     normalx            the normalX model, bayesdp's default: NUTS on the non-centred model
-    normalx-interweaved  the same model, hand-written kernel (non-centred moves interwoven)
     normalx-paper      the same model, the paper's Algorithm 1 as published
-    normalx-collapsed  the same model, theta integrated out of the S and sigma_y^2 moves
     fixeds             the fixedS model (S_j fixed at the nearest PSD matrix), slice on sigma_y^2
     nuts-normalx       numpyro NUTS on the normalX model
     nuts-fixeds        numpyro NUTS on the fixedS model
@@ -34,9 +32,7 @@ def main(n_per_holder=300, J=3, d=2, epsilon=1.0, seed=7):
     ref = bayesdp.fit_nonprivate(sim.X, sim.y, seed=0, bounds=sim.bounds)
     runs = {
         "normalx": dict(num_samples=1000, num_warmup=1000),
-        "normalx-interweaved": dict(num_samples=1000, num_warmup=1000),
         "normalx-paper": dict(num_samples=1000, num_warmup=1000),
-        "normalx-collapsed": dict(num_samples=1000, num_warmup=1000),
         "fixeds": dict(num_samples=1000, num_warmup=500),
         "nuts-normalx": dict(num_samples=300, num_warmup=300, num_chains=2),
         "nuts-fixeds": dict(num_samples=300, num_warmup=300, num_chains=2),

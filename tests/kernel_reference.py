@@ -1,9 +1,9 @@
 """Reference forms of the kernels' pieces, written directly from the maths, that the tests check
 the fused kernels against, and the deliberately wrong kernels of the Geweke negative controls.
 
-The wrong kernels are the production kernels built with one correction removed: the module
-functions that compute the Hastings correction of the Wishart random walk and the Jacobian of the
-congruence moves are swapped, while the kernel is traced, for versions that drop them.
+The wrong kernel is the production kernel built with one correction removed: the module function
+that computes the Hastings correction of the Wishart random walk is swapped, while the kernel is
+traced, for a version that drops it.
 """
 
 from __future__ import annotations
@@ -12,11 +12,9 @@ import contextlib
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.scipy.linalg import solve_triangular
 
-from bayesdp.inference.kernels import collapsed, normalx_interweaved, normalx_paper
-from bayesdp.inference.kernels.collapsed import group_from
+from bayesdp.inference.kernels import normalx_paper
 from bayesdp.inference.kernels.common import Totals, theta_precision_terms, wishart_rw, z_loglik
 from bayesdp.inference.kernels.linalg import bartlett, chol, logdet_chol, mm, tri_inv
 
@@ -90,15 +88,6 @@ def collapsed_s_log_prior(S, L_S, U, n, S_hat, sigma_s):
             - 0.5 * jnp.sum((S_hat[iu] - S[iu]) ** 2) / sigma_s**2)
 
 
-def group_transform(H):
-    """The Cayley transform G = (I - H/2)^{-1} (I + H/2) of a lower-triangular H, its inverse
-    (the transform of -H) and log|det G| = sum_i log|1 + H_ii/2| - log|1 - H_ii/2|."""
-    d = H.shape[-1]
-    eye = jnp.eye(d, dtype=H.dtype)
-    inv = tri_inv(jnp.stack([eye - 0.5 * H, eye + 0.5 * H]))
-    return group_from(H, inv[0], inv[1])
-
-
 # ---------------------------------------------------------------------------------------------
 # Wrong kernels for the negative controls
 # ---------------------------------------------------------------------------------------------
@@ -109,39 +98,6 @@ def _without_log_q(rw):
     def f(L_S, B, B_inv, alpha):
         S_new, log_q, logdet_diff = rw(L_S, B, B_inv, alpha)
         return S_new, jnp.zeros_like(log_q), logdet_diff
-    return f
-
-
-def _group_without_jacobian(ratio):
-    """group_move_log_ratio without the Jacobian (J + 1)(d + 1) log|G| of the congruence."""
-    def f(G, G_inv, logdet_G, S, *args):
-        log_r, Sx_g, W_g = ratio(G, G_inv, logdet_G, S, *args)
-        J, d = S.shape[0], S.shape[-1]
-        return log_r - (J + 1.0) * (d + 1.0) * logdet_G, Sx_g, W_g
-    return f
-
-
-def _diag_positions(d):
-    """Positions of the diagonal entries in vech_l (row-major lower triangle)."""
-    return np.array([i * (i + 1) // 2 + i for i in range(d)])
-
-
-def _noncentred_without_jacobian(ratio):
-    """noncentred_log_ratio without the Jacobian (J + 1)(d + 1) log|G(h)| in its MH ratio."""
-    def f(h, Sigma_x, W, S, *args):
-        log_r, new = ratio(h, Sigma_x, W, S, *args)
-        J, d = S.shape[0], S.shape[-1]
-        hd = h[_diag_positions(d)]
-        logdet = jnp.sum(jnp.log(jnp.abs((1.0 + 0.5 * hd) / (1.0 - 0.5 * hd))))
-        return log_r - (J + 1.0) * (d + 1.0) * logdet, new
-    return f
-
-
-def _proposal_with(proposal, ratio):
-    """noncentred_proposal differentiating the correct ratio (only the MH ratio is wrong)."""
-    def f(*args):
-        with _swap(normalx_interweaved, "noncentred_log_ratio", lambda _: ratio):
-            return proposal(*args)
     return f
 
 
@@ -156,19 +112,10 @@ def _swap(module, name, wrap):
 
 
 def without_proposal_ratio(step):
-    """``step`` traced with the Hastings correction of the Wishart random walk (normalx-paper,
-    collapsed and interweaved kernels) and the Jacobian of the congruence moves (the collapsed
-    kernel's group move, the interweaved kernel's non-centred move) dropped: a deliberately WRONG
-    kernel. Call it only inside a fresh trace (as the Geweke simulator does)."""
+    """``step`` traced with the Hastings correction of the Wishart random walk (normalx-paper)
+    dropped: a deliberately WRONG kernel. Call it only inside a fresh trace (as the Geweke
+    simulator does)."""
     def wrong(*args, **kwargs):
-        nc_ratio = normalx_interweaved.noncentred_log_ratio
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(_swap(normalx_paper, "wishart_rw", _without_log_q))
-            stack.enter_context(_swap(collapsed, "wishart_rw", _without_log_q))
-            stack.enter_context(_swap(collapsed, "group_move_log_ratio", _group_without_jacobian))
-            stack.enter_context(_swap(normalx_interweaved, "noncentred_log_ratio",
-                                      _noncentred_without_jacobian))
-            stack.enter_context(_swap(normalx_interweaved, "noncentred_proposal",
-                                      lambda p: _proposal_with(p, nc_ratio)))
+        with _swap(normalx_paper, "wishart_rw", _without_log_q):
             return step(*args, **kwargs)
     return wrong

@@ -94,7 +94,7 @@ def test_fixeds_takes_s_noise_from_provenance(corr_release):
     with pytest.raises(BayesdpInputError, match="s_noise"):
         bayesdp.fit(rel, method="fixeds", num_samples=5, num_warmup=5, s_noise="dropped")
     with pytest.raises(BayesdpInputError, match="s_noise"):
-        bayesdp.fit(corr_release, method="normalx-collapsed", num_samples=5, num_warmup=5,
+        bayesdp.fit(corr_release, method="normalx-paper", num_samples=5, num_warmup=5,
                     s_noise="eiv")
 
 
@@ -117,7 +117,7 @@ def small_release():
                            seed=3)
 
 
-@pytest.mark.parametrize("method", ["normalx", "normalx-collapsed", "nuts-normalx"])
+@pytest.mark.parametrize("method", ["normalx", "normalx-paper", "nuts-normalx"])
 def test_normalx_refuses_non_wishart_release(small_release, method):
     rel = dataclasses.replace(small_release, provenance={"protocol": "pricer",
                                                          "wishart_S": False})

@@ -196,7 +196,7 @@ def test_methods_that_fit_an_intercept_release_and_those_that_refuse():
     idata = bayesdp.fit(r, method="fast", seed=0)
     assert list(idata.posterior["theta"].coords["feature"].values) == ["intercept", "x0"]
     assert bayesdp.diagnostics.attrs(idata)["intercept"] == 1
-    for method in ("normalx-paper", "normalx-collapsed", "normalx-interweaved", "bs"):
+    for method in ("normalx-paper", "bs"):
         with pytest.raises(BayesdpInputError, match="'normalx'.*'fixeds' or 'fast'"):
             bayesdp.fit(r, method=method, num_samples=5, num_warmup=5)
 

@@ -16,12 +16,11 @@ import jax.numpy as jnp  # noqa: E402
 import geweke_helpers as G  # noqa: E402
 from bayesdp.inference import closed_form  # noqa: E402
 import kernel_reference as KR  # noqa: E402
-from bayesdp.inference import kernels as K  # noqa: E402
-from bayesdp.inference.kernels import collapsed as KCol  # noqa: E402
 from bayesdp.inference.kernels import common as KC  # noqa: E402
+from bayesdp.inference.kernels import fixeds as KF  # noqa: E402
 from bayesdp.inference.kernels import linalg as LA  # noqa: E402
-from bayesdp.inference.kernels import normalx_interweaved as NX  # noqa: E402
 from bayesdp.inference.kernels import normalx_paper as NP  # noqa: E402
+from bayesdp.inference.kernels.adaptation import Tuning  # noqa: E402
 from bayesdp.inference.kernels import slice as SL  # noqa: E402
 from bayesdp.models import regression as R  # noqa: E402
 
@@ -53,19 +52,17 @@ def normalx_setup():
     data = small_data()
     g_mc = G.marginal_conditional(R.normalx_model, data, jax.random.PRNGKey(0), N_MC, NAMES_X)
     tr = G.model_draw(R.normalx_model, data, jax.random.PRNGKey(1))
-    state0 = K.NormalXState(tr["theta"], tr["sigma_y2"], tr["Sigma_x"], tr["S"])
+    state0 = KC.NormalXState(tr["theta"], tr["sigma_y2"], tr["Sigma_x"], tr["S"])
     data0 = G.regenerate_data(R.normalx_model, data, jax.random.PRNGKey(2), state0._asdict())
-    # alpha = 10: proposals far from symmetric, so a wrong Hastings ratio shows at once;
-    # group-move scale 0.3 (collapsed kernel): large moves, so a wrong Jacobian would show
-    tuning = K.Tuning(jnp.log(jnp.array([10.0, 10.0])), jnp.log(jnp.array(0.5)),
-                      jnp.log(jnp.array(0.3)))
+    # alpha = 10: proposals far from symmetric, so a wrong Hastings ratio shows at once
+    tuning = Tuning(jnp.log(jnp.array([10.0, 10.0])), jnp.log(jnp.array(0.5)))
     return g_mc, state0, data0, tuning
 
 
 def _geweke(setup, step, seed=3, n_iter=N_SC):
     g_mc, state0, data0, tuning = setup
     g_sc = G.successive_conditional(R.normalx_model, step, state0, data0, tuning,
-                                    jax.random.PRNGKey(seed), n_iter, K.NormalXState)
+                                    jax.random.PRNGKey(seed), n_iter, KC.NormalXState)
     return G.geweke_z(g_mc, g_sc)
 
 
@@ -113,7 +110,8 @@ def test_sigma_y2_target_is_model_density():
 
 def test_collapsed_target_is_model_density_with_theta_integrated_out():
     """log p(S, s2, Sigma_x, data) = log p(theta, ...) - log p(theta | S, s2, data) for any theta;
-    the collapsed kernel's pieces must reproduce its differences."""
+    the likelihood with theta integrated out (common.collapsed_loglik, which the fixedS kernel's
+    slice sampler targets) and the S_j terms must reproduce its differences."""
     data0 = small_data()
     p, tr = _random_params(jax.random.PRNGKey(13), data0)
     data = _observed(tr)
@@ -140,19 +138,6 @@ def test_collapsed_target_is_model_density_with_theta_integrated_out():
                       marginal_model(q) - marginal_model(p), rtol=1e-8, atol=1e-7)
 
 
-def _marginal_model(data):
-    """log p(S, sigma_y2, Sigma_x, data) with theta integrated out, from the model:
-    log p(theta, ...) - log p(theta | S, sigma_y2, data), at any theta."""
-
-    def f(par):
-        R_, mean = KC.theta_moments(par["S"], par["sigma_y2"], data)
-        cov = jax.scipy.linalg.cho_solve((R_, True), jnp.eye(D))
-        lpost = jax.scipy.stats.multivariate_normal.logpdf(par["theta"], mean, cov)
-        return R.log_joint(R.normalx_model, data, par) - lpost
-
-    return f
-
-
 def _fused_setup(seed):
     """Random parameters and data, and the fused sweeps' shared factors at them (with a
     freshly drawn Sigma_x, as in a sweep)."""
@@ -160,7 +145,7 @@ def _fused_setup(seed):
     data = _observed(tr)
     alpha = jnp.array([7.0, 40.0])
     df = jnp.concatenate([alpha, (data.kappa + jnp.sum(data.n))[None]])
-    A, ok = K.bartlett(jax.random.PRNGKey(seed + 1), df, D)
+    A, ok = LA.bartlett(jax.random.PRNGKey(seed + 1), df, D)
     assert bool(jnp.all(ok))
     B = A[:J] / jnp.sqrt(alpha)[:, None, None]
     pre = KC.prelude(p["S"], p["Sigma_x"], data, A[J], ok[J], B)
@@ -183,7 +168,7 @@ def test_fused_prelude_factors():
 
 def test_fused_small_linear_algebra_matches_lapack():
     rng = np.random.default_rng(0)
-    for d in (1, 2, 5, K.SMALL_D):
+    for d in (1, 2, 5, LA.SMALL_D):
         X = rng.normal(size=(3, d, d))
         A = jnp.asarray(X @ np.swapaxes(X, 1, 2) + d * np.eye(d))
         L = LA.chol(A)
@@ -202,7 +187,7 @@ def test_fused_normalx_s_move_ratio_is_the_reference_ratio():
     import numpyro.distributions as dist
 
     p, data, alpha, B, pre = _fused_setup(31)
-    state = K.NormalXState(p["theta"], p["sigma_y2"], pre.Sigma_x, p["S"])
+    state = KC.NormalXState(p["theta"], p["sigma_y2"], pre.Sigma_x, p["S"])
     S_new, log_r, _ = NP.normalx_s_moves(pre, B, pre.tri_inv, jnp.array([True, True]), alpha,
                                          state, data)
     U = KR.sigma_x_inv_factor(pre.Sigma_x)
@@ -221,16 +206,10 @@ def test_fused_normalx_s_move_ratio_is_the_reference_ratio():
     assert np.isfinite(log_r[0]) and log_r[1] == -np.inf  # failed Bartlett draw: rejected
 
 
-def test_fused_collapsed_pieces_are_the_reference_terms():
-    """Per-holder totals and the theta-free S_j terms of the collapsed moves."""
+def test_fused_s_move_terms_are_the_reference_terms():
+    """The theta-free S_j terms of Algorithm 1's S move (Wishart and S_hat_j | S_j) against the
+    reference written from the maths."""
     p, data, alpha, B, pre = _fused_setup(32)
-    prior = KC.prior_terms(data)
-    ref, _ = KR.totals(p["S"], p["sigma_y2"], data, prior)
-    per = KC.holder_totals(KC.z_terms(p["S"], p["sigma_y2"], data.z_hat, data.Sigma_z))
-    tot = KC.sum_totals(KC.Totals(pre.Cinv, pre.Cm, pre.mCm, jnp.zeros(())), per)
-    for a, b in zip(tot, ref):
-        assert np.allclose(a, b, rtol=1e-10), (a, b)
-    assert np.isclose(KC.collapsed_loglik(tot), KC.collapsed_loglik(ref), rtol=1e-12)
     S_new, _, logdet_diff = KC.wishart_rw(pre.L_S, B, pre.tri_inv, alpha)
     U = KR.sigma_x_inv_factor(pre.Sigma_x)
     lp = jax.vmap(KR.collapsed_s_log_prior, (0, 0, None, 0, 0, 0))
@@ -241,97 +220,6 @@ def test_fused_collapsed_pieces_are_the_reference_terms():
          + KC.noise_loglik(S_new, data.S_hat, data.sigma_s)
          - KC.noise_loglik(p["S"], data.S_hat, data.sigma_s))
     assert np.allclose(d, ref_d, rtol=1e-9, atol=1e-8)
-
-
-def test_collapsed_prior_move_ratio_is_the_model_ratio():
-    """The independence move S_j' ~ Wishart(n_j, Sigma_x) is accepted with the change of the
-    S_hat and collapsed z likelihoods: the change of the theta-integrated model density minus
-    the change of the proposal (Wishart) density."""
-    import numpyro.distributions as dist
-
-    p, data, alpha, B, pre = _fused_setup(33)
-    p = dict(p, Sigma_x=pre.Sigma_x)
-    A, ok = K.bartlett(jax.random.PRNGKey(34), data.n, D)
-    FA = pre.F @ A
-    S_pr = FA @ np.swapaxes(FA, 1, 2)
-    marginal = _marginal_model(data)
-    for j in range(J):
-        q = dict(p, S=p["S"].at[j].set(S_pr[j]))
-        ll = [KC.collapsed_loglik(KC.sum_totals(
-            KC.Totals(pre.Cinv, pre.Cm, pre.mCm, jnp.zeros(())),
-            KC.holder_totals(KC.z_terms(x["S"], x["sigma_y2"], data.z_hat, data.Sigma_z))))
-            for x in (p, q)]
-        noise = KC.noise_loglik(jnp.stack([S_pr[j], p["S"][j]]), data.S_hat[j], data.sigma_s[j])
-        log_r = noise[0] - noise[1] + ll[1] - ll[0]
-        wish = dist.Wishart(data.n[j], scale_matrix=pre.Sigma_x)
-        ref = (marginal(q) - marginal(p)) - (wish.log_prob(S_pr[j]) - wish.log_prob(p["S"][j]))
-        assert np.isclose(log_r, ref, rtol=1e-8, atol=1e-7), (j, log_r, ref)
-
-
-def test_collapsed_group_move_ratio_is_the_model_ratio():
-    """(Sigma_x, S_j) -> (G Sigma_x G^T, G S_j G^T): the ratio is the change of the
-    theta-integrated model density times the Jacobian |G|^{(J+1)(d+1)}; G^{-1} is the transform
-    of -H."""
-    p, data, alpha, B, pre = _fused_setup(35)
-    p = dict(p, Sigma_x=pre.Sigma_x)
-    H = jnp.tril(jax.random.normal(jax.random.PRNGKey(36), (D, D))) * 0.4
-    G, G_inv, logdet = KR.group_transform(H)
-    G2, G2_inv, logdet2 = KR.group_transform(-H)
-    assert np.allclose(G @ G_inv, np.eye(D), atol=1e-12) and np.allclose(G2, G_inv, atol=1e-12)
-    assert np.isclose(logdet, np.log(abs(np.linalg.det(G)))) and np.isclose(logdet2, -logdet)
-    S_g = G @ p["S"] @ G.T
-    q = dict(p, S=S_g, Sigma_x=G @ pre.Sigma_x @ G.T)
-    prior = KC.Totals(pre.Cinv, pre.Cm, pre.mCm, jnp.zeros(()))
-    ll = [KC.collapsed_loglik(KC.sum_totals(prior, KC.holder_totals(
-        KC.z_terms(x["S"], x["sigma_y2"], data.z_hat, data.Sigma_z)))) for x in (p, q)]
-    log_r, Sx_g, W_g = KCol.group_move_log_ratio(G, G_inv, logdet, p["S"], pre.Sigma_x, pre.W, S_g,
-                                                 ll[0], ll[1], data)
-    marginal = _marginal_model(data)
-    ref = marginal(q) - marginal(p) + (J + 1) * (D + 1) * logdet
-    assert np.isclose(log_r, ref, rtol=1e-8, atol=1e-7), (log_r, ref)
-    assert np.allclose(Sx_g, q["Sigma_x"]) and np.allclose(W_g @ Sx_g, np.eye(D), atol=1e-10)
-
-
-def test_noncentred_design_is_the_linear_map():
-    """A vech_l(H) = vech_u(H M + M H^T) for lower-triangular H and symmetric M."""
-    rng = np.random.default_rng(40)
-    for d in (1, 2, 4):
-        M = rng.standard_normal((d, d))
-        M = M + M.T
-        h = rng.standard_normal(d * (d + 1) // 2)
-        H = np.zeros((d, d))
-        H[np.tril_indices(d)] = h
-        iu = np.triu_indices(d)
-        assert np.allclose(NX.noncentred_design(jnp.asarray(M)) @ h, (H @ M + M @ H.T)[iu])
-
-
-def test_noncentred_ratio_is_the_model_ratio():
-    """The non-centred move's ratio (the LAPACK form that the Gauss-Newton proposal
-    differentiates) is the change of the theta-integrated model density times the Jacobian
-    |G|^{(J+1)(d+1)}, as for the group move."""
-    p, data, alpha, B, pre = _fused_setup(37)
-    p = dict(p, Sigma_x=pre.Sigma_x)
-    h = jax.random.normal(jax.random.PRNGKey(38), (D * (D + 1) // 2,)) * 0.4
-    H = jnp.zeros((D, D)).at[np.tril_indices(D)].set(h)
-    G, _, logdet = KR.group_transform(H)
-    q = dict(p, S=G @ p["S"] @ G.T, Sigma_x=G @ pre.Sigma_x @ G.T)
-    prior = KC.Totals(pre.Cinv, pre.Cm, pre.mCm, jnp.zeros(()))
-    ll0 = KC.collapsed_loglik(KC.sum_totals(prior, KC.holder_totals(
-        KC.z_terms(p["S"], p["sigma_y2"], data.z_hat, data.Sigma_z))))
-    log_r, (S_g, Sx_g, W_g, tot_g, ll_g) = NX.noncentred_log_ratio(
-        h, pre.Sigma_x, pre.W, p["S"], p["sigma_y2"], ll0, data, prior)
-    marginal = _marginal_model(data)
-    ref = marginal(q) - marginal(p) + (J + 1) * (D + 1) * logdet
-    assert np.isclose(log_r, ref, rtol=1e-8, atol=1e-7), (log_r, ref)
-    assert np.allclose(S_g, q["S"]) and np.allclose(Sx_g, q["Sigma_x"])
-    # and the proposal's mean is a Newton step: at h = 0 its gradient is the ratio's gradient
-    m, R_ = NX.noncentred_proposal(pre.Sigma_x, pre.W, p["S"], p["sigma_y2"], ll0,
-                                   KC.sum_totals(prior, KC.holder_totals(KC.z_terms(
-                                      p["S"], p["sigma_y2"], data.z_hat, data.Sigma_z))),
-                                  data, prior)
-    g = jax.grad(lambda x: NX.noncentred_log_ratio(x, pre.Sigma_x, pre.W, p["S"], p["sigma_y2"],
-                                                   ll0, data, prior)[0])(jnp.zeros_like(h))
-    assert np.allclose(R_ @ (R_.T @ m), g, rtol=1e-8, atol=1e-10)
 
 
 def test_slice_sampler_draws_the_target():
@@ -385,71 +273,16 @@ def test_theta_gibbs_moments_match_eq12():
 # ---------------------------------------------------------------------------------------------
 
 
-def test_geweke_normalx(normalx_setup):
-    """The default normalX kernel: collapsed S moves, non-centred moves, slice on sigma_y^2."""
-    z = _geweke(normalx_setup, K.normalx_step)
-    assert np.max(np.abs(z)) < Z_MAX, np.round(z, 2)
-
-
 def test_geweke_normalx_paper(normalx_setup):
     """Algorithm 1 exactly as published."""
-    z = _geweke(normalx_setup, K.normalx_paper_step)
-    assert np.max(np.abs(z)) < Z_MAX, np.round(z, 2)
-
-
-@pytest.mark.slow
-def test_geweke_noncentred_moves_alone(normalx_setup):
-    """The non-centred (Sigma_x, S) move with the prior-proposal S_j moves only (no random walk)
-    at c = 1: proposals straight from the Gauss-Newton approximation, so a wrong proposal
-    density would show. (Without any S_j move the chain is reducible: congruence by a common
-    G never changes the joint invariants of S_1, ..., S_J, e.g. the eigenvalues of
-    S_1^{-1} S_2, and this test fails for that reason.)"""
-    g_mc, state0, data0, tuning = normalx_setup
-    z = _geweke((g_mc, state0, data0, tuning._replace(log_group_step=jnp.zeros(()))),
-                partial(K.normalx_step, rw_moves=False), n_iter=2 * N_SC)
-    assert np.max(np.abs(z)) < Z_MAX, np.round(z, 2)
-
-
-@pytest.mark.slow
-def test_geweke_negative_control_normalx(normalx_setup):
-    """Dropping the random walk's Hastings ratio and the non-centred move's Jacobian."""
-    z = _geweke(normalx_setup, KR.without_proposal_ratio(K.normalx_step), n_iter=N_SC // 4)
-    assert np.max(np.abs(z)) > 3 * Z_MAX, np.round(z, 2)
-
-
-def test_geweke_collapsed(normalx_setup):
-    z = _geweke(normalx_setup, K.collapsed_step)
+    z = _geweke(normalx_setup, NP.normalx_paper_step)
     assert np.max(np.abs(z)) < Z_MAX, np.round(z, 2)
 
 
 def test_geweke_negative_control_wrong_proposal_ratio(normalx_setup):
     """Dropping the Hastings correction of the Wishart proposal must be detected."""
-    z = _geweke(normalx_setup, KR.without_proposal_ratio(K.normalx_paper_step),
+    z = _geweke(normalx_setup, KR.without_proposal_ratio(NP.normalx_paper_step),
                 n_iter=N_SC // 4)
-    assert np.max(np.abs(z)) > 3 * Z_MAX, np.round(z, 2)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("moves", [dict(prior_moves=False, group_move=False),
-                                   dict(rw_moves=False, group_move=False),
-                                   dict(prior_moves=False), dict(rw_moves=False)],
-                         ids=["rw", "prior", "rw+group", "prior+group"])
-def test_geweke_collapsed_moves_separately(normalx_setup, moves):
-    """Each kind of S move of the collapsed kernel on its own (with the Gibbs steps), on a chain
-    32 times the usual length. Restricted to one kind of move the joint (parameters, data) chain
-    mixes slowly, and 50 batch means are a consistent standard error only once a batch is much
-    longer than the autocorrelation time. Measured (python, seeds as noted): random walk only,
-    max |z| 3.97 at 8 N_SC and 2.15 at 32 N_SC (seed 5), 1.27 at 64 N_SC (seed 11); random walk
-    plus group move 4.04 at 4 N_SC, 2.0 at 32 N_SC (seed 3). z shrinking as the chain grows is
-    the signature of an underestimated standard error; a biased kernel's z would grow like
-    sqrt(length)."""
-    z = _geweke(normalx_setup, partial(K.collapsed_step, **moves), n_iter=32 * N_SC)
-    assert np.max(np.abs(z)) < Z_MAX, np.round(z, 2)
-
-
-@pytest.mark.slow
-def test_geweke_negative_control_collapsed(normalx_setup):
-    z = _geweke(normalx_setup, KR.without_proposal_ratio(K.collapsed_step), n_iter=N_SC // 4)
     assert np.max(np.abs(z)) > 3 * Z_MAX, np.round(z, 2)
 
 
@@ -457,33 +290,21 @@ def test_geweke_fixeds():
     data = small_data()
     g_mc = G.marginal_conditional(R.fixeds_model, data, jax.random.PRNGKey(20), N_MC, NAMES_F)
     tr = G.model_draw(R.fixeds_model, data, jax.random.PRNGKey(21))
-    state0 = K.FixedSState(tr["theta"], tr["sigma_y2"])
+    state0 = KC.FixedSState(tr["theta"], tr["sigma_y2"])
     data0 = G.regenerate_data(R.fixeds_model, data, jax.random.PRNGKey(22), state0._asdict())
-    tuning = K.Tuning(jnp.zeros(J), jnp.log(jnp.array(0.5)))
-    g_sc = G.successive_conditional(R.fixeds_model, K.fixeds_step, state0, data0, tuning,
-                                    jax.random.PRNGKey(23), N_SC, K.FixedSState)
+    tuning = Tuning(jnp.zeros(J), jnp.log(jnp.array(0.5)))
+    g_sc = G.successive_conditional(R.fixeds_model, KF.fixeds_step, state0, data0, tuning,
+                                    jax.random.PRNGKey(23), N_SC, KC.FixedSState)
     z = G.geweke_z(g_mc, g_sc)
     assert np.max(np.abs(z)) < Z_MAX, np.round(z, 2)
 
 
 def test_bartlett_failure_flag_is_rare():
     """The loop-free Gamma sampler fails (move skipped) rarely even at the smallest alpha."""
-    A, ok = K.bartlett(jax.random.PRNGKey(7), jnp.full((20_000,), 3.0), 2)
+    A, ok = LA.bartlett(jax.random.PRNGKey(7), jnp.full((20_000,), 3.0), 2)
     assert 0.99 < float(np.mean(ok)) <= 1.0
-    A, ok = K.bartlett(jax.random.PRNGKey(8), jnp.full((20_000,), 1e4), 5)
+    A, ok = LA.bartlett(jax.random.PRNGKey(8), jnp.full((20_000,), 1e4), 5)
     assert float(np.mean(ok)) > 0.9999
-
-
-@pytest.mark.parametrize("d", [3, K.SMALL_D + 2])
-def test_collapsed_loglik_flat_is_collapsed_loglik(d):
-    """The scalar-unrolled form the sequential S moves use (d <= SMALL_D) and the general form."""
-    rng = np.random.default_rng(d)
-    A = rng.standard_normal((4, d, d))
-    tot = KC.Totals(jnp.asarray(A @ np.swapaxes(A, 1, 2) + d * np.eye(d)),
-                    jnp.asarray(rng.standard_normal((4, d))),
-                    jnp.asarray(rng.uniform(1, 5, 4)), jnp.asarray(rng.standard_normal(4)))
-    flat = KC.collapsed_loglik_flat(KC.flat_totals(tot), d)
-    assert np.allclose(flat, KC.collapsed_loglik(tot), rtol=1e-12, atol=1e-10)
 
 
 def _exact_log_sigma_y2_posterior(rel, priors, S, sigma_z, grid):

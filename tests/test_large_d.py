@@ -278,7 +278,7 @@ def test_d200_fixeds_memory_bounded():
     assert out["rss_growth"] < MEMORY_BOUND, out
 
 
-@pytest.mark.parametrize("method", ["normalx", "nuts-normalx", "normalx-interweaved"])
+@pytest.mark.parametrize("method", ["normalx", "nuts-normalx", "normalx-paper"])
 def test_methods_that_sample_s_are_refused_up_front_at_d_200(method):
     """The normalX methods build d^4 intermediates (12.8 GB at d = 200): refused before any
     work, naming d, the size and what to use instead (the other tests of these methods fit

@@ -87,7 +87,7 @@ def _check_normalx_entries(idata, rel):
 
 
 def test_normalx_entries_hold_both_statistics_given_the_drawn_S(rel):
-    idata = _fit(rel, "normalx-interweaved", num_samples=20, num_warmup=20, num_chains=1)
+    idata = _fit(rel, "normalx-paper", num_samples=20, num_warmup=20, num_chains=1)
     _check_normalx_entries(idata, rel)
     assert _flat(idata, "posterior_predictive", "S_hat").shape == (20, rel.J, rel.d, rel.d)
 

@@ -29,8 +29,8 @@ def rel(sim):
 
 @pytest.fixture(scope="module")
 def normalx_fit(rel):
-    """The hand-written normalX kernel (``normalx-interweaved``)."""
-    return bayesdp.fit(rel, method="normalx-interweaved", seed=1, num_samples=1000,
+    """The hand-written normalX kernel (``normalx-paper``, Algorithm 1)."""
+    return bayesdp.fit(rel, method="normalx-paper", seed=1, num_samples=1000,
                        num_warmup=1000, progress_bar=False)
 
 
@@ -58,10 +58,9 @@ def test_inference_data_layout(normalx_fit, rel):
     assert post.sizes["chain"] == 4 and post.sizes["draw"] == 1000
     ss = normalx_fit.sample_stats
     assert ss["acceptance_rate_S"].dims == ("chain", "draw", "holder")
-    assert {"alpha_S", "acceptance_rate_S_prior", "acceptance_rate_noncentred",
-            "slice_width_log_sigma_y2", "n_evals_sigma_y2"} <= set(ss.data_vars)
+    assert {"alpha_S", "acceptance_rate_sigma_y2", "step_size_sigma_y2"} <= set(ss.data_vars)
     a = diagnostics.attrs(normalx_fit)
-    assert a["method"] == "normalx-interweaved" and "numpyro_version" in a
+    assert a["method"] == "normalx-paper" and "numpyro_version" in a
     assert a["epsilon"] == 1.0
     # the adaptation hit its target (0.2) during warm-up, then froze
     assert np.all(np.abs(np.asarray(a["acceptance_rate_S_mean"]) - 0.2) < 0.08)
@@ -110,7 +109,7 @@ def normalx_replicates(rel):
     The paper's priors: under the default weakly informative prior sigma_y^2 ~ InvGamma(1/2, b)
     and only 300 rows per holder, sigma_y^2's posterior has an infinite variance (tail
     ~ s^-3.5), so its sd is not a quantity two samplers can be compared on."""
-    fits = [bayesdp.fit(rel, method="normalx-interweaved", seed=100 + r, num_samples=1000, num_warmup=1000,
+    fits = [bayesdp.fit(rel, method="normalx-paper", seed=100 + r, num_samples=1000, num_warmup=1000,
                         progress_bar=False, priors=bayesdp.Priors.paper()) for r in range(8)]
     stats = []
     for f in fits:
@@ -128,13 +127,6 @@ def _assert_agrees_with_replicates(idata, replicates):
     z_mean = (sb["mean"].values - mean) / np.sqrt(sb["mcse_mean"].values ** 2 + se_mean**2)
     z_sd = (sb["sd"].values - sd) / np.sqrt(sb["mcse_sd"].values ** 2 + se_sd**2)
     assert np.all(np.abs(z_mean) < Z_MAX) and np.all(np.abs(z_sd) < Z_MAX), (z_mean, z_sd)
-
-
-@pytest.mark.slow  # 9 fits of the two normalX kernels: minutes on 2 cores
-def test_collapsed_agrees_with_normalx(rel, normalx_replicates):
-    b = bayesdp.fit(rel, method="normalx-collapsed", seed=5, num_samples=1000, num_warmup=1000,
-                    progress_bar=False, priors=bayesdp.Priors.paper())
-    _assert_agrees_with_replicates(b, normalx_replicates)
 
 
 def test_default_normalx_layout(normalx_nuts_fit, rel):
@@ -156,7 +148,7 @@ def test_default_normalx_layout(normalx_nuts_fit, rel):
     assert a["converged"]
 
 
-@pytest.mark.slow  # 8 fits of the hand-written kernel, shared with the test above
+@pytest.mark.slow  # 8 fits of the hand-written kernel
 def test_default_normalx_agrees_with_the_handwritten_kernel(rel, normalx_replicates):
     """Two independent samplers of the same posterior - NUTS on the non-centred model and the
     hand-written Metropolis-within-Gibbs kernel on the centred one - agree (paper priors)."""
@@ -165,23 +157,12 @@ def test_default_normalx_agrees_with_the_handwritten_kernel(rel, normalx_replica
     _assert_agrees_with_replicates(b, normalx_replicates)
 
 
-def test_collapsed_reports_its_extra_moves(rel):
-    idata = bayesdp.fit(rel, method="normalx-collapsed", seed=7, num_samples=200,
-                        num_warmup=200, num_chains=2, progress_bar=False)
-    ss = idata.sample_stats
-    assert ss["acceptance_rate_S_prior"].dims == ("chain", "draw", "holder")
-    assert {"acceptance_rate_group", "step_size_group"} <= set(ss.data_vars)
-    step = np.asarray(ss["step_size_group"])
-    assert np.all(step == step[:, :1]) and np.all(step > 0)  # adapted in warm-up only
-    assert 0.05 < float(np.mean(ss["acceptance_rate_group"])) < 0.6
-
-
 def test_repeated_fits_reuse_the_sampler_and_stay_reproducible(rel, sim):
     """fit caches its numpyro MCMC object per (method, options, shapes): a cached sampler must
     not carry anything over from the previous release or seed."""
     from bayesdp.inference import mcmc
 
-    kw = dict(method="normalx-interweaved", num_samples=100, num_warmup=100, num_chains=2,
+    kw = dict(method="normalx-paper", num_samples=100, num_warmup=100, num_chains=2,
               progress_bar=False)
     other = bayesdp.release(sim.X, sim.y, epsilon=3.0, delta=1e-5, bounds=sim.bounds, nodes=2,
                             seed=13)
@@ -206,8 +187,7 @@ def test_normalx_agrees_with_nuts_at_small_n(rel, normalx_fit):
     assert np.all(np.abs(z_mean) < Z_MAX) and np.all(np.abs(z_sd) < Z_MAX), (z_mean, z_sd)
 
 
-@pytest.mark.parametrize("method", ["fixeds", pytest.param("normalx-collapsed",
-                                                           marks=pytest.mark.slow)])
+@pytest.mark.parametrize("method", ["fixeds", pytest.param("normalx", marks=pytest.mark.slow)])
 def test_dp_posterior_approaches_nonprivate_as_eps_grows(method):
     sim = bayesdp.simulate(n=4000, d=2, seed=21)
     pri = bayesdp.Priors(a=3.0, b=3.0, C=np.eye(2))  # sigma_y^2 = 1 is plausible a priori
@@ -234,7 +214,7 @@ def test_bad_settings_give_clear_errors(rel):
     with pytest.raises(BayesdpInputError, match="priors"):
         bayesdp.fit(rel, method="normalx", priors=bayesdp.Priors(m=np.zeros(3)))
     with pytest.raises(BayesdpInputError, match="target_accept"):
-        bayesdp.fit(rel, method="normalx-interweaved", target_accept=1.5, num_samples=5,
+        bayesdp.fit(rel, method="normalx-paper", target_accept=1.5, num_samples=5,
                     num_warmup=5)
     with pytest.raises(BayesdpInputError, match="target_accept_prob"):
         bayesdp.fit(rel, method="normalx", target_accept_prob=1.5, num_samples=5, num_warmup=5)

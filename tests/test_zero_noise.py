@@ -46,8 +46,7 @@ def releases(sim):
 
 
 # the methods of the normalX model: they need sigma_s > 0 and must refuse naming it
-NORMALX_METHODS = ("normalx", "normalx-interweaved", "normalx-paper", "normalx-collapsed",
-                   "nuts-normalx")
+NORMALX_METHODS = ("normalx", "normalx-paper", "nuts-normalx")
 
 
 @pytest.mark.parametrize("kind", ["regular", "singular", "zero-column"])

@@ -50,8 +50,7 @@ from ..releases import layout
 CHUNK_BYTES = 64 * 2 ** 20
 
 FIXEDS_METHODS = ("fixeds", "fixeds-paper", "nuts-fixeds")
-NORMALX_METHODS = ("normalx", "nuts-normalx", "normalx-interweaved", "normalx-paper",
-                   "normalx-collapsed")
+NORMALX_METHODS = ("normalx", "nuts-normalx", "normalx-paper")
 SUPPORTED = ("eiv", "fast", "bs") + FIXEDS_METHODS + NORMALX_METHODS
 
 

@@ -511,15 +511,13 @@ def normalx_setup(release, priors, centred):
 
 def _kernel(kind):
     """``(init, step, whether sigma_y^2 is slice sampled)`` of a hand-written kernel."""
-    from .kernels import collapsed, fixeds, fixeds_paper, normalx_interweaved, normalx_paper
+    from .kernels import fixeds, fixeds_paper, normalx_paper
 
     return {
-        "normalx": (normalx_interweaved.init, normalx_interweaved.normalx_step, True),
         "normalx-paper": (normalx_paper.init, normalx_paper.normalx_paper_step, False),
-        "collapsed": (collapsed.init, collapsed.collapsed_step, False),
         "fixeds": (fixeds.init, fixeds.fixeds_step, True),
         "fixeds-paper": (fixeds_paper.init, fixeds_paper.fixeds_paper_step, False),
-        "fixeds-theta": (fixeds_paper.init, fixeds_paper.fixeds_theta_step, False),
+        "fixeds-theta": (fixeds.init, fixeds.theta_step, False),
     }[kind]
 
 
@@ -681,19 +679,6 @@ def _handwritten_result(h: _Handwritten, draws, info, tuning, chain_method, num_
         dims = {"acceptance_rate_S": ["holder"], "alpha_S": ["holder"]}
         attrs["acceptance_rate_S_mean"] = np.mean(_np(info.accept_prob_S), axis=(0, 1))
         attrs["proposal_ratio"] = 1  # every kernel has its Hastings correction
-        if hasattr(info, "accept_prob_prior"):  # prior-proposal moves (collapsed kernels)
-            stats["acceptance_rate_S_prior"] = _np(info.accept_prob_prior)
-            dims["acceptance_rate_S_prior"] = ["holder"]
-            attrs["acceptance_rate_S_prior_mean"] = np.mean(_np(info.accept_prob_prior),
-                                                            axis=(0, 1))
-        # normalx's non-centred move / normalx-collapsed's group move (both scaled by
-        # tuning.log_group_step)
-        for name, scale in (("noncentred", "scale_noncentred"), ("group", "step_size_group")):
-            prob = getattr(info, f"accept_prob_{name}", None)
-            if prob is not None:
-                stats[f"acceptance_rate_{name}"] = _np(prob)
-                stats[scale] = np.exp(_np(tuning.log_group_step))
-                attrs[f"acceptance_rate_{name}_mean"] = float(np.mean(_np(prob)))
     else:
         attrs.update(_s_noise_attrs(h.fixed_s, h.s_noise, h.theta_eiv))
         if h.fix_sigma_y2 is not None:
@@ -744,18 +729,10 @@ MCMC_METHODS = {
         "nuts", "normalx-noncentred", None,
         "MCMC-normalX, the default sampler of the normalX model: numpyro NUTS on the "
         "model in non-centred form (S_j = L_x A_j A_j^T L_x^T, Bartlett factors A_j)"),
-    "normalx-interweaved": MCMCMethod(
-        "kernel", "normalx", _NORMALX_OPTIONS,
-        "the normalX model by a hand-written kernel: centred and non-centred (Sigma_x, "
-        "S) MH moves interwoven, theta integrated out, slice sampling of sigma_y^2"),
     "normalx-paper": MCMCMethod(
         "kernel", "normalx-paper", _NORMALX_OPTIONS,
         "MCMC-normalX exactly as Algorithm 1 (Gibbs Sigma_x, Wishart-proposal MH on "
         "each S_j, Gibbs theta, RW-MH sigma_y^2), for reproducing the paper"),
-    "normalx-collapsed": MCMCMethod(
-        "kernel", "collapsed", _NORMALX_OPTIONS,
-        "normalX with theta integrated out of the S_j and sigma_y^2 moves, then theta | S"
-        " (same target as 'normalx', better mixing of theta)"),
     "fixeds": MCMCMethod(
         "kernel", "fixeds", _FIXEDS_OPTIONS,
         "MCMC-fixedS (Algorithm 2's target): S_j fixed at the nearest PSD matrix of "

@@ -30,8 +30,8 @@ import numpy as np
 
 from ..errors import BayesdpInputError
 
-NUMPYRO_METHODS = ("eiv", "normalx", "nuts-normalx", "normalx-interweaved", "normalx-paper",
-                   "normalx-collapsed", "fixeds", "fixeds-paper", "nuts-fixeds")
+NUMPYRO_METHODS = ("eiv", "normalx", "nuts-normalx", "normalx-paper", "fixeds", "fixeds-paper",
+                   "nuts-fixeds")
 """The ``fit`` methods whose posterior is that of a numpyro model (:func:`for_release`)."""
 
 _NOT_NUMPYRO = {
@@ -87,8 +87,8 @@ def for_release(release, method="eiv", *, priors=None, **options) -> NumpyroMode
         - ``"normalx"``: the normalX model in the non-centred form ``fit`` samples with NUTS
           (``normalx_noncentred_model``; with an intercept, the appendix B.2 model);
           ``"nuts-normalx"``: the same model in centred form (``normalx_model``). The
-          hand-written kernels ``"normalx-interweaved"``, ``"normalx-paper"`` and
-          ``"normalx-collapsed"`` sample the same posterior; they get the non-centred model.
+          hand-written kernel ``"normalx-paper"`` samples the same posterior; it gets the
+          non-centred model.
         - ``"fixeds"``, ``"fixeds-paper"``, ``"nuts-fixeds"``: ``fixeds_model`` with S_j fixed
           at the estimate ``fit`` uses (options ``fixed_s``, ``s_noise``).
     priors : Priors or None

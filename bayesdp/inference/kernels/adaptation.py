@@ -7,9 +7,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-LOG_GROUP_STEP_INIT = -4.6  # log 0.01: initial scale of the collapsed kernel's group move
-TARGET_NONCENTRED = 0.5  # acceptance the scale of the non-centred move is adapted to
-
 
 class Tuning(NamedTuple):
     """Proposal parameters, adapted in warm-up only.
@@ -18,13 +15,10 @@ class Tuning(NamedTuple):
         smaller moves); unused by the fixedS kernels.
     log_step: () log of the random-walk step on sigma_y^2, or of the slice width on
         log sigma_y^2 (kernels that slice sample it).
-    log_group_step: () log scale of the collapsed kernel's group move, or log c of the
-        interweaved kernel's non-centred move; unused by the other kernels.
     """
 
     log_alpha: jax.Array
     log_step: jax.Array
-    log_group_step: jax.Array = LOG_GROUP_STEP_INIT
 
 
 def adapt(tuning: Tuning, info, i, target_accept_S=0.2, target_accept_sigma_y2=0.2,
@@ -34,30 +28,20 @@ def adapt(tuning: Tuning, info, i, target_accept_S=0.2, target_accept_sigma_y2=0
 
         log alpha_j <- log alpha_j - gamma_i (accept_prob_S_j - target)   (larger alpha = smaller)
         log step    <- log step    + gamma_i (accept_prob_sigma_y2 - target)
-        log tau     <- log tau     + gamma_i (accept_prob_group - target_S)   (collapsed only)
         w           <- w + gamma_i (3 |jump| - w)                   (slice width, slice kernels)
-        log c       <- min(0, log c + gamma_i (accept_prob_noncentred - 0.5))   (interweaved)
 
-    ``info`` is the Info of any kernel; the updates of the fields it lacks are skipped. Used
-    only during warm-up, so the kept draws come from a fixed, valid kernel.
+    ``info`` is the Info of any kernel; the slice width is adapted when it has
+    ``jump_log_sigma_y2``. Used only during warm-up, so the kept draws come from a fixed, valid
+    kernel.
     """
     gamma = (i + 1.0) ** -0.6
     log_alpha = tuning.log_alpha - gamma * (info.accept_prob_S - target_accept_S)
     if min_log_alpha is not None:
         log_alpha = jnp.maximum(log_alpha, min_log_alpha)
     log_step = tuning.log_step + gamma * (info.accept_prob_sigma_y2 - target_accept_sigma_y2)
-    accept_noncentred = getattr(info, "accept_prob_noncentred", None)
-    if accept_noncentred is not None:  # scale c <= 1 of the non-centred move
-        log_group = jnp.minimum(0.0, tuning.log_group_step
-                                + gamma * (accept_noncentred - TARGET_NONCENTRED))
-        return Tuning(log_alpha, adapt_slice(tuning, info, gamma), log_group)
     if getattr(info, "jump_log_sigma_y2", None) is not None:  # slice width: 3 x the typical move
         log_step = adapt_slice(tuning, info, gamma)
-    log_group = tuning.log_group_step
-    accept_group = getattr(info, "accept_prob_group", None)
-    if accept_group is not None:
-        log_group = log_group + gamma * (accept_group - target_accept_S)
-    return Tuning(log_alpha, log_step, log_group)
+    return Tuning(log_alpha, log_step)
 
 
 def adapt_slice(tuning, info, gamma):

@@ -1,6 +1,6 @@
 """The pieces of the normalX and fixedS targets that several kernels share: the positions, the
 per-holder z_hat terms, the conditional of theta (eq. 12), the Gibbs draw of Sigma_x (A.1), the
-Wishart random walk (A.3) and the collapsed likelihood with theta integrated out.
+Wishart random walk (A.3) and the likelihood of z_hat with theta integrated out.
 
 Notation (paper section 4, eq. 10): for holder j, ``K_j = sigma_y^2 S_j + Sigma_z_j`` is the
 covariance of z_hat_j given (S_j, theta, sigma_y^2), and
@@ -20,9 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
 
-from .adaptation import LOG_GROUP_STEP_INIT, Tuning
-from .linalg import (LOG_2PI, SMALL_D, chol, chol_entries, logdet_chol, mm, mT, mv,
-                     solve_lower, sym, tri_inv)
+from .adaptation import Tuning
+from .linalg import LOG_2PI, chol, logdet_chol, mm, mT, mv, solve_lower, sym, tri_inv
 
 
 class NormalXState(NamedTuple):
@@ -69,11 +68,11 @@ class MHInfo(NamedTuple):
     is_accepted_sigma_y2: jax.Array
 
 
-def init_state(state_cls, position, log_alpha, log_step, log_group_step=LOG_GROUP_STEP_INIT):
+def init_state(state_cls, position, log_alpha, log_step):
     """``state_cls`` at ``position`` (a dict of the model's latent values; extra keys are
     ignored) and the initial :class:`.adaptation.Tuning`."""
     state = state_cls(**{k: jnp.asarray(position[k]) for k in state_cls._fields})
-    return state, Tuning(log_alpha, log_step, jnp.full_like(log_step, log_group_step))
+    return state, Tuning(log_alpha, log_step)
 
 
 def z_loglik(S, theta, sigma_y2, z_hat, Sigma_z):
@@ -82,8 +81,6 @@ def z_loglik(S, theta, sigma_y2, z_hat, Sigma_z):
     w = solve_triangular(K, z_hat - S @ theta, lower=True)
     d = z_hat.shape[-1]
     return -0.5 * (w @ w) - 0.5 * logdet_chol(K) - 0.5 * d * LOG_2PI, K
-
-
 
 
 def theta_precision_terms(S, sigma_y2, z_hat, Sigma_z):
@@ -134,8 +131,6 @@ def sigma_y2_log_target(sigma_y2, S, theta, data):
 
 def log_invgamma(x, a, b):
     return jnp.where(x > 0, -(a + 1.0) * jnp.log(jnp.abs(x)) - b / x, -jnp.inf)
-
-
 
 
 class Prelude(NamedTuple):
@@ -260,8 +255,6 @@ def theta_from_precision(P, h, eps):
     return mv(mT(R_inv), mv(R_inv, h) + eps)
 
 
-
-
 class Totals(NamedTuple):
     P: jax.Array  # C^{-1} + sum_j S_j K_j^{-1} S_j
     h: jax.Array  # C^{-1} m + sum_j S_j K_j^{-1} z_j
@@ -275,72 +268,12 @@ def collapsed_loglik(tot: Totals):
 
         -(Q - h^T P^{-1} h)/2 - sum_j log|K_j|/2 - log|P|/2.
 
-    Batched over leading axes of the totals."""
-    R = chol(tot.P)
-    w = solve_lower(R, tot.h[..., None])[..., 0]
-    return -0.5 * (tot.Q - jnp.sum(w**2, axis=-1)) - 0.5 * tot.LD - 0.5 * logdet_chol(R)
-
-
-
-
-def collapsed_loglik_lapack(tot):
-    """:func:`collapsed_loglik` with LAPACK's Cholesky instead of the unrolled one: for code
-    that is differentiated or evaluated at several call sites (it compiles in half the time)."""
+    LAPACK's Cholesky (not the unrolled one of :mod:`.linalg`): it is evaluated at several call
+    sites of the slice sampler and compiles in half the time."""
     R = jnp.linalg.cholesky(tot.P)
     w = solve_triangular(R, tot.h, lower=True)
     return -0.5 * (tot.Q - w @ w) - 0.5 * tot.LD - 0.5 * logdet_chol(R)
 
 
-def holder_totals(t: ZTerms):
-    """Per-holder terms of :class:`Totals` (S K^{-1} S, S K^{-1} z, z K^{-1} z, log|K|)."""
-    return Totals(mm(mT(t.G), t.G), mv(mT(t.G), t.g), jnp.sum(t.g**2, axis=-1),
-                  2.0 * t.half_logdet)
-
-
-def sum_totals(prior: Totals, per_holder: Totals, n_blocks=1):
-    """prior + sum over holders, for ``n_blocks`` consecutive blocks of J holders (batched)."""
-    def s(p, x):
-        x = x.reshape((n_blocks, -1) + x.shape[1:])
-        return jnp.squeeze(p + jnp.sum(x, axis=1), 0) if n_blocks == 1 else p + jnp.sum(x, 1)
-    return jax.tree.map(s, prior, per_holder)
-
-
-
-
 def nan_to_reject(log_r):
     return jnp.where(jnp.isnan(log_r), -jnp.inf, log_r)
-
-
-
-
-def flat_totals(t: Totals):
-    """(..., d*d + d + 2) vector [P, h, Q, LD]: the sequential moves carry one array, so each
-    update is one fused operation (XLA's cost per operation dominates at these sizes)."""
-    lead = t.h.shape[:-1]
-    return jnp.concatenate([t.P.reshape(lead + (-1,)), t.h, t.Q[..., None], t.LD[..., None]],
-                           axis=-1)
-
-
-def unflat_totals(v, d):
-    return Totals(v[..., :d * d].reshape(v.shape[:-1] + (d, d)), v[..., d * d:d * d + d],
-                  v[..., -2], v[..., -1])
-
-
-def collapsed_loglik_flat(v, d):
-    """:func:`collapsed_loglik` of :func:`flat_totals` (scalar-unrolled for d <= SMALL_D)."""
-    if d > SMALL_D:
-        return collapsed_loglik(unflat_totals(v, d))
-    P = lambda i, j: 0.5 * (v[..., i * d + j] + v[..., j * d + i])  # noqa: E731
-    L = chol_entries(P, d)
-    quad, logdet = 0.0, 0.0
-    w = []
-    for i in range(d):
-        s = v[..., d * d + i]
-        for k in range(i):
-            s = s - L[i][k] * w[k]
-        w.append(s / L[i][i])
-        quad = quad + w[i] * w[i]
-        logdet = logdet + jnp.log(L[i][i])
-    return -0.5 * (v[..., -2] - quad) - 0.5 * v[..., -1] - logdet
-
-

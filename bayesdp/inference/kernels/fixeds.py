@@ -1,6 +1,7 @@
 """MCMC-fixedS (the target of Algorithm 2) by collapsed Gibbs (method ``"fixeds"``): S_j fixed
 at ``data.S_fixed``, log sigma_y^2 slice sampled with theta integrated out, then theta | sigma_y^2
-(eq. 12). The target is the joint density of ``bayesdp.models.regression.fixeds_model``."""
+(eq. 12). The target is the joint density of ``bayesdp.models.regression.fixeds_model``. Also
+the theta-only sweep used when sigma_y^2 is held fixed (option ``fix_sigma_y2``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from .adaptation import Tuning
-from .common import FixedSState, init_state
+from .common import FixedSState, MHInfo, init_state, sample_theta
 from .linalg import draw
 from .slice import SLICE_N_UNIFORMS, fixed_s_prior_totals, slice_sigma_y2_then_theta
 
@@ -61,3 +62,13 @@ def fixeds_step(rng_key, state: FixedSState, data, tuning: Tuning):
     one = jnp.ones((), dtype=theta.dtype)
     return FixedSState(theta, s2), Info(zeros, zeros > 0, one, one > 0,
                                         jump_log_sigma_y2=jump, evals_sigma_y2=evals)
+
+
+def theta_step(rng_key, state: FixedSState, data, tuning: Tuning):
+    """MCMC-fixedS with sigma_y^2 held at its current value: theta ~ N(m_p, Sigma_p) (eq. 12)
+    only. Its Info is :class:`.common.MHInfo` (no S move, sigma_y^2 never moves)."""
+    theta = sample_theta(rng_key, data.S_fixed, state.sigma_y2, data)
+    J = data.S_fixed.shape[0]
+    zeros = jnp.zeros((J,), dtype=theta.dtype)
+    one = jnp.ones((), dtype=theta.dtype)
+    return FixedSState(theta, state.sigma_y2), MHInfo(zeros, zeros > 0, one, one > 0)

@@ -1,6 +1,5 @@
 """MCMC-fixedS exactly as Algorithm 2 (method ``"fixeds-paper"``): S_j fixed at
-``data.S_fixed``; Gibbs theta (eq. 12), then random-walk MH on sigma_y^2 (A.4). Also the
-theta-only sweep used when sigma_y^2 is held fixed."""
+``data.S_fixed``; Gibbs theta (eq. 12), then random-walk MH on sigma_y^2 (A.4)."""
 
 from __future__ import annotations
 
@@ -31,15 +30,6 @@ def fixeds_paper_step(rng_key, state: FixedSState, data, tuning: Tuning):
     )
     zeros = jnp.zeros((J,), dtype=theta.dtype)
     return FixedSState(theta, sigma_y2), Info(zeros, zeros > 0, acc_sy, accept_sy)
-
-
-def fixeds_theta_step(rng_key, state: FixedSState, data, tuning: Tuning):
-    """MCMC-fixedS with sigma_y^2 held at its current value (only the theta Gibbs step)."""
-    theta = sample_theta(rng_key, data.S_fixed, state.sigma_y2, data)
-    J = data.S_fixed.shape[0]
-    zeros = jnp.zeros((J,), dtype=theta.dtype)
-    one = jnp.ones((), dtype=theta.dtype)
-    return FixedSState(theta, state.sigma_y2), Info(zeros, zeros > 0, one, one > 0)
 
 
 def rw_sigma_y2(rng_key, sigma_y2, log_target, log_step):

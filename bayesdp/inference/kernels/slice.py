@@ -1,6 +1,6 @@
 """The univariate slice sampler and the update of sigma_y^2 that uses it: log sigma_y^2 from its
-marginal with theta integrated out, then theta | S, sigma_y^2 (eq. 12). Shared by the fixedS
-kernel (:mod:`.fixeds`) and the interweaved normalX kernel (:mod:`.normalx_interweaved`)."""
+marginal with theta integrated out, then theta | S, sigma_y^2 (eq. 12), of the fixedS kernel
+(:mod:`.fixeds`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .common import (Totals, collapsed_loglik_lapack, log_invgamma, nan_to_reject, prior_terms,
+from .common import (Totals, collapsed_loglik, log_invgamma, nan_to_reject, prior_terms,
                      theta_from_precision)
 from .linalg import chol, logdet_chol, mm, mT, mv, sym, tri_inv
 
@@ -142,15 +142,13 @@ def log_sigma_y2_marginal(log_s2, sp: SpectralTerms, data, prior):
     (``sp`` = :func:`spectral_terms` of S). Returns (log density, totals)."""
     s2 = jnp.exp(log_s2)
     tot = spectral_totals(sp, s2, prior)
-    # LAPACK Cholesky here, not the unrolled one: it is evaluated at several call sites of the
-    # slice sampler and compiles in half the time
-    return log_invgamma(s2, data.a, data.b) + log_s2 + collapsed_loglik_lapack(tot), tot
+    return log_invgamma(s2, data.a, data.b) + log_s2 + collapsed_loglik(tot), tot
 
 
 def slice_sigma_y2_then_theta(u, eps, S, sigma_y2, data, prior, log_width):
     """``SLICE_UPDATES`` slice updates of u = log sigma_y^2 | S from its theta-integrated
-    marginal (:func:`log_sigma_y2_marginal`), then theta | S, sigma_y^2 exactly (eq. 12); shared
-    by the fixedS and the interweaved normalX kernels. Each update leaves the marginal
+    marginal (:func:`log_sigma_y2_marginal`), then theta | S, sigma_y^2 exactly (eq. 12). Each
+    update leaves the marginal
     invariant, so several in a row do too; they help where that marginal has a narrow mode and
     a long flat tail (at eps = 0.1 the release barely bounds sigma_y^2 from above; with one
     update per sweep the bulk ESS there is about 200 of 4000 draws). ``u``: SLICE_N_UNIFORMS
