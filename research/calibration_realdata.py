@@ -30,6 +30,7 @@ Run from the project root (data from ../shared/data/uci or $BAYESDP_DATA_DIR):
     .venv/bin/python research/calibration_realdata.py                     # eiv and fast, the grid
     .venv/bin/python research/calibration_realdata.py --methods fixeds --releases 10 --J 5
     .venv/bin/python research/calibration_realdata.py --methods eiv:scales=per-slope   # options
+    .venv/bin/python research/calibration_realdata.py --methods eiv:include_yty=true   # y^T y too
     .venv/bin/python research/calibration_realdata.py --csv out.csv       # also a tidy CSV
 """
 
@@ -110,7 +111,8 @@ def reference(X, y, bounds, X_test, y_test, seed=0):
 
 def method_options(spec):
     """``"eiv:scales=per-slope"`` -> ("eiv", {"scales": "per-slope"}): a method and its
-    options (strings) as one name; a bare name has none."""
+    options (strings) as one name; a bare name has none. The option ``include_yty=true`` is
+    the release's (:func:`run_cell` releases y^T y as well), not the method's."""
     name, _, rest = spec.partition(":")
     options = dict(kv.split("=", 1) for kv in rest.split(",") if kv)
     return name, options
@@ -129,11 +131,13 @@ def run_cell(name, J, eps, methods, releases, prepared=None, delta=1e-5, verbose
     rows = []
     for m in methods:
         method, options = method_options(m)
+        # a release option, not a method's: releases that also publish y^T y
+        include_yty = options.pop("include_yty", "false").lower() in ("true", "1", "yes")
         acc = {k: [] for k in ("cov", "target", "z2", "width", "err", "pcov", "pwidth", "warn",
                                "pwarn", "secs")}
         for r in range(releases):
             rel = bayesdp.release(X, y, epsilon=eps, delta=delta, bounds=bounds, nodes=J,
-                                  seed=100 + r)
+                                  seed=100 + r, include_yty=include_yty)
             t = time.perf_counter()
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
