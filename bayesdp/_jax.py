@@ -17,8 +17,8 @@ def enable_x64():
 def use_host_devices(n=None):
     """Ask XLA for ``n`` CPU devices (default: the larger of 4, fit's default number of chains,
     and the number of cores) so that ``fit(method="normalx")`` runs its chains in parallel
-    (numpyro's ``chain_method="parallel"``) instead of vectorised on one core: 1.8-2.1x faster
-    at d = 5, J = 10 on 2 cores (docs/methods.md, `normalx`, "Cost").
+    (numpyro's ``chain_method="parallel"``) instead of vectorised on one core, which is faster
+    on a machine with more than one core (docs/evidence/performance.md, "`normalx`").
 
     What ``numpyro.set_host_device_count`` does (it sets ``XLA_FLAGS``), with two differences:
     a device count the user already put in ``XLA_FLAGS`` is left alone, and the setting is only
@@ -40,12 +40,12 @@ def release_compiled_code():
     Called when one of bayesdp's bounded caches of compiled samplers evicts an entry: dropping
     our reference is not enough, because JAX's own compilation caches (e.g. the
     ``_cached_compilation`` LRU of up to 2048 executables) keep the machine code of every shape
-    ever compiled, about 24 memory maps and 19 MiB per new shape for method 'fixeds' (measured),
-    until the process reaches the kernel's map limit. numpyro jits its pieces anew inside each
-    run, so there is no one jitted function whose ``clear_cache`` would release them; this
-    clears all of JAX's caches instead (the cost is paid only on eviction); samplers still
-    held in bayesdp's caches recompile on their next use (or load from the persistent cache when
-    BAYESDP_COMPILATION_CACHE is set)."""
+    ever compiled, so a process that fits ever new shapes would grow until it reaches the
+    kernel's limit on memory maps (docs/evidence/performance.md, "Compiled samplers: memory").
+    numpyro jits its pieces anew inside each run, so there is no one jitted function whose
+    ``clear_cache`` would release them; this clears all of JAX's caches instead (the cost is
+    paid only on eviction); samplers still held in bayesdp's caches recompile on their next use
+    (or load from the persistent cache when BAYESDP_COMPILATION_CACHE is set)."""
     import sys
 
     jax = sys.modules.get("jax")
