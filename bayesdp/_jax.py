@@ -18,7 +18,8 @@ def use_host_devices(n=None):
     """Ask XLA for ``n`` CPU devices (default: the larger of 4, fit's default number of chains,
     and the number of cores) so that ``fit(method="normalx")`` runs its chains in parallel
     (numpyro's ``chain_method="parallel"``) instead of vectorised on one core, which is faster
-    on a machine with more than one core (docs/evidence/performance.md, "`normalx`").
+    on a machine with more than one core (docs/evidence/performance.md, "`normalx` (NUTS on
+    the non-centred model)").
 
     What ``numpyro.set_host_device_count`` does (it sets ``XLA_FLAGS``), with two differences:
     a device count the user already put in ``XLA_FLAGS`` is left alone, and the setting is only
