@@ -247,9 +247,9 @@ def vech_product_matrix(theta):
 
 def vech_product_tensor(d):
     """Constant (d, k, d) array P with ``P @ theta == vech_product_matrix(theta)``. It holds
-    d^2 k numbers (6.5 GB at d = 200), so nothing in bayesdp uses it any more (B(theta) is a
-    gather, :func:`vech_product_matrix`, in NumPy and JAX alike); kept for callers that want the
-    constant, and refused (:class:`BayesdpInputError`) above :data:`DENSE_NOISE_MAX_BYTES`."""
+    d^2 k numbers (6.5 GB at d = 200), so bayesdp itself forms B(theta) as a gather
+    (:func:`vech_product_matrix`, in NumPy and JAX alike); refused (:class:`BayesdpInputError`)
+    above :data:`DENSE_NOISE_MAX_BYTES`."""
     iu = np.triu_indices(d)
     _check_dense_size("the vech product tensor", (d, len(iu[0]), d), d)
     P = np.zeros((d, len(iu[0]), d))
@@ -260,7 +260,7 @@ def vech_product_tensor(d):
     return P
 
 
-def eiv_covariance(Sigma_SS, Sigma_Sz, Sigma_zz, theta, P=None, xp=np, *, ss_diagonal=False):
+def eiv_covariance(Sigma_SS, Sigma_Sz, Sigma_zz, theta, *, xp=np, ss_diagonal=False):
     """Covariance of e_z - E_S theta (the S noise pushed through theta), for one holder or a
     stack: Sigma_zz - B Sigma_Sz - Sigma_zS B^T + B Sigma_SS B^T, B vech(E) = E theta.
 
@@ -272,8 +272,7 @@ def eiv_covariance(Sigma_SS, Sigma_Sz, Sigma_zz, theta, P=None, xp=np, *, ss_dia
         (B diag(v) B^T)_aa = sum_b V_ab theta_b^2,   (B diag(v) B^T)_ac = V_ac theta_a theta_c,
 
     since column (a, b) of B has theta_b in row a and theta_a in row b (a != b), theta_a in row a
-    (a = b). ``xp`` may be ``jax.numpy``; ``P`` (an old :func:`vech_product_tensor`) is accepted
-    but not needed: B is a gather, O(d k)."""
+    (a = b). ``xp`` may be ``jax.numpy``; B is a gather, O(d k) (:func:`vech_product_matrix`)."""
     d = Sigma_zz.shape[-1]
     theta = xp.asarray(theta)
     B = None
@@ -283,14 +282,12 @@ def eiv_covariance(Sigma_SS, Sigma_Sz, Sigma_zz, theta, P=None, xp=np, *, ss_dia
         diag = xp.einsum("...ab,b->...a", Vs, t2) - xp.diagonal(Vs, axis1=-2, axis2=-1) * t2
         BSB = Vs * (theta[:, None] * theta[None, :]) + diag[..., :, None] * xp.eye(d)
     else:
-        B = (xp.einsum("aki,i->ak", xp.asarray(P), theta) if P is not None
-             else _vech_product(theta, xp))
+        B = _vech_product(theta, xp)
         BSB = xp.matmul(xp.matmul(B, Sigma_SS), B.T)
     V = Sigma_zz + BSB
     if Sigma_Sz is not None:
         if B is None:
-            B = (xp.einsum("aki,i->ak", xp.asarray(P), theta) if P is not None
-                 else _vech_product(theta, xp))
+            B = _vech_product(theta, xp)
         BSz = xp.matmul(B, Sigma_Sz)
         V = V - BSz - xp.swapaxes(BSz, -1, -2)
     return 0.5 * (V + xp.swapaxes(V, -1, -2))
