@@ -2,9 +2,12 @@
 
 Follows Alparslan, Yildirim & Birbil (ICML 2023). The flow of data:
 
-    rows --release()--> Release (file) --fit()--> ArviZ InferenceData --diagnose()/compare()
+    rows --release()--> Release (file) --fit()--> ArviZ InferenceData --diagnose()
                                                                        --predict()
     BayesDPRegressor().fit(X, y).predict(X_new): the same, scikit-learn style
+
+The paper's lab (compare, its data sets and metrics, MCMC-B&S, Algorithms 1 and 2 as
+published) is the package ``bayesdp.paper``, imported on its own: ``import bayesdp.paper``.
 """
 
 __version__ = "0.1.0"
@@ -49,18 +52,14 @@ _LAZY = {
     "fit_nonprivate": (".inference", "fit_nonprivate"),
     "diagnose": (".diagnostics", "diagnose"),
     "BayesDPRegressor": (".estimator", "BayesDPRegressor"),
-    "Dataset": (".datasets", "Dataset"),
-    "load_dataset": (".datasets", "load_dataset"),
-    "compare": (".comparison", "compare"),
     "accounting": (".accounting", None),
-    "metrics": (".metrics", None),
 }
 #: Submodules reachable as attributes (``bayesdp.privacy``, ``bayesdp.inference``, ...) without
 #: importing them first, as when ``import bayesdp`` imported them all; imported on first use.
 #: (``simulate`` and ``predict`` are the functions, as before.)
-_SUBMODULES = ("_jax", "accounting", "adapters", "cli", "comparison", "datasets", "demo",
-               "diagnostics", "errors", "estimator", "inference", "metrics", "models",
-               "privacy", "progress", "releases", "report", "secure_noise")
+_SUBMODULES = ("_jax", "accounting", "adapters", "cli", "demo", "diagnostics", "errors",
+               "estimator", "inference", "models", "privacy", "progress", "releases", "report",
+               "secure_noise")
 _LAZY.update({m: ("." + m, None) for m in _SUBMODULES if m not in _LAZY})
 
 
@@ -105,16 +104,12 @@ __all__ = [
     "classical_gaussian_sigma",
     "closed_form_moments",
     "combine_releases",
-    "compare",
-    "Dataset",
     "diagnose",
     "fit",
     "fit_batch",
     "fit_nonprivate",
     "gaussian_sigma",
-    "load_dataset",
     "load_release",
-    "metrics",
     "paper_code_gaussian_sigma",
     "predict",
     "prediction_summary",

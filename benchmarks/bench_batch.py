@@ -1,7 +1,7 @@
 """Fits per second for R replications of one compare cell: one by one vs batched, in one run.
 
 For each d and R: simulate the paper's data (n rows, eps = 1, J holders, the paper's priors as in
-``bayesdp.compare``), make R releases with R seeds (the replications of one (eps, J) cell) and
+``bayesdp.paper.compare``), make R releases with R seeds (the replications of one (eps, J) cell) and
 fit each method with compare's settings (one chain, ``--num-samples`` / ``--num-warmup``;
 "bs" gets its own releases with y^T y, as compare makes them):
 
@@ -33,7 +33,7 @@ import warnings
 
 def releases(d, J, R, n, seed=0, include_yty=False):
     import bayesdp
-    from bayesdp.comparison import _context, _cell_release, _cell_seeds
+    from bayesdp.paper.comparison import _context, _cell_release, _cell_seeds
 
     spec = {"kind": "simulated", "n": n, "d": d, "seed": seed, "bounds": "data",
             "calibration": "exact"}

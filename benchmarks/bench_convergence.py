@@ -53,7 +53,7 @@ def convergence_row(idata):
 
 
 def run_cell(label, rel, methods, seed):
-    import bayesdp
+    import bayesdp.paper  # registers the paper's methods (and binds bayesdp)
 
     rows = []
     for m in methods:
@@ -106,7 +106,7 @@ def main(argv=None):
     ap.add_argument("--csv", help="write the rows to this CSV file")
     a = ap.parse_args(argv)
 
-    import bayesdp
+    import bayesdp.paper  # registers the paper's methods (and binds bayesdp)
 
     rows = []
     if not a.no_sim:
@@ -123,7 +123,7 @@ def main(argv=None):
     if a.uci:
         from pathlib import Path
 
-        from bayesdp.datasets import dataset_names
+        from bayesdp.paper.datasets import dataset_names, load_dataset
 
         uci = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "uci"
         if not uci.is_dir():
@@ -131,7 +131,7 @@ def main(argv=None):
         else:
             for name in dataset_names():
                 try:
-                    ds = bayesdp.load_dataset(name, data_dir=uci)
+                    ds = load_dataset(name, data_dir=uci)
                 except bayesdp.BayesdpInputError as e:  # a data set the folder does not hold
                     print(f"{name}: skipped ({e})")
                     continue

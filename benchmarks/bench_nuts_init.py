@@ -1,5 +1,5 @@
 """Seconds of the first and second NUTS fit in a new process: bayesdp's compiled initialisation
-(``bayesdp.inference.mcmc._compiled_init``) against numpyro's own, which runs HMC's init
+(``bayesdp.inference.nuts._compiled_init``) against numpyro's own, which runs HMC's init
 operation by operation. Each variant runs in its own fresh Python process (what a command-line
 fit pays), alternating, and the ratio is printed.
 
@@ -20,11 +20,11 @@ import sys, time, warnings
 import jax
 jax.config.update("jax_enable_x64", True)
 import bayesdp
-from bayesdp.inference import mcmc
+from bayesdp.inference import nuts
 variant, method, d, J, it = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
 if variant == "numpyro":  # numpyro's NUTS as is: init run op by op
     from numpyro.infer import NUTS
-    mcmc._nuts = lambda model, **kw: NUTS(model, **kw)
+    nuts._nuts = lambda model, **kw: NUTS(model, **kw)
 sim = bayesdp.simulate(100_000, d, seed=d * 100 + J)
 rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=J, seed=7)
 warnings.simplefilter("ignore")

@@ -49,14 +49,14 @@ def former_start(rel, priors):
     features' basis, the authors' S_j start mapped to the Bartlett variables."""
     import jax.numpy as jnp
 
-    from bayesdp.inference import mcmc as M
+    from bayesdp.inference import normalx, starts
     from bayesdp.models import regression as R
 
     data = R.model_data(rel, priors)
-    pos = M.initial_position(rel, priors, M._normalx_start(rel), M.initial_sigma_y2(rel, priors))
+    pos = starts.initial_position(rel, priors, normalx.start_S(rel), starts.initial_sigma_y2(rel, priors))
     S0, L_x = pos.pop("S"), np.linalg.cholesky(pos.pop("Sigma_x"))
-    W_diag, W_offdiag = R.bartlett_variables(rel.n, L_x, S0)
-    theta_std = R.theta_std_of(data, S0, pos["sigma_y2"], pos.pop("theta"))
+    W_diag, W_offdiag = starts.bartlett_variables(rel.n, L_x, S0)
+    theta_std = starts.theta_std_of(data, S0, pos["sigma_y2"], pos.pop("theta"))
     pos.update(L_x=jnp.asarray(L_x), W_diag=W_diag, W_offdiag=W_offdiag,
                theta_std=np.asarray(theta_std))
     return data, pos
@@ -68,7 +68,7 @@ def before(rel, seed, lambda_scale=1.0):
     from numpyro.infer import MCMC, init_to_value
 
     import bayesdp
-    from bayesdp.inference import mcmc as M
+    from bayesdp.inference import nuts as M
     from bayesdp.models import regression as R
 
     data, pos = former_start(rel, priors_for(rel, lambda_scale).resolve(rel))

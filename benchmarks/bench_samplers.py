@@ -36,7 +36,7 @@ def bench_one(rel, method, n_draw, seed=0):
     import jax
     import jax.numpy as jnp
 
-    import bayesdp
+    import bayesdp.paper  # registers the paper's methods (and binds bayesdp)
     from bayesdp import diagnostics
     from bayesdp.inference.mcmc import build_mcmc
 
@@ -93,7 +93,7 @@ def main(argv=None):
         args.d, args.J, args.num_samples, args.nuts_samples, args.nuts_max_d = [2, 5], [1, 10], \
             2000, 200, 5
 
-    import bayesdp
+    import bayesdp.paper  # registers the paper's methods (and binds bayesdp)
 
     print(f"n = {args.n}, eps = {args.epsilon}, one chain; s/iter after compilation")
     head = (f"{'d':>3} {'J':>3} {'method':<18} {'s/iter':>10} {'minESS th':>9} {'ESS/s th':>9} "

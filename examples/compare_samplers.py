@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-import bayesdp
+import bayesdp.paper  # registers the paper's methods (and binds bayesdp)
 from bayesdp import diagnostics
 
 

@@ -38,13 +38,13 @@ def main():
                          "time left (default: only when stderr is a terminal)")
     args = ap.parse_args()
     try:
-        importlib.import_module("bayesdp.inference.mcmc")
+        importlib.import_module("bayesdp.paper")
     except ImportError:
         pass
     from pathlib import Path
 
     import bayesdp
-    from bayesdp.comparison import compare
+    from bayesdp.paper.comparison import compare
 
     Path(args.out_dir).mkdir(parents=True, exist_ok=True)  # compare makes one folder per run in it
 

@@ -7,7 +7,7 @@ Setting as in the paper: n = 1e4 simulated rows, eps = 1, one data holder (``--n
 Methods (default: all three of the paper's Figure 3 in one run, as published): MCMC-normalX
 (``normalx-paper``),
 MCMC-fixedS (``fixeds-paper``) and MCMC-B&S (``bs``); normalX/fixedS need
-``bayesdp.inference.mcmc`` (imported here so that it registers them).
+``bayesdp.paper`` (imported here so that it registers them).
 
 Each (method, d, K) is fitted once untimed (warm-up: imports, caches, compilation of whatever is
 cached between calls; B&S caches per number of iterations), then ``--repeats`` times at K1 = ``--iters`` and at K2 = ``--iters-long`` iterations
@@ -125,7 +125,7 @@ def main():
 
         enable_x64()
         try:
-            importlib.import_module("bayesdp.inference.mcmc")
+            importlib.import_module("bayesdp.paper")
         except ImportError:
             pass
         import bayesdp

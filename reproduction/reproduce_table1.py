@@ -49,11 +49,11 @@ def main():
                          "time left (default: only when stderr is a terminal)")
     args = ap.parse_args()
     try:  # MCMC-normalX / fixedS, when the sampling module is present
-        importlib.import_module("bayesdp.inference.mcmc")
+        importlib.import_module("bayesdp.paper")
     except ImportError:
         pass
     import bayesdp
-    from bayesdp.comparison import compare, summarize
+    from bayesdp.paper.comparison import compare, summarize
 
     methods = args.methods or [m for m in ("fixeds", "fast", "bs", "adassp", "nonprivate")
                                if m in bayesdp.METHODS or m in ("adassp", "nonprivate")]

@@ -2,7 +2,7 @@
 
     python research/averaging_uci.py --data-dir /work/shared/data/uci --reps 5
 
-Runs ``bayesdp.compare`` on BikeSharing and AirQuality once per k in ``--ks`` (k = 1: no
+Runs ``bayesdp.paper.compare`` on BikeSharing and AirQuality once per k in ``--ks`` (k = 1: no
 averaging) with the paper's protocol (preprocessing "paper", bounds read off the training rows,
 delta = 1/N_train, the paper's priors, contiguous split), the exact calibration, eps = 1 and
 J = 5 and 10, and prints the mean test prediction MSE per method, J and k with the relative change
@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 import bayesdp
+import bayesdp.paper
 
 
 def main():
@@ -39,7 +40,7 @@ def main():
         f = Path(args.data_dir) / f"{name}.csv"
         results = {}
         for k in args.ks:
-            df = bayesdp.compare(str(f), methods=args.methods, epsilons=[1.0], nodes=args.nodes,
+            df = bayesdp.paper.compare(str(f), methods=args.methods, epsilons=[1.0], nodes=args.nodes,
                                  reps=args.reps, seed=0, n_jobs=args.n_jobs, average_rows=k,
                                  num_samples=args.num_samples, num_warmup=args.num_warmup,
                                  figures=False, out_dir=Path(args.out_dir) / f"{name}-k{k}")

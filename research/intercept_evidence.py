@@ -21,7 +21,7 @@ import warnings
 
 import numpy as np
 
-import bayesdp
+import bayesdp.paper  # registers the paper's methods (and binds bayesdp)
 
 
 def data(n=20_000, seed=0, shift=(5.0, -3.0)):

@@ -33,6 +33,7 @@ import numpy as np
 
 import bayesdp
 from bayesdp import privacy
+from bayesdp.paper import datasets, metrics
 
 UCI = ("power_plant_energy", "bike_sharing", "air_quality")
 
@@ -48,7 +49,7 @@ def data_sets(data_dir, sim_n, sim_d, seed):
             if not path.exists():
                 print(f"(skipping {name}: {path} not found)")
                 continue
-            ds = bayesdp.load_dataset(path, preprocessing="paper")
+            ds = datasets.load_dataset(path, preprocessing="paper")
             yield name, ds.X_train, ds.y_train, ds.X_test, ds.y_test
     sim = bayesdp.simulate(sim_n, sim_d, seed=seed)
     n_tr = int(0.8 * sim_n)
@@ -74,7 +75,7 @@ def one_cell(X, y, X_test, y_test, *, eps, bounds, share, nodes, seed, methods, 
             idata = bayesdp.fit(rel, method=method, seed=seed + 1000 * (k + 1),
                                 progress_bar=False, **opts)
             theta = idata.posterior["theta"].mean(dim=("chain", "draw")).to_numpy()
-            out[method] = bayesdp.metrics.prediction_mse(theta, X_test, y_test)
+            out[method] = metrics.prediction_mse(theta, X_test, y_test)
     out["clipped"] = float(rel.n_clipped.sum() / len(y))
     return out
 

@@ -121,7 +121,7 @@ def fit_variant(kind, rel, seed, target_accept_prob=0.8):
     from numpyro.infer import MCMC, NUTS, HMCGibbs, init_to_value
 
     import bayesdp
-    from bayesdp.inference import mcmc as M
+    from bayesdp.inference import nuts as M
 
     from bench_nuts_start import former_start  # this folder
 

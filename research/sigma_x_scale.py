@@ -47,7 +47,7 @@ def _log_uniform_tau_fit(rel, seed):
     from numpyro.infer import MCMC, init_to_value
 
     import bayesdp
-    from bayesdp.inference import mcmc as M
+    from bayesdp.inference import mcmc as mcmc_mod, normalx, nuts as M, starts
     from bayesdp.models import regression as R
 
     def model(data):
@@ -60,14 +60,14 @@ def _log_uniform_tau_fit(rel, seed):
                                                               * pf.L_Lambda)))
 
     priors = bayesdp.Priors().resolve(rel)
-    s2_0 = M.initial_sigma_y2(rel, priors)
+    s2_0 = starts.initial_sigma_y2(rel, priors)
     data = R.model_data(rel, priors)
-    pos = M.initial_position(rel, priors, M._normalx_start(rel), s2_0)
+    pos = starts.initial_position(rel, priors, normalx.start_S(rel), s2_0)
     Sigma0 = pos.pop("Sigma_x")
     del pos["S"], pos["theta"]
-    basis = R.principal_basis(Sigma0)
+    basis = starts.principal_basis(Sigma0)
     data = data._replace(basis=jnp.asarray(basis))
-    pos.update({k: jnp.asarray(v) for k, v in R.noncentred_start(rel.n, Sigma0, basis).items()})
+    pos.update({k: jnp.asarray(v) for k, v in starts.noncentred_start(rel.n, Sigma0, basis).items()})
     floor = np.linalg.eigvalsh(Sigma0)[0] * (priors.kappa + rel.d + 1) / priors.Lambda[0, 0]
     pos["tau"] = jnp.asarray(float(np.clip(floor, 10 * TAU_LOW, 0.5)))
     mass = M._laplace_inverse_mass(model, data, pos)
@@ -75,7 +75,7 @@ def _log_uniform_tau_fit(rel, seed):
                      inverse_mass_matrix=mass)
     mcmc = MCMC(kernel, num_warmup=1000, num_samples=1000, num_chains=4,
                 chain_method="vectorized", progress_bar=False)
-    mcmc.run(M._keys(seed), data, extra_fields=("diverging", "num_steps"),
+    mcmc.run(mcmc_mod._keys(seed), data, extra_fields=("diverging", "num_steps"),
              init_params=M._unconstrained_init(model, data, pos, 4))
     post = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()
             if k in ("theta", "sigma_y2", "Sigma_x", "S")}
@@ -146,12 +146,14 @@ def main():
     if a.setting == "uci":
         from pathlib import Path
 
+        import bayesdp.paper.datasets
+
         uci = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "uci"
         if not uci.is_dir():
             print(f"UCI data not found ({uci}): skipped")
             return
         for name in ("powerplant", "bikesharing", "airquality"):
-            ds = bayesdp.load_dataset(name, data_dir=uci)
+            ds = bayesdp.paper.datasets.load_dataset(name, data_dir=uci)
             ref = bayesdp.closed_form_moments(bayesdp.fit_nonprivate(
                 ds.X_train, ds.y_train, seed=0, num_samples=10, bounds=ds.bounds))[0]
             for J in a.J:

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-from bayesdp.inference.kernels import normalx_paper
+from bayesdp.paper.kernels import normalx_paper
 from bayesdp.inference.kernels.common import Totals, theta_precision_terms, wishart_rw, z_loglik
 from bayesdp.inference.kernels.linalg import bartlett, chol, logdet_chol, mm, tri_inv
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import bayesdp
+import bayesdp.paper  # noqa: F401  (registers the paper's methods)
 from bayesdp.errors import BayesdpInputError
 from bayesdp.models.priors import Priors
 
@@ -107,7 +108,7 @@ def test_bs_batch_options_priors_and_shapes():
         bayesdp.fit_batch(rels, method="bs", seeds=seeds, psd_shift=-1.0, **kw)
     with pytest.raises(BayesdpInputError, match="Lambda0"):
         bayesdp.fit_batch(rels, method="bs", seeds=seeds, Lambda0=np.eye(3), **kw)
-    with pytest.raises(TypeError, match="bogus"):
+    with pytest.raises(BayesdpInputError, match=r"unknown option\(s\) for method 'bs': \['bogus'\]"):
         bayesdp.fit_batch(rels, method="bs", seeds=seeds, bogus=1, **kw)
     with pytest.raises(BayesdpInputError, match="y\\^T y|include_yty"):
         bayesdp.fit_batch(_releases(count=2), method="bs", seeds=[1, 2], **kw)

@@ -6,7 +6,7 @@ import pytest
 import bayesdp
 from bayesdp._jax import enable_x64
 from bayesdp.errors import BayesdpInputError
-from bayesdp.models import bs as M
+from bayesdp.paper import bs_model as M
 from bayesdp.releases import layout
 
 
@@ -79,7 +79,7 @@ def test_bs_needs_yty():
 def test_inv_wishart_mean():
     import jax
 
-    from bayesdp.inference.bs import sample_inv_wishart
+    from bayesdp.paper.bs import sample_inv_wishart
 
     Psi = np.array([[4.0, 3.0], [3.0, 5.0]])
     df = 20.0
@@ -140,14 +140,14 @@ def test_stats_step_draws_the_model_conditional():
     (Sigma_x, theta, sigma_y^2, ss_hat_j): the model's log density (numpyro's ``log_density``)
     is quadratic in ss, and the draws, whitened by its maximum and inverse negative Hessian,
     are N(0, I). (The sweep's other steps are not ``bs_model``'s conditionals: see the
-    docstring of ``bayesdp.inference.bs``.)"""
+    docstring of ``bayesdp.paper.bs``.)"""
     import jax
     import jax.numpy as jnp
     from numpyro import handlers
     from numpyro.infer.util import log_density
 
     from bayesdp.inference import closed_form
-    import bayesdp.inference.bs as B
+    import bayesdp.paper.bs as B
 
     sim = bayesdp.simulate(n=500, d=2, seed=0)
     # contiguous: 250 + 250 rows, the same noise, so both holders share one factor
@@ -191,7 +191,7 @@ def test_holders_sharing_their_factor_give_the_same_draws(monkeypatch):
     has 2 groups, distinct (n_j, V_j) J groups; the draws equal those of one factor per
     holder (the same matrices, factored once instead of several times; with fewer groups than
     holders ``draw_stats`` solves for the holders' stacked vectors, otherwise one by one)."""
-    import bayesdp.inference.bs as B
+    import bayesdp.paper.bs as B
 
     V = np.stack([np.eye(3)] * 3)
     first, group = B._holder_groups(np.array([4, 4, 3]), V)
@@ -208,7 +208,8 @@ def test_holders_sharing_their_factor_give_the_same_draws(monkeypatch):
     pri = bayesdp.Priors.paper().resolve(2)
     _, data, _ = B._setup(rel, pri, 1.0, None, None)
     assert len(data[-2]) == 2  # 1001, 1000, 1000 rows
-    kw = dict(seed=3, num_samples=200, num_warmup=100, num_chains=2)
+    kw = dict(seed=3, num_samples=200, num_warmup=100, num_chains=2, progress_bar=False,
+              **B.OPTIONS)
     shared = B.run_bs(rel, pri, **kw)
     orig = B._holder_groups
     monkeypatch.setattr(B, "_holder_groups", lambda n, V, share=True: orig(n, V, False))
@@ -222,7 +223,7 @@ def test_batch_of_releases_with_different_groupings_matches_single_fits():
     """fit_batch stacks the releases' inputs, so when their numbers of shared factors differ
     (a contiguous split: 2 groups; a random split: one per holder) none are shared; each release's
     draws still equal its own fit's."""
-    import bayesdp.inference.bs as B
+    import bayesdp.paper.bs as B
 
     sim = bayesdp.simulate(n=3001, d=2, seed=0)
     rels = [bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-5, bounds=sim.bounds, nodes=3,
@@ -230,7 +231,7 @@ def test_batch_of_releases_with_different_groupings_matches_single_fits():
             for split in ("contiguous", "random")]
     pri = bayesdp.Priors.paper().resolve(2)
     assert [len(B._setup(r, pri, 1.0, None, None)[1][-2]) for r in rels] == [2, 3]
-    kw = dict(num_samples=100, num_warmup=50, num_chains=2)
+    kw = dict(num_samples=100, num_warmup=50, num_chains=2, progress_bar=False, **B.OPTIONS)
     batch = B.run_bs_batch(rels, [pri, pri], seeds=[4, 5], **kw)
     for r, s, b in zip(rels, (4, 5), batch):
         one = B.run_bs(r, pri, seed=s, **kw)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import bayesdp
+import bayesdp.paper
 from bayesdp.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,7 +211,7 @@ def test_every_option_of_every_command_has_help_and_shows_its_default(capsys):
 
 
 def test_fit_help_lists_the_methods_and_compare_its_default_methods(capsys):
-    from bayesdp.comparison import default_methods
+    from bayesdp.paper.comparison import default_methods
 
     with pytest.raises(SystemExit):
         main(["fit", "--help"])
@@ -306,7 +307,7 @@ def test_output_paths_checked_before_any_work(tmp_path, capsys, monkeypatch, cmd
     import bayesdp.inference
 
     release_mod = importlib.import_module("bayesdp.releases")
-    compare_mod = importlib.import_module("bayesdp.comparison")
+    compare_mod = importlib.import_module("bayesdp.paper.comparison")
 
     def boom(*a, **k):
         raise AssertionError("work started before the output path was checked")
@@ -353,8 +354,8 @@ def test_compare_out_dir_is_created_with_its_parents_as_diagnose_does(tmp_path):
     assert (run / "results.csv").is_file()
     (tmp_path / "afile").write_text("x")
     with pytest.raises(bayesdp.errors.BayesdpInputError, match="is a file"):
-        bayesdp.compare("simulated", methods=["fast"], nodes=[1], reps=1, n=200,
-                        out_dir=tmp_path / "afile" / "run", n_jobs=1)
+        bayesdp.paper.compare("simulated", methods=["fast"], nodes=[1], reps=1, n=200,
+                              out_dir=tmp_path / "afile" / "run", n_jobs=1)
 
 
 # --------------------------------------------------------------------------------------------

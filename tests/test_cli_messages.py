@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 
 import bayesdp
+import bayesdp.paper
 from bayesdp.cli import main
 
 
 def test_compare_progress_moves_between_cells(capsys):
     """The bar counts fits, not cells: with two methods in one cell it shows 1/2 after the first
     method, and names the fit under way."""
-    bayesdp.compare("simulated", methods=["fast", "adassp"], nodes=[1], reps=1, n=300,
-                    n_jobs=1, progress=True, mmd=False, figures=False)
+    bayesdp.paper.compare("simulated", methods=["fast", "adassp"], nodes=[1], reps=1, n=300,
+                          n_jobs=1, progress=True, mmd=False, figures=False)
     err = capsys.readouterr().err
     assert re.search(r"\b1/2\b", err), err
     assert re.search(r"\b2/2\b", err)

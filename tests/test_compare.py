@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import bayesdp
-from bayesdp.comparison import (CHECKS, METRICS, cell_path, compare, default_methods, summarize,
+from bayesdp.paper.comparison import (CHECKS, METRICS, cell_path, compare, default_methods, summarize,
                                 warn_checks)
 from bayesdp.errors import BayesdpInputError, CalibrationWarning, ConvergenceWarning
 
@@ -166,7 +166,7 @@ def test_powerplant_paper_code_near_table1(tmp_path):
 def test_summary_intervals_of_positive_metrics_stay_positive():
     """summary.md: every interval of a positive metric has a lower end > 0 and holds the mean,
     for skewed MSE-like replications where mean +- t sd/sqrt(reps) would go below zero."""
-    from bayesdp.comparison import summary_markdown
+    from bayesdp.paper.comparison import summary_markdown
 
     rng = np.random.default_rng(3)
     rows = []
@@ -199,7 +199,7 @@ def test_plain_script_without_main_guard(tmp_path):
     import subprocess
     import sys
 
-    script = ("from bayesdp.comparison import compare\n"
+    script = ("from bayesdp.paper.comparison import compare\n"
               "df = compare('simulated', methods=['fast', 'adassp'], epsilons=[1.0], "
               "nodes=[1, 2], reps=1, n=2000, d=2, mmd=False)\n"
               "print('ROWS', len(df))\n")
@@ -448,7 +448,7 @@ def test_spawned_workers_are_pinned_to_a_core_each():
     import sys
 
     code = ("import multiprocessing as mp, os\n"
-            "from bayesdp.comparison import _worker_init\n"
+            "from bayesdp.paper.comparison import _worker_init\n"
             "cores = sorted(os.sched_getaffinity(0))\n"
             "c = mp.get_context('spawn').Value('i', 1)\n"
             "_worker_init(c)\n"
@@ -463,7 +463,7 @@ def test_compare_workers_start_with_one_blas_thread(monkeypatch):
     """compare's own workers load numpy and scipy with OPENBLAS_NUM_THREADS=1 (two OpenBLAS
     threads on a worker's one core spun against each other: 84 s against 16 s for a B&S
     batch); the caller's environment is left as it was, and a value the caller set wins."""
-    from bayesdp.comparison import _spawn_pool
+    from bayesdp.paper.comparison import _spawn_pool
 
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     with _spawn_pool(1) as pool:

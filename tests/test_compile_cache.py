@@ -16,7 +16,7 @@ import bayesdp
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux /proc")
 
-bs_mod = importlib.import_module("bayesdp.inference.bs")
+bs_mod = importlib.import_module("bayesdp.paper.bs")
 mcmc_mod = importlib.import_module("bayesdp.inference.mcmc")
 
 

@@ -15,7 +15,7 @@ import pytest
 import bayesdp
 from bayesdp import ConvergenceWarning, diagnostics
 from bayesdp.inference import METHODS, register_method
-from bayesdp.inference.fit import MethodResult
+from bayesdp.inference.methods import MethodResult
 
 
 def _draws(rng, n_chains, n_draws, d=3, J=2, disagree=None):

@@ -7,7 +7,7 @@ from xml.sax.saxutils import escape
 import numpy as np
 import pytest
 
-from bayesdp.datasets import load_dataset, read_regression_file
+from bayesdp.paper.datasets import load_dataset, read_regression_file
 from bayesdp.errors import BayesdpInputError
 
 SHARED = Path(__file__).parents[1].parent / "shared" / "data" / "uci"

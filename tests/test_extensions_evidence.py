@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import bayesdp
+import bayesdp.paper
 
 UCI = Path("/work/shared/data/uci")
 
@@ -89,9 +90,9 @@ def test_compare_over_average_rows_on_uci_data(name, tmp_path):
     f = _uci_file(name)
     res = {}
     for k in (1, 8):
-        df = bayesdp.compare(str(f), methods=["fast", "nonprivate"], epsilons=[1.0], nodes=[5],
-                             reps=1, seed=0, n_jobs=1, average_rows=k, figures=False,
-                             out_dir=tmp_path / f"k{k}")
+        df = bayesdp.paper.compare(str(f), methods=["fast", "nonprivate"], epsilons=[1.0],
+                                   nodes=[5], reps=1, seed=0, n_jobs=1, average_rows=k,
+                                   figures=False, out_dir=tmp_path / f"k{k}")
         assert np.isfinite(df["value"]).all()
         res[k] = df
     spec = json.loads((tmp_path / "k8" / "config.json").read_text())["spec"]

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import bayesdp
+import bayesdp.paper  # noqa: F401  (registers the paper's methods)
 from bayesdp.errors import BayesdpInputError
-from bayesdp.models.for_release import NUMPYRO_METHODS
+from bayesdp.models.for_release import numpyro_methods
 
 Z = 4.0  # Monte Carlo tolerance: 4 standard errors of the difference (two-sided p ~ 6e-5)
 
@@ -81,11 +82,12 @@ def test_eiv_under_numpyro_nuts_matches_fit(rel):
 @pytest.mark.parametrize("method", ["normalx", "nuts-normalx"])
 def test_normalx_model_data_and_start_are_fits(rel, method, intercept):
     """for_release's normalX model, data and start are those fit's NUTS uses
-    (mcmc.normalx_setup, one definition for both): the same model function and data."""
+    (inference.normalx.setup, one definition for both): the same model function and data."""
     import jax
 
     from bayesdp.inference.fit import prepare_fit
-    from bayesdp.inference.mcmc import build_mcmc, normalx_setup
+    from bayesdp.inference.mcmc import build_mcmc
+    from bayesdp.inference.normalx import setup as normalx_setup
 
     if intercept:
         sim = bayesdp.simulate(n=3000, d=2, seed=4)
@@ -123,8 +125,8 @@ def test_bad_methods_and_options_are_refused(rel):
         bayesdp.models.for_release(rel, "eiv", fixed_s="psd")
     with pytest.raises(BayesdpInputError, match=r"unknown option\(s\) for method 'normalx'"):
         bayesdp.models.for_release(rel, "normalx", scale_min=0.1)
-    assert "eiv" in NUMPYRO_METHODS and "fast" not in NUMPYRO_METHODS
-    assert set(NUMPYRO_METHODS) <= set(bayesdp.METHODS)
+    assert "eiv" in numpyro_methods() and "fast" not in numpyro_methods()
+    assert set(numpyro_methods()) <= set(bayesdp.METHODS)
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import bayesdp
+import bayesdp.paper  # noqa: F401  (registers the paper's methods)
 from bayesdp import diagnostics
 from bayesdp.errors import BayesdpInputError
 from bayesdp.inference import closed_form

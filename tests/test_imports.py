@@ -119,7 +119,7 @@ def test_every_public_name_is_still_there():
     assert isinstance(bayesdp.accounting, types.ModuleType)
     # submodules reachable as attributes, as when import bayesdp imported them all
     for name in ("privacy", "diagnostics", "inference", "releases", "models", "errors",
-                 "comparison", "datasets", "estimator", "metrics", "secure_noise", "_jax"):
+                 "estimator", "secure_noise", "_jax"):
         assert getattr(bayesdp, name) is importlib.import_module(f"bayesdp.{name}"), name
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         bayesdp.no_such_name  # noqa: B018

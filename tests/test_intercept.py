@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 import bayesdp
+import bayesdp.paper  # noqa: F401  (registers the paper's methods)
 from bayesdp.errors import BayesdpInputError, CombineError, ReleaseFormatError
 from dp_helpers import coupled_changes, removals_and_adds, rows_in_ball, stats_vector, vech
 

@@ -19,7 +19,7 @@ import kernel_reference as KR  # noqa: E402
 from bayesdp.inference.kernels import common as KC  # noqa: E402
 from bayesdp.inference.kernels import fixeds as KF  # noqa: E402
 from bayesdp.inference.kernels import linalg as LA  # noqa: E402
-from bayesdp.inference.kernels import normalx_paper as NP  # noqa: E402
+from bayesdp.paper.kernels import normalx_paper as NP  # noqa: E402
 from bayesdp.inference.kernels.adaptation import Tuning  # noqa: E402
 from bayesdp.inference.kernels import slice as SL  # noqa: E402
 from bayesdp.models import regression as R  # noqa: E402

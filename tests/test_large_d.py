@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 import bayesdp
+import bayesdp.paper  # noqa: F401  (registers the paper's methods)
 from bayesdp.errors import BayesdpInputError
 from bayesdp.inference import closed_form
 from bayesdp.models.priors import Priors
@@ -210,7 +211,7 @@ _MEASURE = r"""
 import json, resource, sys, tracemalloc, warnings
 import numpy as np
 import bayesdp
-from bayesdp.inference import closed_form, mcmc
+from bayesdp.inference import closed_form, fixeds
 from bayesdp.models.priors import Priors
 
 warnings.simplefilter("ignore")
@@ -236,7 +237,7 @@ if method == "fixeds":  # fixeds' noise setup with each s_noise, outside the sam
     pri = Priors().resolve(rel)
     S = closed_form.fixed_s_estimate(rel)
     for s_noise in ("conditional", "eiv", "ignore"):
-        mcmc.fixeds_z_noise(rel, pri, S, 0.5, s_noise=s_noise)
+        fixeds.z_noise(rel, pri, S, 0.5, s_noise=s_noise)
 traced = tracemalloc.get_traced_memory()[1]
 tracemalloc.stop()
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0

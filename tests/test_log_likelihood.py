@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 
 import bayesdp
+import bayesdp.paper  # noqa: F401  (registers the paper's methods)
 from bayesdp.inference.closed_form import nearest_psd
 from bayesdp.releases import layout
 
@@ -165,7 +166,7 @@ def test_bs_entries_are_the_marginal_gaussian_of_each_holders_statistics():
     """bs: holder j's entry is log N(ss_hat_j; n_j mu, n_j Sigma + V_j) at the draw's row
     moments (mu, Sigma) (bs_model with the sums integrated out, tests/test_bs.py), and the
     posterior predictive holds S_hat and z_hat."""
-    from bayesdp.models import bs as B
+    from bayesdp.paper import bs_model as B
 
     sim = bayesdp.simulate(n=4000, d=2, seed=2)
     rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=3,

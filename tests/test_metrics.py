@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bayesdp import metrics
+from bayesdp.paper import metrics
 from bayesdp.errors import BayesdpInputError
 
 

@@ -8,6 +8,7 @@ import pytest
 import bayesdp
 from bayesdp._jax import enable_x64
 from bayesdp.errors import BayesdpInputError
+from bayesdp.inference import starts
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +133,7 @@ def test_noncentred_model_is_the_same_density(rel, rotated):
         log_jac_theta = -float(jnp.sum(jnp.log(jnp.diagonal(L_P))))
         L_x = jnp.linalg.cholesky(jnp.asarray(Q.T) @ Sigma_x @ jnp.asarray(Q))
         nc = {"L_x": L_x, "W_diag": W_diag, "W_offdiag": W_offdiag,
-              "theta_std": R.theta_std_of(data, S, s2, theta), "sigma_y2": s2}
+              "theta_std": starts.theta_std_of(data, S, s2, theta), "sigma_y2": s2}
         c = {"Sigma_x": Sigma_x, "S": S, "theta": theta, "sigma_y2": s2}
         lp_nc = R.log_joint(R.normalx_noncentred_model, data, nc)
         jac = log_jac(Sigma_x, W_diag, W_offdiag, data.n) + log_jac_theta + log_jac_chol(L_x)
@@ -163,7 +164,7 @@ def test_bartlett_variables_invert_bartlett_cholesky():
     L = np.linalg.cholesky(np.cov(rng.normal(size=(4, 30))) + np.eye(4))
     A, _ = R.bartlett_cholesky(jnp.asarray(n), jnp.asarray(W_diag), jnp.asarray(W_off))
     LA = L @ np.asarray(A)
-    back = R.bartlett_variables(n, L, LA @ np.swapaxes(LA, 1, 2))
+    back = starts.bartlett_variables(n, L, LA @ np.swapaxes(LA, 1, 2))
     np.testing.assert_allclose(back[0], W_diag, atol=1e-8)
     np.testing.assert_allclose(back[1], W_off, atol=1e-8)
 
@@ -327,7 +328,7 @@ def test_intercept_noncentred_model_is_the_same_density(rel_icpt):
     jacobian = jax.jit(jax.jacfwd(centred))
     for _ in range(4):
         pt = _intercept_point(rng, J, p, np.asarray(data.n))
-        nc = R.intercept_noncentred_position(data, pt)
+        nc = starts.intercept_noncentred_position(data, pt)
         flat = jnp.concatenate([jnp.asarray(nc["L_x"])[il], jnp.asarray(nc["mu"]),
                                 jnp.asarray(nc["v"]).ravel(), jnp.asarray(nc["W_diag"]).ravel(),
                                 jnp.asarray(nc["W_offdiag"]).ravel(),

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import bayesdp
+import bayesdp.paper  # noqa: F401  (registers the paper's methods)
 from bayesdp import diagnostics
 from bayesdp.errors import BayesdpInputError
 from bayesdp.inference import closed_form
@@ -332,7 +333,7 @@ def test_the_command_keeps_its_compiled_programs_on_disk_unless_told_not_to(tmp_
 
 
 def test_compiled_nuts_init_equals_numpyros_and_retraces_when_its_static_arguments_change():
-    """normalx's NUTS compiles numpyro's HMC init (mcmc._compiled_init). It must return what
+    """normalx's NUTS compiles numpyro's HMC init (nuts._compiled_init). It must return what
     numpyro's own (op-by-op) init returns, and, because init sets variables of its closure from
     its static arguments while tracing, a compiled program may only be reused for the static
     arguments it was traced with."""
@@ -344,7 +345,7 @@ def test_compiled_nuts_init_equals_numpyros_and_retraces_when_its_static_argumen
     from numpyro.infer.util import initialize_model
 
     from bayesdp._jax import enable_x64
-    from bayesdp.inference import mcmc
+    from bayesdp.inference import nuts
 
     enable_x64()
 
@@ -357,7 +358,7 @@ def test_compiled_nuts_init_equals_numpyros_and_retraces_when_its_static_argumen
     keys = jax.random.split(jax.random.PRNGKey(3), 2)
     init = {"mu": jnp.array([0.5, -0.5]), "s": jnp.array([0.2, 0.9])}
     states = {}
-    for name, kernel in (("numpyro", NUTS(model)), ("compiled", mcmc._nuts(model))):
+    for name, kernel in (("numpyro", NUTS(model)), ("compiled", nuts._nuts(model))):
         kernel._init_state(keys[0], (y,), {}, None)
         u = jax.vmap(lambda p: initialize_model(keys[0], model, model_args=(y,),
                                                 init_strategy=numpyro.infer.init_to_value(
@@ -375,7 +376,7 @@ def test_compiled_nuts_init_equals_numpyros_and_retraces_when_its_static_argumen
     for mass in (jnp.array([0.5, 2.0]), jnp.array([3.0, 0.1])):
         st = {}
         for name, kernel in (("numpyro", NUTS(model, inverse_mass_matrix=mass)),
-                             ("compiled", mcmc._nuts(model, inverse_mass_matrix=mass))):
+                             ("compiled", nuts._nuts(model, inverse_mass_matrix=mass))):
             kernel._init_state(keys[0], (y,), {}, None)
             st[name] = kernel.init(keys, 50, u, model_args=(y,), model_kwargs={})
         np.testing.assert_allclose(
@@ -392,7 +393,7 @@ def test_compiled_nuts_init_equals_numpyros_and_retraces_when_its_static_argumen
         seen.append(num_warmup)  # a side effect at trace time, like numpyro's hmc init
         return params * num_warmup
 
-    run = mcmc._compiled_init(toy_init)
+    run = nuts._compiled_init(toy_init)
     x = jnp.ones(3)
     outs = [float(run(x, model_args=(), model_kwargs={}, rng_key=None, num_warmup=w)[0])
             for w in (2, 2, 5, 2)]
@@ -421,7 +422,7 @@ def test_use_host_devices_sets_xla_flags_once_and_respects_the_users(monkeypatch
 def test_nuts_runs_chains_in_parallel_when_there_is_a_device_per_chain(monkeypatch):
     import jax
 
-    from bayesdp.inference.mcmc import _nuts_chain_method
+    from bayesdp.inference.nuts import _nuts_chain_method
 
     monkeypatch.setattr(jax, "local_device_count", lambda: 4)
     assert _nuts_chain_method(4, "vectorized") == "parallel"
@@ -457,7 +458,7 @@ def test_the_command_runs_normalx_chains_in_parallel_on_the_same_posterior(rel, 
 
 
 def test_laplace_inverse_mass_is_the_marginal_variance():
-    """normalx's first mass matrix (mcmc._laplace_inverse_mass) is diag(H^{-1}) of the
+    """normalx's first mass matrix (nuts._laplace_inverse_mass) is diag(H^{-1}) of the
     potential at the start: for a Gaussian target with covariance [[1, 0.9], [0.9, 1]] and an
     independent N(0, 3^2) site that is (1, 1, 9) exactly, not the conditional variances 1/H_ii
     (0.19, 0.19, 9: negative control). A Hessian that is not finite (a kink |c| at the start
@@ -467,7 +468,7 @@ def test_laplace_inverse_mass_is_the_marginal_variance():
     import numpyro.distributions as dist
 
     from bayesdp._jax import enable_x64
-    from bayesdp.inference import mcmc
+    from bayesdp.inference import nuts
 
     enable_x64()
     cov = jnp.array([[1.0, 0.9], [0.9, 1.0]])
@@ -482,8 +483,8 @@ def test_laplace_inverse_mass_is_the_marginal_variance():
         numpyro.factor("kink", -jnp.sqrt(c ** 2))
 
     pos = {"a": jnp.array([0.3, -0.2]), "b": jnp.array(1.0)}
-    imm = np.asarray(mcmc._laplace_inverse_mass(gaussian, jnp.zeros(1), pos))
+    imm = np.asarray(nuts._laplace_inverse_mass(gaussian, jnp.zeros(1), pos))
     np.testing.assert_allclose(imm, [1.0, 1.0, 9.0], rtol=1e-10)
     conditional = 1.0 / np.diag(np.linalg.inv(np.asarray(cov)))
     assert not np.allclose(imm[:2], conditional, rtol=0.1)
-    assert mcmc._laplace_inverse_mass(kinked, jnp.zeros(1), {**pos, "c": jnp.array(0.0)}) is None
+    assert nuts._laplace_inverse_mass(kinked, jnp.zeros(1), {**pos, "c": jnp.array(0.0)}) is None

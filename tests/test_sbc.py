@@ -31,6 +31,7 @@ import jax.numpy as jnp  # noqa: E402
 
 import geweke_helpers as G  # noqa: E402
 from bayesdp.inference import kernels as K  # noqa: E402
+from bayesdp.inference import starts  # noqa: E402
 from bayesdp.models import regression as R  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -197,7 +198,7 @@ def _normalx_nuts_ranks(noise_scale, seed=3, sigma=SIGMA, lambda_scale=1.0):
         U = jnp.zeros((J, D, D)).at[:, IU[0], IU[1]].set(tr["S_hat"])
         data = assumed._replace(S_hat=U + jnp.swapaxes(jnp.triu(U, 1), 1, 2), z_hat=tr["z_hat"])
         start = {k: v for k, v in truth.items() if k not in ("theta", "Sigma_x")}
-        start["theta_std"] = R.theta_std_of(data, tr["S"], truth["sigma_y2"], truth["theta"])
+        start["theta_std"] = starts.theta_std_of(data, tr["S"], truth["sigma_y2"], truth["theta"])
         u0 = unconstrain_fn(model, (data,), {}, start)
         # numpyro's warm-up adaptation during the burn-in (discarded), from the pilot's tuning;
         # one fixed tuning for every replication left some chains stuck at their start

@@ -5,17 +5,17 @@ A release with sigma_s = sigma_z = 0 used to load and give ``fit(method="fixeds"
 with no error. Every method must now either refuse such a release with a named error or return
 a finite posterior; with a singular S the fixedS methods use the exact degenerate likelihood."""
 
-import importlib
 import warnings
 
 import numpy as np
 import pytest
 
 import bayesdp
+import bayesdp.paper  # noqa: F401  (registers the paper's methods)
 from bayesdp.errors import BayesdpInputError, SamplerError
 from bayesdp.releases import Release
 
-fit_mod = importlib.import_module("bayesdp.inference.fit")  # bayesdp.inference.fit is the function
+from bayesdp.inference import methods as methods_mod
 
 
 def _exact_release(X, y, J=2, bounds=(10.0, 10.0)):
@@ -114,11 +114,11 @@ def test_fit_refuses_non_finite_draws(releases, monkeypatch):
         theta[0, 3, 1] = np.nan
         s2 = np.ones((num_chains, num_samples))
         s2[0, 0] = np.inf
-        return fit_mod.MethodResult(posterior={"sigma_y2": np.ones((num_chains, num_samples)),
-                                               "theta": theta, "tau": s2})
+        return methods_mod.MethodResult(posterior={"sigma_y2": np.ones((num_chains, num_samples)),
+                                                   "theta": theta, "tau": s2})
 
-    monkeypatch.setitem(fit_mod.METHODS, "broken",
-                        fit_mod.Method("broken", broken, "returns a NaN"))
+    monkeypatch.setitem(methods_mod.METHODS, "broken",
+                        methods_mod.Method("broken", broken, "returns a NaN"))
     with pytest.raises(SamplerError, match=r"method 'broken'.*1 non-finite.*'theta'"):
         bayesdp.fit(releases["regular"], method="broken", seed=0, num_samples=10,
                     num_chains=2)

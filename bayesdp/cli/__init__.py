@@ -53,11 +53,11 @@ def console_main():
     """The ``bayesdp`` command (and ``python -m bayesdp.cli``): :func:`main` after asking JAX
     for one CPU device per chain (:func:`bayesdp._jax.use_host_devices`), so that NUTS runs its
     chains in parallel, and turning on JAX's compilation cache on disk
-    (:func:`bayesdp.inference.mcmc.command_compilation_cache`; BAYESDP_COMPILATION_CACHE=off
+    (:func:`bayesdp.inference.compilation_cache.command_compilation_cache`; BAYESDP_COMPILATION_CACHE=off
     turns it off). :func:`main` itself leaves the process's settings alone (tests call it
     in-process)."""
     from .._jax import use_host_devices
-    from ..inference.mcmc import command_compilation_cache
+    from ..inference.compilation_cache import command_compilation_cache
 
     use_host_devices()
     command_compilation_cache()

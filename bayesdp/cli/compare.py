@@ -1,4 +1,4 @@
-"""``bayesdp compare``: the command-line face of :func:`bayesdp.compare`.
+"""``bayesdp compare``: the command-line face of :func:`bayesdp.paper.compare`.
 
     bayesdp compare simulated --d 2 --epsilons 0.1 1 10 --nodes 1 5 10 --reps 5 --out-dir runs/sim
     bayesdp compare powerplant --data-dir ../shared/data/uci --calibration paper-code \
@@ -13,7 +13,7 @@ from .common import add_command, add_progress_option, print_warnings
 
 
 def _cmd_compare(args):
-    from ..comparison import compare, summary_markdown
+    from ..paper.comparison import compare, summary_markdown
 
     method_options = {}
     with warnings.catch_warnings(record=True) as caught:
@@ -40,8 +40,8 @@ def _cmd_compare(args):
 
 def register(subparsers):
     """Add ``compare`` to the ``bayesdp`` sub-commands."""
-    from ..comparison import BASELINES, default_methods
     from ..inference import METHODS
+    from ..paper.comparison import BASELINES, default_methods  # registers the paper's methods
 
     defaults = default_methods()
     others = sorted((set(METHODS) | set(BASELINES)) - set(defaults))
@@ -86,8 +86,9 @@ def register(subparsers):
                    help="how J splits the rows: 'contiguous' (the paper's protocol; not "
                         "add/remove private) or 'random' (private; bayesdp release's default)")
     p.add_argument("--intercept", action="store_true",
-                   help="release and fit [1, x] (appendix B.2); methods: fast, fixeds, "
-                        "fixeds-paper, nuts-fixeds, nuts-normalx, adassp, nonprivate")
+                   help="release and fit [1, x] (appendix B.2); methods: "
+                        + ", ".join(sorted(m for m in METHODS if METHODS[m].intercept))
+                        + ", adassp, nonprivate")
     p.add_argument("--average-rows", type=int, default=1, metavar="K",
                    help="releases of rows averaged in random groups of K (appendix B.1); "
                         "adaSSP and the non-private reference use the rows as they are")

@@ -15,6 +15,7 @@ from .common import add_command, add_progress_option, check_release_argument, pr
 def _cmd_fit(args):
     """Fits theta from release files (combined into one analysis set); prints the posterior
     table and can save the posterior as ArviZ netCDF."""
+    from .. import paper  # noqa: F401  (registers the paper's methods: --method bs, ...)
     from ..inference import METHODS, fit
     from ..releases import combine_releases
 
@@ -43,7 +44,7 @@ def _cmd_fit(args):
     exact = " (exact closed-form Gaussian)" if report.gaussian_moments(idata) is not None else ""
     print(f"\nposterior of theta ({args.method}){exact}:")
     print(report.format_table(report.theta_table(idata)))
-    if not METHODS[args.method].iid:
+    if diagnostics.attrs(idata).get("convergence_checked", True):  # MCMC draws, not iid
         _print_mcmc_summary(idata, full=args.full)
     if args.out:
         diagnostics.save(idata, args.out)
@@ -111,7 +112,8 @@ def _priors_line(idata):
 
 def register(subparsers):
     """Add ``fit`` to the ``bayesdp`` sub-commands."""
-    from ..inference import METHODS  # importing bayesdp has registered every method already
+    from .. import paper  # noqa: F401  (registers the paper's methods, listed below)
+    from ..inference import METHODS
 
     p = add_command(subparsers, "fit", _cmd_fit, "fit a posterior from one or more release files")
     p.add_argument("releases", nargs="+", help="release file(s)")

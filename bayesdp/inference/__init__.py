@@ -1,9 +1,15 @@
-"""Inference: closed-form estimators, baselines, MCMC kernels, and the ``fit`` entry point."""
+"""Inference: ``fit`` and the method records it reads, the closed forms, the baselines and the
+samplers.
+
+Importing this package registers the core's methods (:mod:`.eiv_method`, :mod:`.fast`,
+:mod:`.fixeds`, :mod:`.normalx`) in :data:`METHODS`; ``import bayesdp.paper`` adds the paper's.
+"""
 
 from .adassp import adassp
-from .fit import METHODS, closed_form_moments, fit, fit_nonprivate, register_method
-from . import bs as _bs  # noqa: F401  (registers method "bs")
-from . import mcmc as _mcmc  # noqa: F401  (registers normalx, fixeds, the paper's kernels, nuts-*)
+from .fit import closed_form_moments, fit, fit_nonprivate
+from .methods import METHODS, Method, MethodResult, register_method
+from . import eiv_method, fast, fixeds, normalx  # noqa: F401  (each registers its method)
 from .batch import fit_batch
 
-__all__ = ["METHODS", "adassp", "closed_form_moments", "fit", "fit_batch", "fit_nonprivate", "register_method"]
+__all__ = ["METHODS", "Method", "MethodResult", "adassp", "closed_form_moments", "fit",
+           "fit_batch", "fit_nonprivate", "register_method"]

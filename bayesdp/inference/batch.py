@@ -6,14 +6,16 @@ cell give releases with the same shapes (J, d), so their fits can run as one vec
 (``jax.vmap`` over the releases) compiled once:
 
 - "fast" (Algorithm 3): the Gaussian posterior of eq. (12) with S_j fixed, for every release at
-  once (:func:`bayesdp.inference.kernels.common.theta_moments` vmapped); the draws are then made
-  per release from its own seed, as in ``fit``.
-- the hand-written MCMC kernels ("fixeds", "fixeds-paper", "normalx-paper", ...): the chains of
-  every release in one program (:func:`bayesdp.inference.dp_kernel.run_chains_batched`), each
-  release with the key ``fit`` gives it.
-- "bs" (MCMC-B&S, appendix C.1): the ``lax.scan`` of Gibbs sweeps of every release and chain in
-  one program (:func:`bayesdp.inference.bs.run_bs_batch`), each release from its own starting
-  point, priors and key, as ``fit`` gives them.
+  once (:func:`bayesdp.inference.fast.run_batch`); the draws are then made per release from its
+  own seed, as in ``fit``.
+- the hand-written MCMC kernels ("fixeds", and the paper's "fixeds-paper", "normalx-paper"): the
+  chains of every release in one program (:func:`bayesdp.inference.kernel_runner.run_kernel_batch`),
+  each release with the key ``fit`` gives it.
+- "bs" (MCMC-B&S, appendix C.1, :mod:`bayesdp.paper.bs`): the ``lax.scan`` of Gibbs sweeps of
+  every release and chain in one program, each release from its own starting point, priors and
+  key, as ``fit`` gives them.
+
+A method's record says whether it has such a path (:attr:`Method.run_batch`).
 
 The result for release r equals ``fit(releases[r], seed=seeds[r])`` up to floating-point
 rounding (the batched program may order sums differently; tests/test_batch.py checks 1e-10
@@ -30,8 +32,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import BayesdpInputError
-from . import closed_form
-from .fit import METHODS, fast_result, finish_fit, prepare_fit
+from .fit import check_finite_posterior, finish_fit, prepare_fit
+from .methods import get_method
 
 
 def fit_batch(releases, method="fast", *, seeds=None, priors=None, num_samples=1000,
@@ -57,7 +59,7 @@ def fit_batch(releases, method="fast", *, seeds=None, priors=None, num_samples=1
 
 class Fitted(NamedTuple):
     """One release's fit before it becomes InferenceData: the (loaded) release, its seed, its
-    resolved priors and the method's :class:`.fit.MethodResult`."""
+    resolved priors and the method's :class:`.methods.MethodResult`."""
 
     release: object
     seed: int
@@ -68,9 +70,7 @@ class Fitted(NamedTuple):
 def fit_batch_results(releases, method="fast", *, seeds=None, priors=None, num_samples=1000,
                       num_chains=4, num_warmup=1000, progress_bar=None, **options):
     """:func:`fit_batch` without the InferenceData: a list of :class:`Fitted` (for callers that
-    need only the draws, e.g. ``bayesdp.compare``). The draws are checked to be finite."""
-    from .fit import check_finite_posterior
-
+    need only the draws, e.g. ``bayesdp.paper.compare``). The draws are checked to be finite."""
     if isinstance(releases, (str, bytes, os.PathLike)) or hasattr(releases, "S_hat"):
         raise BayesdpInputError("releases: give a list of releases or release files (for one "
                                 "release, use fit)")
@@ -84,7 +84,8 @@ def fit_batch_results(releases, method="fast", *, seeds=None, priors=None, num_s
                                 f"{seeds!r}")
     prepared = [prepare_fit(r, method, s, priors, num_samples, num_chains, num_warmup)
                 for r, s in zip(releases, seeds)]
-    m = METHODS[method]
+    m = get_method(method)
+    options = m.with_options(options)
     kw = dict(num_samples=int(num_samples), num_chains=int(num_chains),
               num_warmup=int(num_warmup), progress_bar=progress_bar)
     results = [None] * len(prepared)
@@ -103,75 +104,3 @@ def fit_batch_results(releases, method="fast", *, seeds=None, priors=None, num_s
     for res in results:
         check_finite_posterior(res.posterior, method)
     return [Fitted(rel, seed, pri, res) for (rel, seed, pri), res in zip(prepared, results)]
-
-
-# -- "fast" -------------------------------------------------------------------------------------
-
-
-class _ThetaData(NamedTuple):
-    """What eq. (12)'s moments need (:func:`.kernels.common.theta_moments`), per release."""
-
-    z_hat: object
-    Sigma_z: object
-    m: object
-    C: object
-
-
-_FAST_MOMENTS = None
-
-
-def _fast_moments():
-    """The jitted, vmapped moments of theta | S, sigma_y^2, z_hat (eq. 12): mean and covariance
-    for a stack of releases."""
-    global _FAST_MOMENTS
-    if _FAST_MOMENTS is None:
-        import jax
-        import jax.numpy as jnp
-
-        from .kernels.common import theta_moments
-
-        def one(S, sigma_y2, data):
-            R, mean = theta_moments(S, sigma_y2, data)
-            cov = jax.scipy.linalg.cho_solve((R, True), jnp.eye(R.shape[-1], dtype=R.dtype))
-            return mean, 0.5 * (cov + cov.T)
-
-        _FAST_MOMENTS = jax.jit(jax.vmap(one))
-    return _FAST_MOMENTS
-
-
-def run_fast_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_warmup,
-                   progress_bar, sigma_y2=None, sigma_y_rule="paper", fixed_s="psd",
-                   s_noise=None):
-    """Bayes-fixedS-fast for many releases of one shape: the inputs of each
-    (:func:`.closed_form.fast_inputs`, the z noise given S completed where singular as in
-    :func:`.closed_form.gaussian_theta_posterior`), the moments of all at once, then each
-    release's draws from its seed (:func:`.fit.fast_result`). ``s_noise="eiv"`` (a fixed point
-    per release) is computed one release at a time by :func:`.closed_form.fast_posterior`."""
-    from .._jax import enable_x64
-
-    enable_x64()
-    rule = sigma_y_rule if sigma_y2 is None else "given"
-    posts, batch = [None] * len(releases), []
-    for i, (rel, pri) in enumerate(zip(releases, priors_list)):
-        s2, noise, S = closed_form.fast_inputs(rel, sigma_y2, sigma_y_rule, fixed_s, s_noise)
-        if noise == "eiv":
-            posts[i] = closed_form.fast_posterior(rel, pri, sigma_y2=s2, fixed_s=fixed_s,
-                                                  s_noise="eiv")
-            continue
-        shift, Sig = closed_form.z_given_s_noise(rel, S, s_noise=noise)
-        z = rel.z_hat - shift
-        Sig = closed_form.complete_degenerate_noise(S, z, s2, Sig)
-        posts[i] = {"sigma_y2": s2, "S": S, "s_noise": noise}
-        batch.append((i, S, s2, _ThetaData(z, Sig, np.asarray(pri.m, float),
-                                           np.asarray(pri.C, float))))
-    if batch:
-        import jax
-
-        S = np.stack([b[1] for b in batch])
-        s2 = np.array([b[2] for b in batch])
-        data = jax.tree.map(lambda *xs: np.stack(xs), *[b[3] for b in batch])
-        mean, cov = (np.asarray(a) for a in _fast_moments()(S, s2, data))
-        for k, (i, *_) in enumerate(batch):
-            posts[i].update(mean=mean[k], cov=cov[k])
-    return [fast_result(post, seed, num_chains, num_samples, rule, fixed_s)
-            for post, seed in zip(posts, seeds)]

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import BayesdpInputError
 from ..releases.layout import S_NOISE, z_given_s_noise
-from ..releases.layout import z_noise_covariances  # noqa: F401 (read from here by mcmc.py)
+from ..releases.layout import z_noise_covariances  # noqa: F401 (read from here by starts.py)
 
 SIGMA_Y_RULES = ("paper", "paper-code")
 

@@ -1,7 +1,7 @@
 """A hand-written kernel of :mod:`bayesdp.inference.kernels` as a numpyro ``MCMCKernel``.
 
-This module imports JAX and numpyro; :mod:`bayesdp.inference.mcmc` imports it only when a
-hand-written method runs, so that importing bayesdp does not import JAX.
+This module imports JAX and numpyro; :mod:`bayesdp.inference.kernel_runner` imports it only when
+a hand-written method runs, so that importing bayesdp does not import JAX.
 """
 
 from __future__ import annotations

@@ -1,15 +1,16 @@
 """``fit``: one entry point from a release to an ArviZ posterior, dispatching by method name.
 
-Each method is a function ``method(release, priors, *, seed, num_samples, num_chains,
-num_warmup, progress_bar, **options) -> MethodResult`` registered in ``METHODS``.
+``fit`` looks the method's record up in :data:`bayesdp.inference.methods.METHODS`
+(:class:`~bayesdp.inference.methods.Method`), checks the options against the record's, runs the
+record's runner and turns its :class:`~bayesdp.inference.methods.MethodResult` into an
+InferenceData; then the checks the record declares run on the draws.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import secrets
 import warnings
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -17,49 +18,7 @@ from .. import diagnostics
 from ..errors import BayesdpInputError, CalibrationWarning, SamplerError, check_seed
 from ..models.priors import Priors
 from . import closed_form, log_likelihood
-
-
-@dataclasses.dataclass
-class MethodResult:
-    """What a method returns to ``fit``: draws shaped (chain, draw, ...) and extras."""
-
-    posterior: dict
-    sample_stats: dict = dataclasses.field(default_factory=dict)
-    attrs: dict = dataclasses.field(default_factory=dict)
-    dims: dict = dataclasses.field(default_factory=dict)
-    iid: Optional[bool] = None  # independent draws (no convergence check); None: the method's
-
-
-@dataclasses.dataclass(frozen=True)
-class Method:
-    name: str
-    run: Callable
-    description: str
-    iid: bool = False  # independent draws (closed form): no convergence check
-    # run_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_warmup,
-    # progress_bar, **options) -> [MethodResult]: many releases of one shape at once
-    # (bayesdp.inference.batch), or None
-    run_batch: Optional[Callable] = None
-
-
-METHODS: dict = {}
-
-#: Methods that fit a release with an intercept (``release(..., intercept=True)``): the fixedS
-#: family treats the ones column like any other, and NUTS samples the intercept model of
-#: appendix B.2 (models/regression.py; "normalx" in non-centred form, "nuts-normalx" centred).
-#: The hand-written normalX kernels and MCMC-B&S assume x ~ N(0, Sigma) for every column, which
-#: the ones column is not.
-INTERCEPT_METHODS = ("eiv", "normalx", "nuts-normalx", "fixeds", "fast", "fixeds-paper",
-                     "nuts-fixeds")
-
-
-def register_method(name: str, run: Callable, description: str, *, iid: bool = False,
-                    run_batch: Optional[Callable] = None):
-    """Make ``fit(release, method=name)`` call ``run``. ``iid=True`` marks a method whose draws
-    are independent (closed form), so ``fit`` skips the MCMC convergence check. ``run_batch``
-    fits many releases of the same shapes at once for :func:`bayesdp.fit_batch`; each of its
-    results must equal ``run``'s for the same release and seed (to floating-point rounding)."""
-    METHODS[name] = Method(name, run, description, bool(iid), run_batch)
+from .methods import get_method
 
 
 def fit(release, method="eiv", *, seed=None, priors: Optional[Priors] = None, num_samples=1000,
@@ -73,7 +32,9 @@ def fit(release, method="eiv", *, seed=None, priors: Optional[Priors] = None, nu
         ``"eiv"`` (default): the noise on S carried into theta's likelihood (errors in
         variables), the holders pooled, sigma_y^2 and the scale of theta's prior integrated on
         grids; a closed form whose 90% intervals hold on real data (docs/methods.md, "eiv").
-        ``"fast"`` is Bayes-fixedS-fast (Algorithm 3); see ``bayesdp.METHODS`` for all.
+        ``"fast"`` is Bayes-fixedS-fast (Algorithm 3), ``"fixeds"`` MCMC-fixedS, ``"normalx"``
+        MCMC-normalX; ``bayesdp.METHODS`` holds each method's record (``import bayesdp.paper``
+        adds the paper's algorithms as published).
     seed : int or None
         Seed of every random draw; None picks one from OS entropy and records it in attrs.
     priors : Priors
@@ -125,30 +86,13 @@ def fit(release, method="eiv", *, seed=None, priors: Optional[Priors] = None, nu
     """
     release, seed, priors = prepare_fit(release, method, seed, priors, num_samples, num_chains,
                                         num_warmup)
-    _check_options(method, options)
-    result = METHODS[method].run(
+    record = get_method(method)
+    result = record.run(
         release, priors, seed=seed, num_samples=int(num_samples),
         num_chains=int(num_chains), num_warmup=int(num_warmup), progress_bar=progress_bar,
-        **options,
+        **record.with_options(options),
     )
     return finish_fit(release, method, seed, priors, result, stacklevel=4)
-
-
-def _check_options(method, options):
-    """A clear error for method options the method's runner does not take (runners that take
-    ``**options`` check their own)."""
-    import inspect
-
-    params = inspect.signature(METHODS[method].run).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
-    common = {"release", "priors", "seed", "num_samples", "num_chains", "num_warmup",
-              "progress_bar"}
-    unknown = sorted(set(options) - set(params))
-    if unknown:
-        takes = sorted(set(params) - common)
-        raise BayesdpInputError(f"unknown option(s) for method {method!r}: {unknown}; it takes "
-                                + (", ".join(takes) if takes else "none"))
 
 
 def prepare_fit(release, method, seed, priors, num_samples, num_chains, num_warmup):
@@ -158,18 +102,17 @@ def prepare_fit(release, method, seed, priors, num_samples, num_chains, num_warm
 
     if not isinstance(release, Release):
         release = load_release(release)
-    if method not in METHODS:
-        raise BayesdpInputError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
+    record = get_method(method)
     for name, v in (("num_samples", num_samples), ("num_chains", num_chains)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise BayesdpInputError(f"{name} must be a whole number >= 1, got {v!r}")
     if isinstance(num_warmup, bool) or not isinstance(num_warmup, (int, np.integer)) or num_warmup < 0:
         raise BayesdpInputError(f"num_warmup must be a whole number >= 0, got {num_warmup!r}")
-    if release.intercept and method not in INTERCEPT_METHODS:
+    if release.intercept and not record.intercept:
         raise BayesdpInputError(
             f"method {method!r} does not fit a release with an intercept (appendix B.2) yet; "
             "use 'normalx' (the normalX model with an intercept), 'fixeds' or 'fast'")
-    if method.startswith(("normalx", "nuts-normalx")):  # the methods that sample S
+    if "s_hat" in record.checks:  # the methods that sample S (the S_hat check is theirs)
         from ..releases.layout import _check_dense_size
 
         d = release.d
@@ -184,8 +127,12 @@ def prepare_fit(release, method, seed, priors, num_samples, num_chains, num_warm
 
 
 def finish_fit(release, method, seed, priors, result, stacklevel=3):
-    """The InferenceData of :func:`fit` from a method's :class:`MethodResult`: checks the draws
-    are finite, records the attrs, and runs the convergence check of the MCMC methods."""
+    """The InferenceData of :func:`fit` from a method's
+    :class:`~bayesdp.inference.methods.MethodResult`: checks the draws are finite, records the
+    attrs, adds each holder's log-likelihood and the posterior predictive
+    (:mod:`.log_likelihood`), and runs the convergence check of the MCMC methods and the checks
+    the method's record declares (:attr:`~bayesdp.inference.methods.Method.checks`)."""
+    record = get_method(method)
     check_finite_posterior(result.posterior, method)
     attrs = {
         "method": method,
@@ -197,21 +144,21 @@ def finish_fit(release, method, seed, priors, result, stacklevel=3):
     }
     observed, constant, coords, dims = release_groups(release)
     dims = {**dims, **result.dims, "release": ["holder"]}
-    loglik, predictive = log_likelihood.groups(release, method, priors, result.posterior,
-                                               result.attrs, seed)
+    loglik, predictive = log_likelihood.groups(release, record, priors, result, seed)
     idata = diagnostics.to_inference_data(
         result.posterior, sample_stats=result.sample_stats, observed_data=observed,
         constant_data=constant, log_likelihood=loglik, posterior_predictive=predictive,
         coords=coords, dims=dims, attrs=attrs,
     )
-    if METHODS[method].iid if result.iid is None else result.iid:
+    if record.iid if result.iid is None else result.iid:
         diagnostics.set_attrs(idata, {"convergence_checked": False, "converged": True,
                                       "convergence": "independent draws (closed form)"})
     else:
         diagnostics.check_convergence(idata, method, stacklevel=stacklevel)
-    if "fixed_s" in result.attrs:
-        check_s_noise(release, method, priors, idata, stacklevel=stacklevel)
-    if "S" in result.posterior:
+    if "s_noise" in record.checks:
+        check_s_noise(release, method, priors, idata, moments=result.theta_moments,
+                      stacklevel=stacklevel)
+    if "s_hat" in record.checks:
         check_s_hat(release, idata, stacklevel=stacklevel)
     return idata
 
@@ -235,7 +182,7 @@ def check_s_hat(release, idata, *, stacklevel=3):
         warnings.warn(message, CalibrationWarning, stacklevel=stacklevel)
 
 
-def check_s_noise(release, method, priors, idata, *, stacklevel=3):
+def check_s_noise(release, method, priors, idata, *, moments=None, stacklevel=3):
     """For a fit that fixes S at S_hat ("fast", "fixeds", ...): how often its 90% intervals
     would hold theta if the posterior that models the noise on S ("eiv" with one prior scale,
     ``scales="common"``: the default method's closed-form first step) is right: per
@@ -243,14 +190,15 @@ def check_s_noise(release, method, priors, idata, *, stacklevel=3):
     posterior's mean and sd (4000 draws, seeded by the fit's seed). Recorded as attrs
     ``s_noise_coverage`` (per coefficient), ``s_noise_mean_coverage`` and
     ``s_noise_min_coverage``; warns (:class:`CalibrationWarning`) when the mean is below
-    ``diagnostics.S_NOISE_COVERAGE_MIN``. On real data this tracks the coverage the fixedS
-    methods reach (benchmarks/calibration_realdata.py; docs/methods.md, "Does the noise on S
+    ``diagnostics.S_NOISE_COVERAGE_MIN``. ``moments``: the fit's exact Gaussian (mean, cov)
+    when it is a closed form ("fast"), else the draws' moments are used. On real data this
+    tracks the coverage the fixedS methods reach (docs/methods.md, "Does the noise on S
     matter?")."""
     from . import eiv
 
     a = diagnostics.attrs(idata)
-    if "closed_form_mean" in a:  # fast
-        mean, cov = closed_form_moments(idata)
+    if moments is not None:
+        mean, cov = (np.asarray(v, dtype=float) for v in moments)
         sd = np.sqrt(np.diag(cov))
     else:
         theta = diagnostics.posterior_array(idata, "theta")
@@ -347,95 +295,6 @@ def _versions() -> dict:
     except Exception:  # pragma: no cover
         pass
     return out
-
-
-# -- Bayes-fixedS-fast --------------------------------------------------------------------------
-
-
-def _run_fast(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
-              sigma_y2=None, sigma_y_rule="paper", fixed_s="psd", s_noise=None):
-    """Bayes-fixedS-fast (Algorithm 3): iid draws from the closed-form Gaussian.
-
-    ``s_noise`` treats the S noise of a correlated ``noise_cov`` (closed_form.z_given_s_noise)."""
-    post = closed_form.fast_posterior(release, priors, sigma_y2=sigma_y2,
-                                      sigma_y_rule=sigma_y_rule, fixed_s=fixed_s, s_noise=s_noise)
-    return fast_result(post, seed, num_chains, num_samples, sigma_y_rule if sigma_y2 is None
-                       else "given", fixed_s)
-
-
-def fast_result(post, seed, num_chains, num_samples, sigma_y_rule, fixed_s):
-    """The :class:`MethodResult` of "fast" from its posterior moments (``fast_posterior``'s
-    dict): ``num_chains`` x ``num_samples`` iid Gaussian draws from ``seed``."""
-    rng = np.random.default_rng(seed)
-    theta = closed_form.draw_gaussian(rng, post["mean"], post["cov"], (num_chains, num_samples))
-    return MethodResult(
-        posterior={"theta": theta},
-        attrs={
-            "closed_form_mean": post["mean"],
-            "closed_form_cov": post["cov"].ravel(),
-            "sigma_y2_plugin": post["sigma_y2"],
-            "sigma_y_rule": sigma_y_rule,
-            "fixed_s": fixed_s,
-            "s_noise": post["s_noise"],
-        },
-    )
-
-
-def _run_fast_batch(releases, priors_list, **kw):
-    from .batch import run_fast_batch
-
-    return run_fast_batch(releases, priors_list, **kw)
-
-
-register_method("fast", _run_fast, "Bayes-fixedS-fast (Algorithm 3): closed-form Gaussian, "
-                "S_j fixed at the nearest PSD matrix, sigma_y fixed at a plug-in value", iid=True,
-                run_batch=_run_fast_batch)
-
-
-# -- eiv: the default --------------------------------------------------------------------------
-
-
-def _run_eiv(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
-             scales=None, scale_min=None, sigma_y2_max=None):
-    """The errors-in-variables posterior of the pooled release (:mod:`bayesdp.inference.eiv`):
-    ``scales="common"`` (default): iid draws of the grid mixture with one prior scale for all
-    slopes; ``"per-slope"``: collapsed Gibbs over one prior scale per slope and sigma_y^2
-    (``num_warmup`` + ``num_samples`` sweeps per chain; it fails simulation-based calibration
-    for weakly measured coefficients, docs/methods.md "eiv")."""
-    from . import eiv
-
-    if scales is not None and scales not in eiv.SCALES:
-        raise BayesdpInputError(f"scales must be one of {list(eiv.SCALES)}, got {scales!r}")
-    rng = np.random.default_rng(seed)
-    post = eiv.eiv_posterior(release, priors,
-                             scale_min=eiv.SCALE_MIN if scale_min is None else scale_min,
-                             sigma_y2_max=sigma_y2_max)
-    plugin = post["theta_plugin"]
-    if scales == "per-slope":
-        theta, sigma_y2, scale, data = eiv.per_slope_draws(post, rng, num_chains, num_warmup,
-                                                            num_samples)
-        plugin = data.theta_plugin  # adapted during warm-up
-        dims = {"theta_scale": ["feature"]}
-    else:
-        theta, sigma_y2, scale = eiv.draw(post, rng, (num_chains, num_samples))
-        dims = {}
-    return MethodResult(
-        posterior={"theta": theta, "sigma_y2": sigma_y2, "theta_scale": scale},
-        attrs={"eiv_theta_plugin": plugin,
-               "eiv_iterations": int(post["iterations"]),
-               "eiv_converged": bool(post["converged"]),
-               "eiv_scales": scales or "common",
-               "eiv_scale_min": float(post["data"].scale_min),
-               "sigma_y2_max": float(post["data"].sigma_y2_max)},
-        dims=dims,
-        iid=scales != "per-slope",  # the grid mixture's draws are independent
-    )
-
-
-register_method("eiv", _run_eiv, "errors in variables (the default): the noise on S carried "
-                "into theta's likelihood, the holders pooled, sigma_y^2 and theta's prior scale "
-                "integrated on grids; closed form (scales='per-slope': one scale per slope, "
-                "collapsed Gibbs)")
 
 
 def closed_form_moments(idata):

@@ -29,18 +29,15 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from ..errors import BayesdpInputError
+from . import regression as R
 
-NUMPYRO_METHODS = ("eiv", "normalx", "nuts-normalx", "normalx-paper", "fixeds", "fixeds-paper",
-                   "nuts-fixeds")
-"""The ``fit`` methods whose posterior is that of a numpyro model (:func:`for_release`)."""
 
-_NOT_NUMPYRO = {
-    "fast": "'fast' (Bayes-fixedS-fast) is a closed-form Gaussian with sigma_y^2 fixed at a "
-            "plug-in value, not a numpyro model; its model with sigma_y^2 sampled is "
-            "for_release(release, 'fixeds')",
-    "bs": "'bs' (MCMC-B&S) samples the CLT model of Bernstein & Sheldon with its own Gibbs "
-          "sampler; it has no numpyro model in bayesdp",
-}
+def numpyro_methods():
+    """The registered ``fit`` methods whose posterior is that of a numpyro model (their record's
+    ``model``): the methods :func:`for_release` takes."""
+    from ..inference.methods import METHODS
+
+    return tuple(name for name, m in METHODS.items() if m.model is not None)
 
 
 class NumpyroModel(NamedTuple):
@@ -76,7 +73,7 @@ def for_release(release, method="eiv", *, priors=None, **options) -> NumpyroMode
     ----------
     release : Release or path to a release file
     method : str
-        One of :data:`NUMPYRO_METHODS`:
+        One of :func:`numpyro_methods` (those whose record has a ``model``):
 
         - ``"eiv"`` (fit's default): :func:`~bayesdp.models.regression.eiv_model` of the
           pooled release, the S noise pushed through the plug-in theta_0 that ``fit`` finds
@@ -85,12 +82,12 @@ def for_release(release, method="eiv", *, priors=None, **options) -> NumpyroMode
           common-scale one, where ``fit``'s sampler moves it during warm-up, so the two
           posteriors differ slightly (and NUTS on this centred model diverges: a funnel).
         - ``"normalx"``: the normalX model in the non-centred form ``fit`` samples with NUTS
-          (``normalx_noncentred_model``; with an intercept, the appendix B.2 model);
-          ``"nuts-normalx"``: the same model in centred form (``normalx_model``). The
-          hand-written kernel ``"normalx-paper"`` samples the same posterior; it gets the
-          non-centred model.
-        - ``"fixeds"``, ``"fixeds-paper"``, ``"nuts-fixeds"``: ``fixeds_model`` with S_j fixed
-          at the estimate ``fit`` uses (options ``fixed_s``, ``s_noise``).
+          (``normalx_noncentred_model``; with an intercept, the appendix B.2 model). The
+          methods whose record's model is the centred ``normalx_model`` (``bayesdp.paper``'s
+          "nuts-normalx" and "normalx-paper") get it in centred form: the same posterior.
+        - ``"fixeds"`` (and ``bayesdp.paper``'s "fixeds-paper", "nuts-fixeds"):
+          ``fixeds_model`` with S_j fixed at the estimate ``fit`` uses (options ``fixed_s``,
+          ``s_noise``).
     priors : Priors or None
         As in :func:`bayesdp.fit` (default ``Priors()``, resolved against the release).
     **options
@@ -109,23 +106,26 @@ def for_release(release, method="eiv", *, priors=None, **options) -> NumpyroMode
     """
     from .._jax import enable_x64
     from ..inference.fit import prepare_fit
+    from ..inference.methods import METHODS
 
     if not isinstance(method, str):
-        raise BayesdpInputError(f"method must be a string, one of {list(NUMPYRO_METHODS)}, got "
-                                f"{method!r}")
-    if method in _NOT_NUMPYRO:
-        raise BayesdpInputError(f"method {method!r}: {_NOT_NUMPYRO[method]}")
-    if method not in NUMPYRO_METHODS:
+        raise BayesdpInputError(f"method must be a string, one of {list(numpyro_methods())}, "
+                                f"got {method!r}")
+    record = METHODS.get(method)
+    if record is not None and record.model is None:
+        raise BayesdpInputError(f"method {method!r} has no numpyro model: it samples "
+                                f"{record.samples}")
+    if record is None:
         raise BayesdpInputError(f"method {method!r} has no numpyro model; choose one of "
-                                f"{list(NUMPYRO_METHODS)}")
+                                f"{list(numpyro_methods())}")
     enable_x64()
     release, _, priors = prepare_fit(release, method, 0, priors, 1, 1, 0)
-    if method == "eiv":
+    if record.model is R.eiv_model:
         return _eiv(release, priors, **options)
-    if method.startswith("fixeds") or method == "nuts-fixeds":
+    if record.model is R.fixeds_model:
         return _fixeds(release, priors, method, **options)
     _no_options(method, options)
-    return _normalx(release, priors, method)
+    return _normalx(release, priors, method, centred=record.model is R.normalx_model)
 
 
 def _no_options(method, options, takes=()):
@@ -139,7 +139,6 @@ def _eiv(release, priors, **options):
     import jax.numpy as jnp
 
     from ..inference import eiv
-    from . import regression as R
 
     _no_options("eiv", options, ("scale_min", "sigma_y2_max", "scales"))
     scales = options.get("scales")
@@ -164,24 +163,23 @@ def _eiv(release, priors, **options):
 def _fixeds(release, priors, method, **options):
     import jax.numpy as jnp
 
-    from ..inference import mcmc
+    from ..inference import fixeds
+    from ..inference.starts import initial_sigma_y2
 
-    _no_options(method, options, ("fixed_s", "s_noise"))
-    s2_0 = mcmc.initial_sigma_y2(release, priors)
-    model, data, pos, _, _ = mcmc._fixeds_setup(release, priors, s2_0,
-                                                 options.get("fixed_s", "psd"),
-                                                 options.get("s_noise"))
+    _no_options(method, options, tuple(fixeds.FIXED_S_OPTIONS))
+    options = {**fixeds.FIXED_S_OPTIONS, **options}
+    model, data, pos, _, _ = fixeds.setup(release, priors, initial_sigma_y2(release, priors),
+                                          options["fixed_s"], options["s_noise"])
     init = {k: jnp.asarray(v) for k, v in pos.items()}
     return NumpyroModel(model, data, init, method, ("theta", "sigma_y2"))
 
 
-def _normalx(release, priors, method):
+def _normalx(release, priors, method, centred):
     import jax.numpy as jnp
 
-    from ..inference import mcmc
+    from ..inference import normalx
 
-    centred = method == "nuts-normalx"
-    model, data, pos = mcmc.normalx_setup(release, priors, centred)
+    model, data, pos = normalx.setup(release, priors, centred)
     variables = ("theta", "sigma_y2", "Sigma_x", "S")
     if release.intercept:  # appendix B.2's model
         variables = ("theta", "sigma_y2", "Sigma_x", "mu", "xbar", "W", "S")

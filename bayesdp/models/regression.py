@@ -237,36 +237,6 @@ def bartlett_cholesky(n, W_diag, W_offdiag):
     return A, correction
 
 
-def bartlett_variables(n, L_x, S):
-    """Inverse of :func:`bartlett_cholesky` for S_j = L_x A_j A_j^T L_x^T: (W_diag, W_offdiag),
-    numpy; used for starting values."""
-    n, L_x, S = (np.asarray(v, dtype=float) for v in (n, L_x, S))
-    d = L_x.shape[0]
-    A = np.linalg.solve(L_x, np.linalg.cholesky(S))
-    nu = n[:, None] - np.arange(d)[None, :]
-    eta = np.log(np.diagonal(A, axis1=1, axis2=2))
-    il = np.tril_indices(d, -1)
-    return (eta - 0.5 * np.log(nu)) * np.sqrt(2.0 * nu), A[:, il[0], il[1]]
-
-
-def principal_basis(Sigma_x):
-    """The eigenvectors of Sigma_x as columns, largest eigenvalue first (numpy): the ``basis``
-    :func:`normalx_noncentred_model` factorises Sigma_x in."""
-    _, V = np.linalg.eigh(np.asarray(Sigma_x, dtype=float))
-    return np.ascontiguousarray(V[:, ::-1])
-
-
-def noncentred_start(n, Sigma_x, basis):
-    """Starting values of :func:`normalx_noncentred_model` (numpy) for a starting Sigma_x:
-    ``L_x`` = chol(Q^T Sigma_x Q), the Bartlett variables and theta_std at 0, their prior
-    centre (S_j near n_j Sigma_x, theta at its conditional mean given S and sigma_y^2)."""
-    Q = np.asarray(basis, dtype=float)
-    J, d = len(np.asarray(n)), Q.shape[0]
-    Sq = Q.T @ np.asarray(Sigma_x, dtype=float) @ Q
-    return {"L_x": np.linalg.cholesky(0.5 * (Sq + Sq.T)), "W_diag": np.zeros((J, d)),
-            "W_offdiag": np.zeros((J, d * (d - 1) // 2)), "theta_std": np.zeros(d)}
-
-
 def inverse_wishart_cholesky(concentration, scale_matrix, scale_tril=None):
     """numpyro distribution of L = chol(Sigma) for Sigma ~ InvWishart(concentration,
     scale_matrix); ``scale_tril`` = chol(scale_matrix) when known (the class is built on first
@@ -339,10 +309,10 @@ def normalx_noncentred_model(data: ModelData):
     With ``data.basis`` = Q (orthogonal), the sampled site ``L_x`` is the Cholesky factor of
     Q^T Sigma_x Q instead (InvWishart(kappa, Q^T Lambda Q), the same density: an orthogonal
     change of variables has Jacobian 1) and Sigma_x = (Q L_x)(Q L_x)^T. ``fit`` takes Q from
-    the eigenvectors of the starting Sigma_x, largest variance first: the Cholesky coordinates
-    are then nearly those of a diagonal matrix, and a direction of small, poorly measured
-    variance is one log-diagonal coordinate instead of a curved combination of all of them
-    (half the leapfrog steps at d = 5, J = 10; docs/methods.md).
+    the eigenvectors of the starting Sigma_x, largest variance first
+    (:func:`bayesdp.inference.starts.principal_basis`): the Cholesky coordinates are then
+    nearly those of a diagonal matrix, and a direction of small, poorly measured variance is
+    one log-diagonal coordinate instead of a curved combination of all of them.
     theta is integrated out of the z_hat likelihood and drawn from its exact conditional,
     also non-centred (:func:`theta_given_s`); theta is a deterministic site too. With
     ``z_hat`` None (prior predictive) the model is written generatively instead."""
@@ -436,12 +406,6 @@ def theta_given_s(data, S, sigma_y2):
 
     log_marginal, u, L_P = _theta_integrated(data, S, sigma_y2)
     return log_marginal, solve_triangular(L_P.T, u, lower=False), L_P
-
-
-def theta_std_of(data, S, sigma_y2, theta):
-    """Inverse of theta = P^{-1} b + L_P^{-T} theta_std (starting values, tests)."""
-    _, mean, L_P = theta_given_s(data, S, sigma_y2)
-    return L_P.T @ (theta - mean)
 
 
 def fixeds_model(data: ModelData):
@@ -648,53 +612,6 @@ def normalx_intercept_noncentred_model(data: InterceptModelData):
     W = numpyro.deterministic("W", LA @ jnp.swapaxes(LA, -1, -2))
     S = numpyro.deterministic("S", intercept_scatter(data.n, data.column, xbar, W))
     _noncentred_observations(data, S)
-
-
-def intercept_noncentred_position(data: InterceptModelData, position):
-    """Starting values of :func:`normalx_intercept_noncentred_model` that give the same
-    (Sigma_x, mu, xbar, W, theta, sigma_y2) as ``position`` (of the centred model)."""
-    import jax.numpy as jnp
-
-    n = np.asarray(data.n, dtype=float)
-    L_x = np.linalg.cholesky(np.asarray(position["Sigma_x"], dtype=float))
-    mu, xbar = np.asarray(position["mu"]), np.asarray(position["xbar"])
-    v = np.linalg.solve(L_x, (xbar - mu).T).T * np.sqrt(n)[:, None]
-    W_diag, W_offdiag = bartlett_variables(n - 1.0, L_x, position["W"])
-    S = intercept_scatter(data.n, data.column, jnp.asarray(xbar), jnp.asarray(position["W"]))
-    theta_std = theta_std_of(data, S, position["sigma_y2"], jnp.asarray(position["theta"]))
-    return {"L_x": jnp.asarray(L_x), "mu": mu, "v": v, "W_diag": W_diag,
-            "W_offdiag": W_offdiag, "sigma_y2": position["sigma_y2"],
-            "theta_std": np.asarray(theta_std)}
-
-
-def intercept_setup(release, priors, S_init, sigma_y2, theta):
-    """The intercept model, its data and starting values for a release with an intercept:
-    ``(normalx_intercept_model, InterceptModelData, position)``.
-
-    From a d x d scatter start ``S_init`` (J, d, d), ``sigma_y2`` and ``theta``: xbar_j =
-    S_j[0, 1:] / (c n_j); W_j = S_j[1:, 1:] - n_j xbar_j xbar_j^T with its eigenvalues raised to
-    a small floor (it must be positive definite); Sigma_x at the mode of its conditional; mu the
-    pooled mean."""
-    data = intercept_model_data(release, priors)
-    S = np.asarray(S_init, dtype=float)
-    n = np.asarray(release.n, dtype=float)
-    c = math.sqrt(release.average_rows)
-    p = release.d - 1
-    xbar = S[:, 0, 1:] / (c * n[:, None])
-    W = S[:, 1:, 1:] - n[:, None, None] * xbar[:, :, None] * xbar[:, None, :]
-    w, E = np.linalg.eigh(0.5 * (W + np.swapaxes(W, 1, 2)))
-    floor = 1e-3 * np.maximum(np.abs(w).mean(axis=1, keepdims=True), 1e-12)
-    W = np.einsum("jik,jk,jlk->jil", E, np.maximum(w, floor), E)
-    Sx = (np.asarray(priors.Lambda) + W.sum(0)) / (priors.kappa + (n - 1).sum() + p + 1.0)
-    position = {"theta": theta, "sigma_y2": np.float64(sigma_y2), "Sigma_x": Sx,
-                "mu": (n[:, None] * xbar).sum(0) / n.sum(), "xbar": xbar, "W": W}
-    return normalx_intercept_model, data, position
-
-
-MODELS = {"normalx": normalx_model, "normalx-noncentred": normalx_noncentred_model,
-          "normalx-intercept-noncentred": normalx_intercept_noncentred_model,
-          "fixeds": fixeds_model, "normalx-intercept": normalx_intercept_model,
-          "eiv": eiv_model}
 
 
 def log_joint(model, data: ModelData, params: dict):

@@ -34,7 +34,6 @@ Either way, the bounds are computed from the training data, so a release made wi
 from __future__ import annotations
 
 import dataclasses
-import io
 import math
 import os
 import re
@@ -46,7 +45,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from .errors import BayesdpInputError
+from ..errors import BayesdpInputError
 
 PREPROCESSINGS = ("paper", "sound")
 

@@ -4,7 +4,7 @@
 Each holder j releases ss_hat_j = [vech(S_j), z_j, y_j^T y_j] + Gaussian noise (V_j), made by
 ``bayesdp.release(..., include_yty=True)``. The latent sums ss_j get the central-limit prior
 N(n_j mu, n_j Sigma), with (mu, Sigma) the exact moments of one row's statistic
-(``bayesdp.models.bs.row_moments``). One sweep, in the authors' order:
+(:func:`bayesdp.paper.bs_model.row_moments`). One sweep, in the authors' order:
 
 1. Sigma_x ~ InvWishart(XXT + Lambda, kappa + n),  XXT = nearest_psd(sum_j S_j) + shift I
    (from the previous sweep; the authors use shift = 1);
@@ -25,7 +25,7 @@ V_j + n_j Sigma once per group of holders that share it (at most 2 groups for an
 The sweep is a pure function iterated by ``jax.lax.scan``; chains are ``vmap``-ed, and so are
 releases of one shape in ``bayesdp.fit_batch`` (:func:`run_bs_batch`).
 
-What the sweep targets. Step 3 is an exact Gibbs step of ``bayesdp.models.bs.bs_model``: it
+What the sweep targets. Step 3 is an exact Gibbs step of :func:`bayesdp.paper.bs_model.bs_model`: it
 draws each ss_j from that model's conditional given (Sigma_x, theta, sigma_y^2, ss_hat_j)
 (tests/test_bs.py checks it against the model's log density). Steps 1 and 4 are not conditionals
 of ``bs_model``: they are the conditionals of the exact Gaussian-row model (x_i ~ N(0, Sigma_x),
@@ -43,11 +43,13 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .._jax import enable_x64
 from ..errors import BayesdpInputError
-from ..models import bs as bs_model
+from ..inference import closed_form
+from ..inference.log_likelihood import Likelihood
+from ..inference.methods import MethodResult
 from ..releases import layout
-from . import closed_form
-from .fit import MethodResult, register_method
+from . import bs_model
 
 
 def sample_inv_wishart(key, scale, df):
@@ -109,8 +111,7 @@ def draw_stats(keys, mu, Sig_chol, ss_hat, V_half, n, Mc, group):
     ``group`` (J,) holder j's group (:func:`_holder_groups`). With one group per holder each
     holder is drawn on its own (vectors); with fewer groups the holders' vectors are stacked
     into matrices and each group's factor solves all of them at once (each holder keeps its own
-    group's column). Same draws as holder by holder; at d = 14 (D' = 120), J = 10, batched
-    replications, a sweep was 1.3x faster with two groups and 1.6x with one (measured).
+    group's column). Same draws as holder by holder.
     """
     import jax
     import jax.numpy as jnp
@@ -182,8 +183,7 @@ _SAMPLERS: OrderedDict = OrderedDict()
 SAMPLER_CACHE_SIZE = 2
 """Compiled B&S samplers kept, one per (d, iterations, kept draws, batched); the least recently
 used beyond this are dropped and their compiled code cleared (``clear_cache`` of the jitted
-function); without that, each new shape keeps about 700 memory maps and 25 MiB for good
-(measured)."""
+function), which JAX would otherwise keep for good."""
 
 
 def _cached_sampler(key):
@@ -259,16 +259,16 @@ def _result(theta, s2, Sx, attrs, num_iter):
         attrs={**attrs, "num_iterations": int(num_iter)})
 
 
-def run_bs(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar=None,
-           psd_shift=1.0, init_sigma_y2=None, Lambda0=None):
-    """Run MCMC-B&S on a release made with ``include_yty=True`` (see module docstring).
+#: psd_shift: the +I the authors add to nearest_psd(sum S_j) (0 drops it); init_sigma_y2: the
+#: start of sigma_y^2 (None: B_y/3 as in the authors' code, or 1/3 without bounds); Lambda0: the
+#: NIG prior precision (None: b/(a-1) I)
+OPTIONS = {"psd_shift": 1.0, "init_sigma_y2": None, "Lambda0": None}
 
-    Options: ``psd_shift`` (the +I the authors add to nearest_psd(sum S_j); 0 to drop it),
-    ``init_sigma_y2`` (default B_y/3 as in the authors' code, or 1/3 without bounds),
-    ``Lambda0`` (NIG prior precision; default b/(a-1) I).
-    """
-    from .._jax import enable_x64
 
+def run_bs(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
+           psd_shift, init_sigma_y2, Lambda0):
+    """Run MCMC-B&S on a release made with ``include_yty=True`` (see module docstring), options
+    :data:`OPTIONS`; numpyro's progress bar is not drawn (one compiled loop)."""
     enable_x64()
     init, data, attrs = _setup(release, priors, psd_shift, init_sigma_y2, Lambda0)
     num_iter = num_warmup + num_samples
@@ -278,12 +278,10 @@ def run_bs(release, priors, *, seed, num_samples, num_chains, num_warmup, progre
 
 
 def run_bs_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_warmup,
-                 progress_bar=None, psd_shift=1.0, init_sigma_y2=None, Lambda0=None):
+                 progress_bar, psd_shift, init_sigma_y2, Lambda0):
     """:func:`run_bs` for many releases of one shape (J, d) in one compiled program: the
     chains of release r start from its own inputs and key (those :func:`run_bs` gives it for
     seeds[r]), vmapped over the releases. Options as :func:`run_bs`, the same for all."""
-    from .._jax import enable_x64
-
     enable_x64()
     import jax
 
@@ -301,6 +299,27 @@ def run_bs_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_w
     return [_result(theta[i], s2[i], Sx[i], s[2], num_iter) for i, s in enumerate(setups)]
 
 
-register_method("bs", run_bs, "MCMC-B&S (appendix C.1): Gibbs sampler on the CLT model of "
-                "[S, z, y^T y] with exact Isserlis moments; needs include_yty=True; O(d^6)/sweep",
-                run_batch=run_bs_batch)
+def likelihood(release, priors, result):
+    """Each holder's log-likelihood of an MCMC-B&S fit (:mod:`bayesdp.inference.log_likelihood`):
+    the Gaussian of ss_hat_j with ss_j integrated out of ``bs_model``
+    (:func:`~bayesdp.paper.bs_model.bs_marginal_model`): log N(ss_hat_j; n_j mu, n_j Sigma + V_j),
+    (mu, Sigma) the row moments at the draw."""
+    ss_hat = bs_model.release_stats(release)
+    V = layout.noise_covariance(release, with_yty=True)
+    data = tuple(np.asarray(x, np.float64) for x in (ss_hat, V, np.asarray(release.n, float)))
+    samples = {k: result.posterior[k] for k in ("Sigma_x", "theta", "sigma_y2")}
+    return Likelihood(_marginal_model, data, samples, ("ss_hat",), ("ss_hat",),
+                      width=layout.stat_dim(release.d, True), to_release=_to_release)
+
+
+def _marginal_model(data):
+    """:func:`~bayesdp.paper.bs_model.bs_marginal_model` called with one argument, as the
+    log-likelihood's evaluator calls models: ``data`` = (ss_hat, noise_cov, n), the latents
+    without priors (the posterior draws are substituted)."""
+    bs_model.bs_marginal_model(*data)
+
+
+def _to_release(predictive, d):
+    """Drawn ss_hat (draws, J, D') as the release's S_hat and z_hat."""
+    S, z, _ = layout.unpack_stats(predictive["ss_hat"], d)
+    return {"S_hat": S, "z_hat": z}

@@ -7,11 +7,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .adaptation import Tuning
-from .common import (MHInfo, NormalXState, Prelude, log_invgamma, noise_loglik, prelude, select,
+from ...inference.kernels.adaptation import Tuning
+from ...inference.kernels.common import (MHInfo, NormalXState, Prelude, log_invgamma, noise_loglik, prelude, select,
                      init_state, theta_from_precision, wishart_loglik_diff, wishart_rw,
                      z_loglik_terms, z_terms, z_terms_chol)
-from .linalg import bartlett_from, bartlett_sizes, chol, draw, mm, mT, mv
+from ...inference.kernels.linalg import bartlett_from, bartlett_sizes, chol, draw, mm, mT, mv
 
 
 Info = MHInfo  # the diagnostics of one sweep

@@ -1,8 +1,9 @@
 """``compare``: run methods over a grid of (epsilon, J, replication), as in the paper's section 5.
 
-    df = bayesdp.compare("powerplant", methods=["fast", "bs", "adassp", "nonprivate"],
-                         epsilons=[1.0], nodes=[1, 5, 10], reps=10, calibration="paper-code",
-                         seed=1, out_dir="runs/pp", data_dir="path/to/uci")
+    from bayesdp.paper import compare
+    df = compare("powerplant", methods=["fast", "bs", "adassp", "nonprivate"],
+                 epsilons=[1.0], nodes=[1, 5, 10], reps=10, calibration="paper-code",
+                 seed=1, out_dir="runs/pp", data_dir="path/to/uci")
 
 For every cell (epsilon, J, rep) the data are released once for the [S, z] methods and once, with
 the larger sensitivity of appendix C.1, for MCMC-B&S (``include_yty=True``); adaSSP adds its own
@@ -11,7 +12,7 @@ Every DP method is called through ``bayesdp.fit(release, method=name)`` (with ``
 the replications of one (epsilon, J) through ``bayesdp.fit_batch`` where the method has a batched
 fit), so any method registered in ``bayesdp.METHODS`` can be compared.
 
-Metrics (``bayesdp.metrics``; docs/compare.md, "Metrics"):
+Metrics (:mod:`bayesdp.paper.metrics`; docs/compare.md, "Metrics"):
 ``estimation_mse`` (posterior mean vs the true theta, or the training least-squares fit on real
 data), ``prediction_mse`` (test rows on real data; on simulated data the trace formula averaged
 over posterior draws for the MCMC methods and at the point estimate for fast/adaSSP/non-private,
@@ -52,7 +53,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .errors import BayesdpError, BayesdpInputError, check_output_folder
+from ..errors import BayesdpError, BayesdpInputError, check_output_folder
 
 if TYPE_CHECKING:  # pandas is imported inside the functions that build tables, not on import
     import pandas as pd
@@ -75,7 +76,7 @@ PAPER_ORDER = ("normalx", "fixeds", "fast", "bs", "adassp", "nonprivate")
 
 def default_methods():
     """Every method the paper compares that is available now (normalX/fixedS once registered)."""
-    from .inference import METHODS
+    from ..inference import METHODS
 
     return [m for m in PAPER_ORDER if m in METHODS or m in BASELINES]
 
@@ -90,11 +91,11 @@ def _context(spec):
     key = json.dumps(spec, sort_keys=True)
     if key in _CONTEXTS:
         return _CONTEXTS[key]
-    from .models.priors import Priors
+    from ..models.priors import Priors
 
     intercept = spec.get("intercept", False)
     if spec["kind"] == "simulated":
-        from .simulate import simulate
+        from ..simulate import simulate
 
         sim = simulate(n=spec["n"], d=spec["d"], seed=spec["seed"],
                        x_mean=spec.get("x_mean", 0.0), intercept=spec.get("true_intercept", 0.0))
@@ -191,7 +192,7 @@ def _checks_of(attrs) -> dict:
     if "s_noise_mean_coverage" in attrs:
         out["s_noise_mean_coverage"] = float(attrs["s_noise_mean_coverage"])
     if "s_hat_check_max_abs_z" in attrs:
-        from .diagnostics import s_hat_z_max
+        from ..diagnostics import s_hat_z_max
 
         z = float(attrs["s_hat_check_max_abs_z"])
         out.update(s_hat_max_abs_z=z, s_hat_agrees=float(z <= s_hat_z_max(int(attrs["d"]))))
@@ -211,7 +212,7 @@ def _setup(modules):
     """Float64 JAX and the modules that registered the methods (for worker processes)."""
     import importlib
 
-    from ._jax import enable_x64
+    from .._jax import enable_x64
 
     enable_x64()
     for mod in modules:
@@ -341,7 +342,7 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitt
 
 def batchable(method):
     """Whether ``method`` has a batched fit (:func:`bayesdp.fit_batch` runs it vectorised)."""
-    from .inference import METHODS
+    from ..inference import METHODS
 
     return method in METHODS and METHODS[method].run_batch is not None
 
@@ -356,8 +357,8 @@ def run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
     import pandas as pd
 
     _setup(modules)
-    from .inference.batch import fit_batch_results
-    from .inference.fit import finish_fit
+    from ..inference.batch import fit_batch_results
+    from ..inference.fit import finish_fit
 
     ctx = _context(spec)
     dim = ctx["X"].shape[1] + int(_design(spec)["intercept"])
@@ -401,10 +402,8 @@ def run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
 
 def _worker_init(counter=None):
     """Set up a spawned worker: float64 in JAX, and the worker pinned to a core of its own
-    (worker i to the i-th core this process may use, round robin): two processes running a
-    batch of MCMC-B&S at J = 10 at once, one BLAS thread each (:func:`_spawn_pool`), took
-    16.3 s each pinned and 18.1 s unpinned (docs/reproduction.md, Table 1)."""
-    from ._jax import enable_x64
+    (worker i to the i-th core this process may use, round robin)."""
+    from .._jax import enable_x64
 
     enable_x64()
     if counter is not None and hasattr(os, "sched_setaffinity"):
@@ -422,8 +421,7 @@ def _spawn_pool(n_workers):
     started with one OpenBLAS thread (``OPENBLAS_NUM_THREADS=1`` unless the caller set it;
     restored on exit). JAX's CPU solves call scipy's OpenBLAS, which starts a thread per core
     it sees when it loads, before the worker is pinned; two such threads on one core wait for
-    each other by spinning: a batch of MCMC-B&S at J = 10 took 84 s in each of two pinned
-    workers, 16 s with one BLAS thread each (docs/reproduction.md, Table 1)."""
+    each other by spinning."""
     key = "OPENBLAS_NUM_THREADS"
     ours = key not in os.environ
     if ours:
@@ -464,7 +462,7 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     Parameters
     ----------
     data : "simulated", a data set name ("powerplant", "bikesharing", "airquality", "3droad")
-        or a file path (see ``bayesdp.datasets``).
+        or a file path (see :mod:`bayesdp.paper.datasets`).
     methods : list of names, default every available one of normalx, fixeds, fast, bs, adassp,
         nonprivate.
     epsilons, nodes : grids of epsilon and of the number of holders J. reps : replications.
@@ -484,8 +482,7 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         ``bayesdp.fit_batch``) run all replications in one compiled program, the others (NUTS)
         one by one. One task per (epsilon, J) then goes to the ``executor``; with ``n_jobs`` =
         k > 1, k tasks of consecutive replications per (epsilon, J), so that every worker gets
-        a share of every cell (same per-fit cost: two batches of 25 took 0.83-0.96x the time of
-        one of 50, measured at d = 2 and 14). Results
+        a share of every cell. Results
         equal the default's up to floating-point rounding (1e-10 relative); ``seconds`` of a
         batched method is the batch's wall time divided by the number of replications in it.
     num_samples, num_warmup : kept draws and burn-in of the MCMC methods (one chain per cell).
@@ -505,14 +502,14 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     intercept : release and fit the rows [1, x] (appendix B.2); the reference theta then has the
         intercept first (the truth, or least squares with an intercept), adaSSP and the
         non-private posterior use [1, x] too, and only the methods that fit intercept releases
-        may be asked for (``bayesdp.inference.fit.INTERCEPT_METHODS``).
+        may be asked for (those whose record says ``intercept``, ``bayesdp.METHODS``).
     average_rows : k > 1 releases rows averaged in random groups of k (appendix B.1) for every
         [S, z] method; adaSSP and the non-private reference use the rows as they are.
     x_mean, true_intercept : simulated data only: feature mean and true intercept (non-centred
         data, ``bayesdp.simulate``); the simulated prediction error then averages over rows
         [1, x] of that distribution (a fit without an intercept predicts with theta_0 = 0).
     """
-    from .inference import METHODS
+    from ..inference import METHODS
 
     if calibration not in CALIBRATIONS:
         raise BayesdpInputError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
@@ -542,16 +539,16 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         if n_jobs is None or n_jobs > 1:
             raise BayesdpInputError("give executor or n_jobs > 1, not both (the executor decides "
                                     "how many cells run at once)")
-    from .inference.fit import INTERCEPT_METHODS
-    from .releases.rows import check_design
+    from ..releases.rows import check_design
 
     k = check_design(intercept, average_rows)
     if intercept:
-        bad = [m for m in methods if m not in INTERCEPT_METHODS and m not in BASELINES]
+        with_intercept = [m for m, record in METHODS.items() if record.intercept]
+        bad = [m for m in methods if m not in with_intercept and m not in BASELINES]
         if bad:
             raise BayesdpInputError(
                 f"methods: {bad} do not fit releases with an intercept; with intercept=True "
-                f"choose from {sorted(set(INTERCEPT_METHODS) | set(BASELINES))}")
+                f"choose from {sorted(set(with_intercept) | set(BASELINES))}")
     if (x_mean != 0 or true_intercept != 0) and str(data).lower() != "simulated":
         raise BayesdpInputError("x_mean and true_intercept are options of simulated data only")
     if out_dir is not None:  # checked before any work; created with its parents
@@ -573,7 +570,7 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         spec = {"kind": "file", "data": source, "data_dir": None,
                 "preprocessing": preprocessing, "seed": int(seed), "bounds": "data"}
         dim = None
-    from .releases.holders import check_split
+    from ..releases.holders import check_split
 
     if check_split(split) != "contiguous":
         spec["split"] = split  # absent = contiguous, so earlier result folders still resume
@@ -664,8 +661,8 @@ def warn_checks(df: pd.DataFrame, *, stacklevel=3) -> None:
     intervals the noise on S makes too narrow and another for the fits whose S_hat check
     failed. ``compare`` silences the warnings of its single
     fits (one per cell would bury the run's output) and calls this instead."""
-    from .diagnostics import ESS_MIN, RHAT_MAX, S_NOISE_COVERAGE_MIN
-    from .errors import CalibrationWarning, ConvergenceWarning
+    from ..diagnostics import ESS_MIN, RHAT_MAX, S_NOISE_COVERAGE_MIN
+    from ..errors import CalibrationWarning, ConvergenceWarning
 
     key = ["method", "epsilon", "J", "rep"]
     rows = df[df["metric"].isin(CHECKS)].pivot_table(index=key, columns="metric",
@@ -724,7 +721,7 @@ def _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose, progr
     with a progress bar and, if ``verbose``, a line per cell. The bar counts fits (one method
     on one cell), so it moves between cells; run in this process it also names the fit under
     way (eps, J, rep, method)."""
-    from . import progress as pg
+    from .. import progress as pg
 
     results = []
     if not tasks:
@@ -801,7 +798,7 @@ def _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose, progr
 
 def summarize(df: pd.DataFrame, level=0.90) -> pd.DataFrame:
     """Mean and ``level`` interval per method, epsilon, J, metric: the percentile bootstrap
-    interval of the mean over replications (:func:`bayesdp.metrics.bootstrap_mean_interval`),
+    interval of the mean over replications (:func:`bayesdp.paper.metrics.bootstrap_mean_interval`),
     which stays > 0 for positive metrics (MSE, seconds), unlike mean +- t sd/sqrt(reps)."""
     import pandas as pd
 

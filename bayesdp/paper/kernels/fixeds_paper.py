@@ -6,8 +6,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .adaptation import Tuning
-from .common import FixedSState, MHInfo, init_state, sample_theta, sigma_y2_log_target
+from ...inference.kernels.adaptation import Tuning
+from ...inference.kernels.common import FixedSState, MHInfo, init_state, sample_theta, sigma_y2_log_target
 
 
 Info = MHInfo  # the diagnostics of one sweep

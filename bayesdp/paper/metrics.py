@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import BayesdpInputError
+from ..errors import BayesdpInputError
 
 
 def _vec(name, v, d=None):

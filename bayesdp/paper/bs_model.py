@@ -114,7 +114,7 @@ def bs_model(ss_hat, noise_cov, n, priors, Lambda0):
     Sigma_x ~ InvWishart(Lambda, kappa), sigma_y^2 ~ InvGamma(a, b),
     theta | sigma_y^2 ~ N(m, sigma_y^2 Lambda0^{-1}), ss_j ~ N(n_j mu, n_j Sigma),
     ss_hat_j ~ N(ss_j, V_j). ``ss_hat`` (J, D'), ``noise_cov`` (J, D', D'), ``n`` (J,).
-    The Gibbs sampler in ``bayesdp.inference.bs`` draws the ss_j from this model's conditional;
+    The Gibbs sampler in :mod:`bayesdp.paper.bs` draws the ss_j from this model's conditional;
     its steps for Sigma_x and (theta, sigma_y^2) are not this model's conditionals (see there).
     """
     import jax.numpy as jnp

@@ -1,0 +1,88 @@
+"""Method ``"eiv"`` (the default): the record and runner of :mod:`bayesdp.inference.eiv`, the
+posterior of :func:`~bayesdp.models.regression.eiv_model` (the noise on S carried into theta's
+likelihood, the holders pooled, sigma_y^2 and theta's prior scale integrated out).
+
+:mod:`.eiv` is imported when a fit runs (it imports scipy.stats), not with this module.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import BayesdpInputError
+from ..models import regression as R
+from .log_likelihood import Likelihood, one_holder
+from .methods import MethodResult, register_method
+
+#: scales: one prior scale for all slopes ("common", iid draws of the grid mixture) or one per
+#: slope ("per-slope", collapsed Gibbs); scale_min: the smallest prior scale (None:
+#: ``eiv.SCALE_MIN``); sigma_y2_max: the upper bound of sigma_y^2 (None: B_y^2)
+OPTIONS = {"scales": "common", "scale_min": None, "sigma_y2_max": None}
+
+
+def run(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar, scales,
+        scale_min, sigma_y2_max):
+    """The errors-in-variables posterior of the pooled release (:mod:`bayesdp.inference.eiv`):
+    ``scales="common"``: iid draws of the grid mixture with one prior scale for all slopes;
+    ``"per-slope"``: collapsed Gibbs over one prior scale per slope and sigma_y^2
+    (``num_warmup`` + ``num_samples`` sweeps per chain; it fails simulation-based calibration
+    for weakly measured coefficients, docs/methods.md "eiv")."""
+    from . import eiv
+
+    if scales not in eiv.SCALES:
+        raise BayesdpInputError(f"scales must be one of {list(eiv.SCALES)}, got {scales!r}")
+    rng = np.random.default_rng(seed)
+    post = eiv.eiv_posterior(release, priors,
+                             scale_min=eiv.SCALE_MIN if scale_min is None else scale_min,
+                             sigma_y2_max=sigma_y2_max)
+    data = post["data"]
+    if scales == "per-slope":
+        theta, sigma_y2, scale, data = eiv.per_slope_draws(post, rng, num_chains, num_warmup,
+                                                            num_samples)
+        dims = {"theta_scale": ["feature"]}
+    else:
+        theta, sigma_y2, scale = eiv.draw(post, rng, (num_chains, num_samples))
+        dims = {}
+    return MethodResult(
+        posterior={"theta": theta, "sigma_y2": sigma_y2, "theta_scale": scale},
+        attrs={"eiv_theta_plugin": data.theta_plugin,  # adapted during warm-up (per-slope)
+               "eiv_iterations": int(post["iterations"]),
+               "eiv_converged": bool(post["converged"]),
+               "eiv_scales": scales,
+               "eiv_scale_min": float(post["data"].scale_min),
+               "sigma_y2_max": float(post["data"].sigma_y2_max)},
+        dims=dims,
+        iid=scales != "per-slope",  # the grid mixture's draws are independent
+        plugin_theta=data.theta_plugin,
+        eiv_data=data,
+    )
+
+
+def likelihood(release, priors, result):
+    """Each holder's log-likelihood of an "eiv" fit (:mod:`.log_likelihood`):
+    :func:`eiv_model` on each holder's statistics alone, at the fit's scale_min, sigma_y2_max
+    and plug-in theta: log N(z_hat_j; S_hat_j theta, sigma_y^2 S_+,j + Var(e_z,j - E_j t))."""
+    import jax
+
+    data = result.eiv_data
+    per_slope = np.ndim(data.scale_min) > 0
+    per = [R.eiv_arrays(R.eiv_model_data(one_holder(release, j), priors,
+                                         scale_min=float(np.ravel(data.scale_min)[0]),
+                                         sigma_y2_max=float(data.sigma_y2_max),
+                                         theta_plugin=result.plugin_theta,
+                                         per_slope=per_slope))
+           for j in range(release.J)]
+    stacked = jax.tree.map(lambda *xs: jax.numpy.stack(xs), *per)
+    samples = {k: result.posterior[k] for k in ("theta_scale", "theta", "sigma_y2")}
+    return Likelihood(R.eiv_model, stacked, samples, ("z_hat",), ("z_hat",), per_holder=True)
+
+
+register_method(
+    "eiv", run,
+    "errors in variables (the default): the noise on S carried into theta's likelihood, the "
+    "holders pooled, sigma_y^2 and theta's prior scale integrated on grids; closed form "
+    "(scales='per-slope': one scale per slope, collapsed Gibbs)",
+    model=R.eiv_model,
+    samples="theta, sigma_y^2 and theta's prior scale (one, or one per slope); S is not "
+            "sampled: the noise on S_hat enters theta's likelihood",
+    intercept=True, options=OPTIONS, iid=True, log_likelihood=likelihood)
