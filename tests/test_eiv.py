@@ -12,12 +12,13 @@ from bayesdp.inference import eiv
 from bayesdp.models import regression
 
 
-def _release(seed=0, n=3000, d=2, J=3, eps=1.0, intercept=False):
+def _release(seed=0, n=3000, d=2, J=3, eps=1.0, intercept=False, include_yty=False):
     sim = bayesdp.simulate(n=n, d=d, seed=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # centring advice
         return bayesdp.release(sim.X, sim.y, epsilon=eps, delta=1e-5, bounds=sim.bounds,
-                               nodes=J, seed=seed + 1, intercept=intercept)
+                               nodes=J, seed=seed + 1, intercept=intercept,
+                               include_yty=include_yty)
 
 
 def test_fit_default_method_is_eiv():
@@ -85,6 +86,105 @@ def test_log_weights_are_the_marginal_likelihood_times_the_prior():
                                                   np.exp(log_r[h])), P, rtol=1e-9)
 
 
+def test_yty_weights_add_the_models_yty_factor():
+    """With y^T y in the release, each cell's weight gains eiv_model's y^T y factor:
+    N(yty_hat; mean, var) with the moments of eiv_yty_moments at the cell's conditional
+    N(mu, P^-1) of theta, checked cell by cell against scipy (weights without y^T y from the
+    same release's statistics as the base)."""
+    rel = _release(d=3, include_yty=True)
+    pri = bayesdp.Priors().resolve(rel)
+    data = regression.eiv_model_data(rel, pri, scale_min=0.01, sigma_y2_max=100.0)
+    assert data.yty_hat == pytest.approx(rel.yty_hat.sum()) and data.n == rel.n.sum()
+    theta0 = np.array([0.3, -0.2, 0.5])
+    log_s2, log_r = np.linspace(-6, 3, 5), np.linspace(np.log(0.01), 0, 4)
+    grid = eiv._grid(data, theta0, log_s2, log_r)
+    base = eiv._grid(data._replace(yty_hat=None), theta0, log_s2, log_r)
+    noise = regression.eiv_noise_covariance(data, theta0)
+    extra = np.empty((5, 4))
+    for g, ls2 in enumerate(log_s2):
+        M = np.exp(ls2) * data.S_plus + noise
+        for h, lr in enumerate(log_r):
+            P = eiv.cell_precision(data, theta0, np.exp(ls2), np.exp(lr))
+            mean, var = regression.eiv_yty_moments(
+                data, np.exp(ls2), base["mean"][g, h], np.linalg.inv(P), M,
+                regression.eiv_yty_noise(data, theta0))
+            extra[g, h] = stats.norm(mean, np.sqrt(var)).logpdf(data.yty_hat)
+    direct = base["log_weight"] + extra
+    direct -= np.logaddexp.reduce(direct.ravel())
+    np.testing.assert_allclose(grid["log_weight"], direct, atol=1e-8)
+    np.testing.assert_allclose(grid["mean"], base["mean"], rtol=1e-12)  # theta | cell: z only
+
+
+def _yty_monte_carlo(k_scale, reps=4000, seed=5):
+    """Standardised residuals (yty_hat - mean) / sqrt(var) of eiv_yty_moments at the true theta
+    (cov = 0) over simulated releases of fixed rows: y = X theta + N(0, sigma_y^2), symmetric
+    noise on S, noise on z and y^T y, and the pivots z_hat - S_hat theta; ``k_scale``
+    multiplies the noise covariance k."""
+    rng = np.random.default_rng(seed)
+    n, d = 400, 3
+    X = rng.normal(size=(n, d)) * np.array([0.2, 0.1, 0.05])
+    S = X.T @ X
+    theta, s2 = np.array([0.8, -1.5, 2.0]), 0.5
+    ss, sz, syy = 3.0, 6.0, 2.0  # noise sds on S entries, z, y^T y
+    k = d * (d + 1) // 2
+    data = regression.EivData(S_hat=None, z_hat=None, S_plus=S, noise_SS=np.full(k, ss ** 2),
+                              noise_Sz=None, noise_zz=sz ** 2 * np.eye(d), slopes=np.ones(d),
+                              scale_min=0.01, sigma_y2_max=np.inf, theta_plugin=theta, a=1.0,
+                              b=1.0, m=np.zeros(d), C=np.eye(d), n=float(n), yty_hat=None,
+                              yty_var=syy ** 2)
+    M = s2 * S + regression.eiv_noise_covariance(data, theta)
+    var_eta, kv = regression.eiv_yty_noise(data, theta)
+    iu = np.triu_indices(d)
+    out, pivot = np.empty(reps), np.empty((reps, d))
+    for r in range(reps):
+        y = X @ theta + np.sqrt(s2) * rng.standard_normal(n)
+        E = np.zeros((d, d))
+        E[iu] = ss * rng.standard_normal(k)
+        E = E + np.triu(E, 1).T
+        dr = data._replace(S_hat=S + E, z_hat=X.T @ y + sz * rng.standard_normal(d))
+        yty = y @ y + syy * rng.standard_normal()
+        mean, var = regression.eiv_yty_moments(dr, s2, theta, np.zeros((d, d)), M,
+                                               (var_eta, k_scale * kv))
+        out[r] = (yty - mean) / np.sqrt(var)
+        pivot[r] = dr.z_hat - dr.S_hat @ theta
+    return out, pivot
+
+
+def test_yty_moments_match_monte_carlo():
+    """eiv_yty_moments's mean and variance of yty_hat given z_hat, at the true theta, against
+    4000 simulated releases whose noise on S and z dominates: the standardised residuals have
+    mean 0 (within 4 standard errors), variance 1 (within 5 standard errors of a chi-square)
+    and no correlation with the pivot z_hat - S_hat theta they are conditioned on (each within
+    4 standard errors). Negative control: without the covariance k between the y^T y noise and
+    the pivot (the conditioning left out) the residuals correlate with the pivot."""
+    reps = 4000
+    u, pivot = _yty_monte_carlo(1.0, reps)
+    assert abs(u.mean()) < 4 / np.sqrt(reps), u.mean()
+    assert abs(u.var() - 1) < 5 * np.sqrt(2 / reps), u.var()
+    corr = lambda u, p: np.array([np.corrcoef(u, p[:, i])[0, 1] for i in range(p.shape[1])])
+    assert np.all(np.abs(corr(u, pivot)) < 4 / np.sqrt(reps)), corr(u, pivot)
+    bad, pivot = _yty_monte_carlo(0.0, reps)
+    assert np.any(np.abs(corr(bad, pivot)) > 4 / np.sqrt(reps)), corr(bad, pivot)
+
+
+def test_yty_pins_sigma_y2_down():
+    """A release with y^T y determines sigma_y^2: its 90% interval holds the rows' residual
+    variance (about 1) and is less than a fifth as wide as that of the same rows' release
+    without y^T y, whose sigma_y^2 follows its prior (measured: 0.95-1.29 against
+    0.008-5.2)."""
+    sim = bayesdp.simulate(n=100_000, d=3, seed=4)
+    fits = {}
+    for yty in (False, True):
+        rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds,
+                              nodes=2, seed=9, include_yty=yty)
+        fits[yty] = np.asarray(bayesdp.fit(rel, seed=0).posterior["sigma_y2"]).ravel()
+    resid = np.mean((sim.y - sim.X @ np.linalg.lstsq(sim.X, sim.y, rcond=None)[0]) ** 2)
+    lo, hi = np.quantile(fits[True], [0.05, 0.95])
+    assert lo <= resid <= hi, (lo, resid, hi)
+    width = lambda s: np.subtract(*np.quantile(s, [0.95, 0.05]))
+    assert width(fits[True]) < 0.2 * width(fits[False])
+
+
 def test_pooling_holders_is_exact():
     """The posterior depends on the holders only through their sums: a release of J = 4
     holders and the same statistics summed into one holder (noise variances added) give the
@@ -142,17 +242,18 @@ def test_zero_noise_and_a_singular_s_give_finite_draws():
     assert abs(np.mean(th[:, 0] + th[:, 2]) - 1.0) < 0.05
 
 
-def test_grid_runner_matches_nuts_on_the_model():
+@pytest.mark.parametrize("include_yty", [False, True])
+def test_grid_runner_matches_nuts_on_the_model(include_yty):
     """The runner's posterior is the numpyro model's (eiv_model with the runner's plug-in
-    theta_0): NUTS on the model agrees on theta's mean within 5 Monte Carlo standard errors and
-    on its sd and sigma_y^2's median within 10%."""
+    theta_0, with and without y^T y's factor): NUTS on the model agrees on theta's mean within
+    5 Monte Carlo standard errors and on its sd and sigma_y^2's median within 10%."""
     import jax
     from numpyro.infer import MCMC, NUTS
 
     from bayesdp._jax import enable_x64
 
     enable_x64()
-    rel = _release(d=2, J=2, n=4000, eps=2.0)
+    rel = _release(d=2, J=2, n=4000, eps=2.0, include_yty=include_yty)
     pri = bayesdp.Priors().resolve(rel)
     post = eiv.eiv_posterior(rel, pri)
     theta, s2, _ = eiv.draw(post, np.random.default_rng(0), (4, 2000))
@@ -171,11 +272,12 @@ def test_grid_runner_matches_nuts_on_the_model():
     assert np.median(nuts_s2) == pytest.approx(np.median(s2), rel=0.1)
 
 
-def _sbc_release(rng, priors, n=10_000, d=3, J=2, eps=1.0, bounds=(1.0, 30.0), per_slope=False):
+def _sbc_release(rng, priors, n=10_000, d=3, J=2, eps=1.0, bounds=(1.0, 30.0), per_slope=False,
+                 include_yty=False):
     """theta, sigma_y^2 drawn from eiv_model's prior (r log-uniform, theta ~ N(0, r^2 C),
     sigma_y^2 ~ InvGamma(a, b) below B_y^2), rows with ||x|| <= B_x, and their release. A draw
     whose |y| would reach B_y (which the release would clip) is drawn again (rare here:
-    |x^T theta| <= ||theta||)."""
+    |x^T theta| <= ||theta||). Returns ([theta, sigma_y^2], release)."""
     X = rng.normal(size=(n, d)) * np.array([1.0, 0.6, 0.3]) / 3.0
     X /= np.maximum(1.0, np.linalg.norm(X, axis=1) / bounds[0])[:, None]
     while True:
@@ -186,19 +288,21 @@ def _sbc_release(rng, priors, n=10_000, d=3, J=2, eps=1.0, bounds=(1.0, 30.0), p
         if s2 <= bounds[1] ** 2 and np.abs(y).max() < bounds[1]:
             break
     rel = bayesdp.release(X, y, epsilon=eps, delta=1e-5, bounds=bounds, nodes=J,
-                          seed=int(rng.integers(2**31)))
-    return theta, rel
+                          seed=int(rng.integers(2**31)), include_yty=include_yty)
+    return np.append(theta, s2), rel
 
 
-def _sbc_ranks(fit, reps, seed, L=99, per_slope=False):
-    """Ranks of the true theta among L draws of each fit (0..L), replicate by coefficient."""
+def _sbc_ranks(fit, reps, seed, L=99, per_slope=False, priors=None, **release):
+    """Ranks of the true values among L draws of each fit (0..L), replicate by coefficient;
+    ``fit`` returns draws (L, d) of theta or (L, d + 1) of [theta, sigma_y^2]."""
     rng = np.random.default_rng(seed)
-    priors = bayesdp.Priors(m=np.zeros(3), C=25.0 * np.eye(3), a=3.0, b=0.5)
+    if priors is None:
+        priors = bayesdp.Priors(m=np.zeros(3), C=25.0 * np.eye(3), a=3.0, b=0.5)
     ranks = []
     for _ in range(reps):
-        theta, rel = _sbc_release(rng, priors, per_slope=per_slope)
+        truth, rel = _sbc_release(rng, priors, per_slope=per_slope, **release)
         draws = fit(rel, priors, int(rng.integers(2**31)))[:L]
-        ranks.append((draws < theta).sum(axis=0))
+        ranks.append((draws < truth[:draws.shape[1]]).sum(axis=0))
     return np.array(ranks)
 
 
@@ -316,6 +420,44 @@ def test_simulation_based_calibration():
 
     bad = p_values(_sbc_ranks(without_s_noise, reps, seed=11))
     assert np.any(bad < 1e-4), bad
+
+
+def _sbc_p_values(ranks, bins=10, L=99):
+    """Chi-square p-values of uniform ranks (0..L) over ``bins`` bins, one per column."""
+    counts = np.stack([np.bincount(ranks[:, k] * bins // (L + 1), minlength=bins)
+                       for k in range(ranks.shape[1])])
+    return stats.chisquare(counts, axis=1).pvalue
+
+
+@pytest.mark.slow
+def test_simulation_based_calibration_with_yty():
+    """SBC of eiv on releases with y^T y (include_yty=True), where y^T y determines sigma_y^2:
+    theta's prior sd 1 r and B_y = 8, so the noise on y^T y is small beside n sigma_y^2 and
+    y is rarely clipped; ranks of theta and sigma_y^2 among 99 draws are uniform (chi-square,
+    level 0.01 / 4 each). Negative control: the same releases with the noise on y^T y stated
+    as 0 give sigma_y^2 too narrow a posterior and fail."""
+    import dataclasses
+
+    priors = bayesdp.Priors(m=np.zeros(3), C=np.eye(3), a=3.0, b=0.5)
+    setting = dict(priors=priors, bounds=(1.0, 8.0), include_yty=True)
+
+    def draws(rel, priors, seed):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", bayesdp.ConvergenceWarning)
+            idata = bayesdp.fit(rel, method="eiv", priors=priors, seed=seed, num_chains=1,
+                                num_samples=99)
+        return np.column_stack([np.asarray(idata.posterior["theta"])[0],
+                                np.asarray(idata.posterior["sigma_y2"])[0]])
+
+    ok = _sbc_p_values(_sbc_ranks(draws, 200, seed=12, **setting))
+    assert np.all(ok > 0.01 / 4), ok
+
+    def without_yty_noise(rel, priors, seed):
+        return draws(dataclasses.replace(rel, sigma_yty=0 * rel.sigma_yty, privacy_cost=None),
+                     priors, seed)
+
+    bad = _sbc_p_values(_sbc_ranks(without_yty_noise, 200, seed=12, **setting))
+    assert bad[-1] < 1e-4, bad
 
 
 @pytest.mark.research  # 6 minutes: run by hand, `pytest -m research tests/test_eiv.py`

@@ -43,7 +43,8 @@ import numpy as np
 from scipy import linalg, special, stats
 
 from ..errors import BayesdpInputError
-from ..models.regression import eiv_model_data, eiv_noise_covariance
+from ..models.regression import (eiv_model_data, eiv_noise_covariance, eiv_yty_moments,
+                                 eiv_yty_noise)
 from .closed_form import complete_degenerate_noise
 
 #: theta's prior scale r runs over [SCALE_MIN, 1] (log-uniform): the default prior's sd (r = 1)
@@ -100,6 +101,10 @@ def eiv_posterior(release, priors, *, scale_min=SCALE_MIN, sigma_y2_max=None):
     log_s2 = _refine(log_s2, grid["log_weight"].max(axis=1), FINE[0])
     log_r = _refine(log_r, grid["log_weight"].max(axis=0), FINE[1])
     theta0, grid, iterations, converged = _fixed_point(data, theta0, log_s2, log_r, TOL)
+    if data.yty_hat is not None:  # y^T y pins sigma_y^2 down: a third, finer pass over it
+        log_s2 = _refine(log_s2, grid["log_weight"].max(axis=1), FINE[0])
+        theta0, grid, it3, converged = _fixed_point(data, theta0, log_s2, log_r, TOL)
+        iterations += it3
     grid.update(data=data._replace(theta_plugin=theta0), theta_plugin=theta0,
                 iterations=iterations, converged=converged)
     return grid
@@ -155,6 +160,8 @@ def _grid(data, theta0, log_s2, log_r):
         bz = linalg.solve_triangular(L[g], data.z_hat, lower=True)
         AtA[g], Atb[g], btb[g] = A.T @ A, A.T @ bz, bz @ bz
     log_prior_s2 = (-data.a * log_s2 - data.b / s2)  # InvGamma density times s2 (log grid)
+    yty = data.yty_hat is not None
+    covs = np.empty((G, H, d, d)) if yty else None
     log_w = np.empty((G, H))
     means = np.empty((G, H, d))
     for h, lr in enumerate(log_r):
@@ -168,6 +175,13 @@ def _grid(data, theta0, log_s2, log_r):
             log_det_P = 2.0 * np.log(np.diag(Lp)).sum()
             log_w[g, h] = -0.5 * (log_det_M[g] + log_det_C + log_det_P + quad) + log_prior_s2[g]
             means[g, h] = mu
+            if yty:
+                covs[g, h] = linalg.cho_solve((Lp, True), np.eye(d))
+    if yty:  # y^T y's factor (eiv_model), theta ~ N(mu, P^-1) integrated, cell by cell
+        M = L @ L.transpose(0, 2, 1)
+        mean, var = eiv_yty_moments(data, s2[:, None], means, covs, M[:, None],
+                                    eiv_yty_noise(data, theta0))
+        log_w -= 0.5 * (np.log(var) + (data.yty_hat - mean) ** 2 / var)
     log_w -= special.logsumexp(log_w)
     w = np.exp(log_w)
     theta_mean = np.einsum("gh,ghd->d", w, means)

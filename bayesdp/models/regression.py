@@ -416,7 +416,8 @@ def fixeds_model(data: ModelData):
 
 EivData = _data_class(
     "EivData", ("S_hat", "z_hat", "S_plus", "noise_SS", "noise_Sz", "noise_zz", "slopes",
-                "scale_min", "sigma_y2_max", "theta_plugin", "a", "b", "m", "C"), """\
+                "scale_min", "sigma_y2_max", "theta_plugin", "a", "b", "m", "C", "n", "yty_hat",
+                "yty_var"), """\
 What :func:`eiv_model` conditions on: the holders pooled (sums over j).
 
 S_hat (d, d) and z_hat (d,): sum_j S_hat_j and sum_j z_hat_j; S_plus (d, d): the nearest PSD
@@ -427,7 +428,8 @@ sampled, 0.0 for an intercept; scale_min: the smallest prior scale, a number (on
 all coefficients) or (d,) (one scale r_k per coefficient, each with its smallest value);
 sigma_y2_max: the upper bound of sigma_y^2 (B_y^2, or inf); theta_plugin (d,) or None: the
 theta through which the S noise is pushed (None: theta itself); theta's prior m, C and
-sigma_y^2's a, b.
+sigma_y^2's a, b; n: the number of rows (sum_j n_j); yty_hat and yty_var: sum_j yty_hat_j and
+the variance of its noise, sum_j sigma_yty_j^2, or None when the release has no y^T y.
 """)
 
 
@@ -452,7 +454,10 @@ def eiv_model_data(release, priors, *, scale_min, sigma_y2_max, theta_plugin=Non
                    sigma_y2_max=float(sigma_y2_max),
                    theta_plugin=None if theta_plugin is None else np.asarray(theta_plugin, float),
                    a=float(priors.a), b=float(priors.b), m=np.asarray(priors.m, float),
-                   C=np.asarray(priors.C, float))
+                   C=np.asarray(priors.C, float), n=float(np.sum(release.n)),
+                   yty_hat=None if release.yty_hat is None else float(release.yty_hat.sum()),
+                   yty_var=None if release.yty_hat is None
+                   else float((release.sigma_yty ** 2).sum()))
 
 
 def eiv_arrays(data: EivData) -> EivData:
@@ -475,6 +480,61 @@ def eiv_noise_covariance(data, theta, xp=np):
                                  ss_diagonal=data.noise_SS.ndim == 1)
 
 
+def eiv_yty_noise(data, t, xp=np):
+    """The noise moments of the y^T y likelihood with the S noise pushed through t: the
+    variance of e_yy - 2 t^T e_z + t^T E t (without sum_j sigma_yty_j^2: ``data.yty_var``) and
+    its covariance k with e_z - E t, the noise of z_hat - S_hat t. With a = B^T t (t^T E t =
+    a^T vech(E), B of :func:`layout.vech_product_matrix`):
+
+        var = a^T S_SS a + 4 t^T S_zz t - 4 a^T S_Sz t
+        k   = S_Sz^T a - 2 S_zz t - B S_SS a + 2 B S_Sz t
+
+    Returns (var, k (d,))."""
+    B = layout._vech_product(t, xp)
+    a = t @ B
+    SSa = data.noise_SS * a if data.noise_SS.ndim == 1 else data.noise_SS @ a
+    var = a @ SSa + 4.0 * t @ data.noise_zz @ t
+    k = -2.0 * data.noise_zz @ t - B @ SSa
+    if data.noise_Sz is not None:
+        var = var - 4.0 * a @ data.noise_Sz @ t
+        k = k + data.noise_Sz.T @ a + 2.0 * B @ (data.noise_Sz @ t)
+    return var, k
+
+
+def eiv_yty_moments(data, sigma_y2, mu, cov, M, noise, xp=np):
+    """Mean and variance of yty_hat given z_hat, sigma_y^2 and theta ~ N(mu, cov) (theta's
+    conditional given z_hat and the prior scale), batched over leading axes: sigma_y2 (...),
+    mu (..., d), cov and M (..., d, d). Given theta and the exact statistics,
+    y^T y = |y - X theta|^2 + 2 theta^T z - theta^T S theta with |y - X theta|^2 ~
+    sigma_y^2 chi^2_n, so with the noisy ones
+
+        yty_hat = n sigma_y^2 + 2 theta^T z_hat - theta^T S_hat theta + eta,
+
+    eta = (chi^2 part, variance 2 n sigma_y^4) + e_yy - 2 theta^T e_z + theta^T E theta, whose
+    noise part has covariance k with the pivot z_hat - S_hat theta (covariance M); conditioning
+    on the pivot (Gaussian moments, the S noise through t) and then integrating
+    theta ~ N(mu, cov) (moments of a Gaussian quadratic form):
+
+        mean = n sigma_y^2 + 2 mu^T z_hat - mu^T S_hat mu - tr(S_hat cov) + k^T M^-1 (z_hat - S_hat mu)
+        var  = 2 n sigma_y^4 + yty_var + var_eta - k^T M^-1 k + g^T cov g + 2 tr((S_hat cov)^2)
+
+    with g = 2 (z_hat - S_hat mu) - S_hat M^-1 k. ``M`` = sigma_y^2 S_+ + Var(e_z - E t);
+    ``noise`` = (var_eta, k) of :func:`eiv_yty_noise` at t."""
+    var_eta, k = noise
+    Mk = xp.linalg.solve(M, xp.broadcast_to(k, M.shape[:-1])[..., None])[..., 0]
+    S, z = data.S_hat, data.z_hat
+    res = z - mu @ S
+    SC = xp.einsum("ij,...jk->...ik", S, cov)
+    mean = (data.n * sigma_y2 + xp.einsum("...i,...i->...", mu, z + res) - xp.einsum(
+        "...ii->...", SC) + xp.einsum("...i,...i->...", Mk, res))
+    g = 2.0 * res - Mk @ S
+    var = (2.0 * data.n * sigma_y2 ** 2 + data.yty_var + var_eta
+           - xp.einsum("...i,...i->...", Mk, xp.broadcast_to(k, Mk.shape))
+           + xp.einsum("...i,...ij,...j->...", g, cov, g)
+           + 2.0 * xp.einsum("...ij,...ji->...", SC, SC))
+    return mean, var
+
+
 def eiv_model(data: EivData):
     """The errors-in-variables model of the pooled release (the default method "eiv";
     docs/methods.md). With S_hat = sum_j S_hat_j = S + E and z_hat = sum_j z_hat_j:
@@ -484,6 +544,7 @@ def eiv_model(data: EivData):
         theta     ~ N(m, D_r C D_r),   D_r = diag(r_k on the slopes, 1 on an intercept)
         sigma_y^2 ~ InvGamma(a, b) truncated to sigma_y^2 <= sigma_y2_max
         z_hat | theta, sigma_y^2 ~ N(S_hat theta, sigma_y^2 S_+ + Var(e_z - E t))
+        yty_hat | z_hat, sigma_y^2, r ~ N(mean, var)     (when the release has y^T y)
 
     t = theta (or ``theta_plugin`` when given). Summing the holders is exact given S_j: z =
     sum_j z_j ~ N(S theta, sigma_y^2 S + sum_j Sigma_z,j) (Prop. 3.1 summed over j). Writing
@@ -493,6 +554,13 @@ def eiv_model(data: EivData):
     sigma_y^2 S_+ (S_hat made PSD) - the moment-matched noise-aware likelihood of Bernstein &
     Sheldon (2019) for the release of eqs. (2)-(3). The release's noise on S then widens theta's
     likelihood along the directions the noise hides, instead of being read as signal.
+
+    y^T y (``release(..., include_yty=True)``) is what determines sigma_y^2, and so the width
+    of prediction intervals: its factor is the Gaussian with the moments of
+    :func:`eiv_yty_moments` for theta ~ its conditional N(mu, P^-1) given z_hat, sigma_y^2 and
+    r (P and mu of :mod:`bayesdp.inference.eiv`), so y^T y informs (sigma_y^2, r) and theta only
+    through them: it is taken as independent of theta given z_hat and (sigma_y^2, r), which
+    keeps theta's conditional Gaussian.
     """
     import jax.numpy as jnp
     import numpyro
@@ -510,6 +578,16 @@ def eiv_model(data: EivData):
     cov = sigma_y2 * data.S_plus + eiv_noise_covariance(data, t, jnp)
     numpyro.sample("z_hat", dist.MultivariateNormal(data.S_hat @ theta, covariance_matrix=cov),
                    obs=data.z_hat)
+    if data.yty_hat is not None:  # theta's conditional given z_hat in the cell (sigma_y^2, r)
+        from jax.scipy.linalg import cho_factor, cho_solve
+
+        Lc, Lm = cho_factor(eiv_prior_covariance(data, r)), cho_factor(cov)
+        prec = data.S_hat @ cho_solve(Lm, data.S_hat) + cho_solve(Lc, jnp.eye(len(data.m)))
+        mu_cov = cho_solve(cho_factor(prec), jnp.eye(len(data.m)))
+        mu = mu_cov @ (data.S_hat @ cho_solve(Lm, data.z_hat) + cho_solve(Lc, data.m))
+        mean, var = eiv_yty_moments(data, sigma_y2, mu, mu_cov, cov,
+                                    eiv_yty_noise(data, t, jnp), jnp)
+        numpyro.sample("yty_hat", dist.Normal(mean, jnp.sqrt(var)), obs=data.yty_hat)
 
 
 InterceptModelData = _data_class(
