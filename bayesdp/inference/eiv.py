@@ -22,7 +22,8 @@ form (:func:`log_marginal`).
   theta_0 starts at the common-scale posterior's mean and adapts during warm-up; the sigma_y^2
   grid is the common-scale posterior's. A coefficient the release
   cannot see (a near-null direction of X^T X) then keeps a prior wide enough for it, instead of
-  the scale the other coefficients choose; but its plug-in posterior fails simulation-based
+  the scale the other coefficients choose (y^T y is left out of its likelihood: start it from
+  ``eiv_posterior(..., yty=False)``); but its plug-in posterior fails simulation-based
   calibration for weakly measured coefficients (docs/methods.md, "eiv"), so it is not the
   default.
 
@@ -61,9 +62,11 @@ ADAPT_EVERY = 50  # warm-up sweeps between updates of the per-slope sampler's th
 SCALES = ("common", "per-slope")  # theta's prior scale: one for all (default) or one per slope
 
 
-def eiv_posterior(release, priors, *, scale_min=SCALE_MIN, sigma_y2_max=None):
+def eiv_posterior(release, priors, *, scale_min=SCALE_MIN, sigma_y2_max=None, yty=True):
     """The "eiv" posterior with one prior scale r for all slopes, as a mixture over the
-    (sigma_y^2, r) grid (``scales="common"``; the per-slope sampler starts from it).
+    (sigma_y^2, r) grid (``scales="common"``; the per-slope sampler starts from it). A release
+    with y^T y adds :func:`eiv_model`'s ``yty_hat`` factor to each cell's weight (theta's
+    conditional in a cell is z_hat's alone) and refines the sigma_y^2 grid once more.
 
     Parameters
     ----------
@@ -74,6 +77,9 @@ def eiv_posterior(release, priors, *, scale_min=SCALE_MIN, sigma_y2_max=None):
     sigma_y2_max : float or None
         Upper bound of sigma_y^2 (default B_y^2: |y| <= B_y, so Var(y | x) <= B_y^2; without
         bounds, the prior's 1 - 1e-9 quantile).
+    yty : bool
+        Use the release's y^T y (when it has one) in the likelihood (:func:`eiv_model`'s
+        ``yty_hat`` factor); False leaves it out (the per-slope sampler does).
 
     Returns
     -------
@@ -93,6 +99,8 @@ def eiv_posterior(release, priors, *, scale_min=SCALE_MIN, sigma_y2_max=None):
         raise BayesdpInputError(f"sigma_y2_max must be a positive number, got {sigma_y2_max!r}")
     data = eiv_model_data(release, priors, scale_min=scale_min, sigma_y2_max=sigma_y2_max,
                           per_slope=False)
+    if not yty:
+        data = data._replace(yty_hat=None, yty_var=None)
     lo = min(float(stats.invgamma.ppf(1e-12, priors.a, scale=priors.b)), sigma_y2_max / 1e6)
     log_s2 = np.linspace(np.log(lo), np.log(sigma_y2_max), COARSE[0])
     log_r = np.linspace(np.log(scale_min), 0.0, COARSE[1])

@@ -34,7 +34,7 @@ def run(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_
     rng = np.random.default_rng(seed)
     post = eiv.eiv_posterior(release, priors,
                              scale_min=eiv.SCALE_MIN if scale_min is None else scale_min,
-                             sigma_y2_max=sigma_y2_max)
+                             sigma_y2_max=sigma_y2_max, yty=scales == "common")
     data = post["data"]
     if scales == "per-slope":
         theta, sigma_y2, scale, data = eiv.per_slope_draws(post, rng, num_chains, num_warmup,
@@ -50,6 +50,7 @@ def run(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_
                "eiv_converged": bool(post["converged"]),
                "eiv_scales": scales,
                "eiv_scale_min": float(post["data"].scale_min),
+               "eiv_uses_yty": data.yty_hat is not None,  # per-slope leaves y^T y out
                "sigma_y2_max": float(post["data"].sigma_y2_max)},
         dims=dims,
         iid=scales != "per-slope",  # the grid mixture's draws are independent
@@ -61,7 +62,8 @@ def run(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_
 def likelihood(release, priors, result):
     """Each holder's log-likelihood of an "eiv" fit (:mod:`.log_likelihood`):
     :func:`eiv_model` on each holder's statistics alone, at the fit's scale_min, sigma_y2_max
-    and plug-in theta: log N(z_hat_j; S_hat_j theta, sigma_y^2 S_+,j + Var(e_z,j - E_j t))."""
+    and plug-in theta: log N(z_hat_j; S_hat_j theta, sigma_y^2 S_+,j + Var(e_z,j - E_j t)),
+    plus y^T y's factor log N(yty_hat_j; mean_j, var_j) when the release has y^T y."""
     import jax
 
     data = result.eiv_data
@@ -74,7 +76,8 @@ def likelihood(release, priors, result):
            for j in range(release.J)]
     stacked = jax.tree.map(lambda *xs: jax.numpy.stack(xs), *per)
     samples = {k: result.posterior[k] for k in ("theta_scale", "theta", "sigma_y2")}
-    return Likelihood(R.eiv_model, stacked, samples, ("z_hat",), ("z_hat",), per_holder=True)
+    sites = ("z_hat",) if release.yty_hat is None else ("z_hat", "yty_hat")
+    return Likelihood(R.eiv_model, stacked, samples, sites, ("z_hat",), per_holder=True)
 
 
 register_method(
