@@ -115,6 +115,11 @@ class BayesDPRegressor(*_BASES):
         add up: ``privacy_cost_`` records no total and ``budget`` refuses.
     calibration, priors, num_samples, num_chains, num_warmup :
         passed to :func:`bayesdp.release` / :func:`bayesdp.fit`.
+    include_yty : bool
+        Release y^T y as well (same budget, :func:`bayesdp.release`); the default method then
+        estimates sigma_y^2 from it, which calibrates ``predict``'s intervals and
+        ``return_std`` (docs/prediction.md, "Calibrated prediction intervals: release y^T y
+        too"). Default False.
     method_options : dict or None
         Further keyword arguments of :func:`bayesdp.fit` (e.g. ``{"sigma_y2": 1.0}`` for
         ``fast``).
@@ -174,8 +179,8 @@ class BayesDPRegressor(*_BASES):
     """
 
     def __init__(self, epsilon=1.0, delta=1e-5, bounds=None, method="eiv", nodes=1, seed=None,
-                 calibration="exact", priors=None, num_samples=1000, num_chains=4,
-                 num_warmup=1000, method_options=None):
+                 calibration="exact", include_yty=False, priors=None, num_samples=1000,
+                 num_chains=4, num_warmup=1000, method_options=None):
         self.epsilon = epsilon
         self.delta = delta
         self.bounds = bounds
@@ -183,6 +188,7 @@ class BayesDPRegressor(*_BASES):
         self.nodes = nodes
         self.seed = seed
         self.calibration = calibration
+        self.include_yty = include_yty
         self.priors = priors
         self.num_samples = num_samples
         self.num_chains = num_chains
@@ -262,7 +268,7 @@ class BayesDPRegressor(*_BASES):
             del self.feature_names_in_
         rel = release(X, y, epsilon=self.epsilon, delta=self.delta, bounds=self.bounds,
                       nodes=self.nodes, seed=s_release, calibration=self.calibration,
-                      feature_names=names)
+                      include_yty=self.include_yty, feature_names=names)
         idata = fit(rel, method=self.method, seed=s_fit, priors=self.priors,
                     num_samples=self.num_samples, num_chains=self.num_chains,
                     num_warmup=self.num_warmup, **(self.method_options or {}))

@@ -73,7 +73,10 @@ def predict(idata, X_new, *, seed=None, hdi_prob=0.9):
             f"predict: the release determines sigma_y poorly (90% posterior interval {lo:.3g} "
             f"to {hi:.3g}, a factor {spread:.3g}), so the width of these prediction intervals "
             "rests on the prior of sigma_y^2, not on the data: their coverage can be far from "
-            "nominal either way (docs/prediction.md, 'When sigma_y is not identified')",
+            "nominal either way (docs/prediction.md, 'When sigma_y is not identified')"
+            + ("" if diagnostics.attrs(idata).get("eiv_uses_yty") else
+               "; a release with y^T y (release(..., include_yty=True)) fitted by 'eiv' "
+               "determines sigma_y"),
             CalibrationWarning, stacklevel=2)
     rng = np.random.default_rng(seed)
     mu = np.einsum("cnk,mk->cnm", theta, X)
