@@ -179,12 +179,14 @@ def test_repeated_fits_reuse_the_sampler_and_stay_reproducible(rel, sim):
 
 
 @pytest.mark.slow
-def test_normalx_agrees_with_nuts_at_small_n(rel, normalx_fit):
-    """A few hundred rows per holder: NUTS on the same model is a fair cross-check."""
+def test_normalx_agrees_with_nuts_at_small_n(rel, normalx_nuts_fit):
+    """A few hundred rows per holder: NUTS on the centred model ("nuts-normalx") is a fair
+    cross-check of the default, NUTS on the non-centred one. (Algorithm 1, "normalx-paper",
+    does not converge here in 2000 iterations: its agreement is tested over replicated fits.)"""
     b = bayesdp.fit(rel, method="nuts-normalx", seed=6, num_samples=1000, num_warmup=1000,
                     num_chains=2, progress_bar=False)
     assert diagnostics.attrs(b)["divergences"] <= 0.01 * 2000  # NUTS is at home at this n_j
-    z_mean, z_sd = _z_means(normalx_fit, b, ["theta", "sigma_y2"])
+    z_mean, z_sd = _z_means(normalx_nuts_fit, b, ["theta", "sigma_y2"])
     assert np.all(np.abs(z_mean) < Z_MAX) and np.all(np.abs(z_sd) < Z_MAX), (z_mean, z_sd)
 
 
