@@ -88,8 +88,8 @@ def complete_degenerate_noise(S, z_centred, sigma_y2, Sigma_z):
 
     With no noise on z (sigma_z = 0, or a ``noise_cov`` without z noise) and a singular S_j
     (n_j < d, a constant or duplicated column, an eigenvalue clipped by the nearest-PSD
-    projection) the covariance K_j = sigma_y^2 S_j + Sigma_j is singular; Cholesky factors of it
-    fail and the MCMC-fixedS draws used to come out NaN. Its null space N is the common null
+    projection) the covariance K_j = sigma_y^2 S_j + Sigma_j is singular; its Cholesky factor
+    fails (NaN entries, so NaN draws). Its null space N is the common null
     space of S_j and Sigma_j (both PSD), so it does not depend on sigma_y^2, and along N the
     mean S_j theta is zero. The Gaussian is then a degenerate one, supported on z_hat with
     N^T z_hat = 0; the likelihood of theta and sigma_y^2 is that of the range of K_j alone.

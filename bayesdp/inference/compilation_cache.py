@@ -2,7 +2,8 @@
 
 ``numpyro.infer.MCMC.run`` lowers its sampling loop afresh on every call, so every ``fit`` of an
 MCMC method compiles it again; with the cache on, the identical program of a release of the same
-shape is loaded from disk instead. The ``bayesdp`` command turns the cache on
+shape is loaded from disk instead (what it saves: docs/evidence/performance.md, "The hand-written
+kernels: where the time goes, compilation"). The ``bayesdp`` command turns the cache on
 (:func:`command_compilation_cache`); in Python it is off unless :func:`enable_compilation_cache`
 is called or the environment variable ``BAYESDP_COMPILATION_CACHE`` names a directory.
 """

@@ -24,8 +24,8 @@ form (:func:`log_marginal`).
   cannot see (a near-null direction of X^T X) then keeps a prior wide enough for it, instead of
   the scale the other coefficients choose (y^T y is left out of its likelihood: start it from
   ``eiv_posterior(..., yty=False)``); but its plug-in posterior fails simulation-based
-  calibration for weakly measured coefficients (docs/methods.md, "eiv"), so it is not the
-  default.
+  calibration for weakly measured coefficients (docs/evidence/coverage-real-data.md), so it is
+  not the default.
 
 NumPy only: nothing to compile.
 

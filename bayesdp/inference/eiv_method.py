@@ -26,7 +26,7 @@ def run(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_
     ``scales="common"``: iid draws of the grid mixture with one prior scale for all slopes;
     ``"per-slope"``: collapsed Gibbs over one prior scale per slope and sigma_y^2
     (``num_warmup`` + ``num_samples`` sweeps per chain; it fails simulation-based calibration
-    for weakly measured coefficients, docs/methods.md "eiv")."""
+    for weakly measured coefficients, docs/evidence/coverage-real-data.md)."""
     from . import eiv
 
     if scales not in eiv.SCALES:

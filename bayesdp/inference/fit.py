@@ -191,9 +191,9 @@ def check_s_noise(release, method, priors, idata, *, moments=None, stacklevel=3)
     ``s_noise_coverage`` (per coefficient), ``s_noise_mean_coverage`` and
     ``s_noise_min_coverage``; warns (:class:`CalibrationWarning`) when the mean is below
     ``diagnostics.S_NOISE_COVERAGE_MIN``. ``moments``: the fit's exact Gaussian (mean, cov)
-    when it is a closed form ("fast"), else the draws' moments are used. On real data this
-    tracks the coverage the fixedS methods reach (docs/methods.md, "Does the noise on S
-    matter?")."""
+    when it is a closed form ("fast"), else the draws' moments are used. How well it tracks
+    the coverage the fixedS methods reach: docs/evidence/coverage-real-data.md, "How well the
+    fixedS methods' calibration check tracks coverage"."""
     from . import eiv
 
     a = diagnostics.attrs(idata)

@@ -13,7 +13,7 @@ entry is, by method (docs/methods.md, "Model checking and comparison"):
   Sigma_z,j) at S_j fixed.
 - "fast": the same model with sigma_y^2 held at the fit's plug-in value and S_j, the noise of
   z_hat given S as the fit used them.
-- normalX methods ("normalx", "nuts-normalx", the normalX kernels): :func:`normalx_model` (or
+- normalX methods ("normalx", "nuts-normalx", "normalx-paper"): :func:`normalx_model` (or
   the intercept model for a release with an intercept); holder j's entry is the density of
   both its statistics, log p(S_hat_j | S_j) + log p(z_hat_j | S_j, theta, sigma_y^2), given the
   drawn S_j. The non-centred models have the same density; their draws of S are used.

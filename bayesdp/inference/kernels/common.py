@@ -268,8 +268,9 @@ def collapsed_loglik(tot: Totals):
 
         -(Q - h^T P^{-1} h)/2 - sum_j log|K_j|/2 - log|P|/2.
 
-    LAPACK's Cholesky (not the unrolled one of :mod:`.linalg`): it is evaluated at several call
-    sites of the slice sampler and compiles in half the time."""
+    LAPACK's Cholesky (not the unrolled one of :mod:`.linalg`): the slice sampler evaluates it
+    at several call sites, and one LAPACK call is less code to compile than the unrolled form at
+    each of them."""
     R = jnp.linalg.cholesky(tot.P)
     w = solve_triangular(R, tot.h, lower=True)
     return -0.5 * (tot.Q - w @ w) - 0.5 * tot.LD - 0.5 * logdet_chol(R)

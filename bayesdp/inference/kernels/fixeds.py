@@ -51,8 +51,8 @@ def fixeds_step(rng_key, state: FixedSState, data, tuning: Tuning):
     Step 1 leaves p(sigma_y^2 | z_hat) invariant and step 2 draws theta from its exact
     conditional, so the pair (sigma_y^2, theta) is a Markov chain with the joint posterior as
     its stationary law whose only autocorrelation is that of a 1-d slice sampler. (The paper's
-    Gibbs theta + random walk on sigma_y^2 is :mod:`.fixeds_paper`; its step size, started far
-    from the posterior's scale, often does not adapt within warm-up.)"""
+    Gibbs theta + random walk on sigma_y^2 is :mod:`bayesdp.paper.kernels.fixeds_paper`; its
+    step size, started far from the posterior's scale, often does not adapt within warm-up.)"""
     S = data.S_fixed
     J, d = data.z_hat.shape
     eps, uni = draw(rng_key, d, SLICE_N_UNIFORMS)

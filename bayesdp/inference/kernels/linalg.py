@@ -1,12 +1,13 @@
 """Small-matrix linear algebra and random numbers shared by the kernels.
 
-Speed (see docs/methods.md): at the sizes of the paper (d <= 8, J ~ 10) a sweep is dominated by
-XLA's fixed cost per operation on CPU, not by flops. The sweeps therefore draw all their random
-numbers in a few flat calls (:func:`draw`), do all Cholesky factorisations and triangular
-inverses that do not depend on each other in one batched call, and, for d <= ``SMALL_D``, use
-unrolled Cholesky / triangular-solve / matmul code that XLA fuses into a few loops (no LAPACK
-custom calls, no dot thunks). No explicit inverse of a covariance is formed (the only inverses
-are of triangular factors).
+At the sizes of the paper (d <= 8, J ~ 10) a sweep is dominated by XLA's fixed cost per
+operation on CPU, not by flops (docs/evidence/performance.md, "The hand-written kernels: where the
+time goes, compilation"). The sweeps therefore draw all their random numbers in a few flat
+calls (:func:`draw`), do all Cholesky factorisations and triangular inverses that do not depend
+on each other in one batched call, and, for d <= ``SMALL_D``, use unrolled Cholesky /
+triangular-solve / matmul code that XLA fuses into a few loops (no LAPACK custom calls, no dot
+thunks). No explicit inverse of a covariance is formed (the only inverses are of triangular
+factors).
 """
 
 from __future__ import annotations
@@ -125,8 +126,8 @@ def bartlett(rng_key, df, d, n_candidates=N_CANDIDATES):
     chi^2 = 2 Gamma((df - i)/2) has shape >= 1.
 
     The Gamma draws use Marsaglia & Tsang (2000) with ``n_candidates`` proposals per entry drawn
-    at once, keeping the first accepted one: exact, loop-free and much faster on CPU than
-    ``jax.random.gamma``. Each candidate is accepted with probability >= 0.95 for shape >= 1 and
+    at once, keeping the first accepted one: exact and loop-free (``jax.random.gamma`` runs a
+    rejection loop per draw). Each candidate is accepted with probability >= 0.95 for shape >= 1 and
     -> 1 as the shape grows, so with 2 candidates a factor fails (``ok`` False) with probability
     below 0.0025 per diagonal entry at worst (df near d + 1), and negligibly often for the large
     alpha_j used in practice. That probability depends on df only, never on the chain's state, so

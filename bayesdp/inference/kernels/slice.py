@@ -14,8 +14,8 @@ from .common import (Totals, collapsed_loglik, log_invgamma, nan_to_reject, prio
 from .linalg import chol, logdet_chol, mm, mT, mv, sym, tri_inv
 
 
-SLICE_MAX_STEPS = 8  # stepping-out budget m of the slice sampler (Neal 2003, fig. 3); 8 and
-#                      16 converge alike, 8 costs half (docs/methods.md, `fixeds`)
+SLICE_MAX_STEPS = 8  # stepping-out budget m of the slice sampler (Neal 2003, fig. 3); why 8:
+#                      docs/evidence/convergence.md, "`fixeds`: the slice sampler's settings"
 SLICE_MAX_SHRINK = 100  # shrinkage steps before giving up (never reached in float64)
 SLICE_UPDATES = 3  # slice updates of log sigma_y^2 per sweep (each costs O(J d) after one
 #                    eigendecomposition per holder, so repeating them is cheap)
@@ -148,12 +148,11 @@ def log_sigma_y2_marginal(log_s2, sp: SpectralTerms, data, prior):
 def slice_sigma_y2_then_theta(u, eps, S, sigma_y2, data, prior, log_width):
     """``SLICE_UPDATES`` slice updates of u = log sigma_y^2 | S from its theta-integrated
     marginal (:func:`log_sigma_y2_marginal`), then theta | S, sigma_y^2 exactly (eq. 12). Each
-    update leaves the marginal
-    invariant, so several in a row do too; they help where that marginal has a narrow mode and
-    a long flat tail (at eps = 0.1 the release barely bounds sigma_y^2 from above; with one
-    update per sweep the bulk ESS there is about 200 of 4000 draws). ``u``: SLICE_N_UNIFORMS
-    uniforms; ``eps``: d standard normals. Returns (theta, sigma_y2, mean |jump of
-    log sigma_y2| per update, evaluations)."""
+    update leaves the marginal invariant, so several in a row do too; they help where that
+    marginal has a narrow mode and a long flat tail (at small eps the release barely bounds
+    sigma_y^2 from above; docs/evidence/convergence.md, "`fixeds`: the slice sampler's
+    settings"). ``u``: SLICE_N_UNIFORMS uniforms; ``eps``: d standard normals. Returns (theta,
+    sigma_y2, mean |jump of log sigma_y2| per update, evaluations)."""
     sp = spectral_terms(S, data)
     u0 = jnp.log(sigma_y2)
     width = jnp.exp(log_width)
