@@ -8,59 +8,49 @@ Follows Alparslan, Yildirim & Birbil (ICML 2023). The flow of data:
 
 The paper's lab (compare, its data sets and metrics, MCMC-B&S, Algorithms 1 and 2 as
 published) is the package ``bayesdp.paper``, imported on its own: ``import bayesdp.paper``.
+
+The top level holds the names of that flow; the rest is in the subpackages: the Gaussian
+calibrations in :mod:`bayesdp.privacy`, ``release_file``, ``release_dask``,
+``PartialStatistics`` and ``ReleaseSpec`` in :mod:`bayesdp.releases`, ``fit_batch`` and
+``closed_form_moments`` in :mod:`bayesdp.inference`, the other errors in :mod:`bayesdp.errors`,
+budgets in :mod:`bayesdp.accounting`.
 """
 
 __version__ = "0.1.0"
 
-from .errors import (
-    BayesdpError,
-    BayesdpInputError,
-    CalibrationWarning,
-    CombineError,
-    ConvergenceWarning,
-    ReleaseFormatError,
-    SamplerError,
-)
+# BayesdpInputError (a ValueError) is the error to catch for bad input: every malformed argument,
+# array or file field raises it, naming the field. BayesdpError is the base of every error
+# bayesdp raises on purpose; the others are in bayesdp.errors.
+from .errors import BayesdpError, BayesdpInputError, CalibrationWarning, ConvergenceWarning
 # ``simulate`` and ``predict`` are both functions and submodules: imported here, so that the
 # function is the attribute (a lazy name would lose to the submodule once it is imported).
 # Both modules load no heavy dependency on import.
-from .simulate import SimulatedData, simulate
+from .simulate import simulate
 from .predict import predict, prediction_summary
 
 #: The other public names, imported on first use (PEP 562): ``import bayesdp`` and the
 #: ``bayesdp`` command's ``--help`` load no scipy.stats, pandas, ArviZ, xarray, matplotlib or
 #: JAX. name -> (module, attribute; None for the module itself)
 _LAZY = {
-    "analytic_gaussian_sigma": (".privacy", "analytic_gaussian_sigma"),
-    "classical_gaussian_sigma": (".privacy", "classical_gaussian_sigma"),
-    "gaussian_sigma": (".privacy", "gaussian_sigma"),
-    "paper_code_gaussian_sigma": (".privacy", "paper_code_gaussian_sigma"),
-    "true_epsilon": (".privacy", "true_epsilon"),
-    "PartialStatistics": (".releases", "PartialStatistics"),
     "Release": (".releases", "Release"),
     "combine_releases": (".releases", "combine_releases"),
     "load_release": (".releases", "load_release"),
     "release": (".releases", "release"),
-    "release_dask": (".releases", "release_dask"),
-    "release_file": (".releases", "release_file"),
     "Priors": (".models.priors", "Priors"),
     "METHODS": (".inference", "METHODS"),
     "adassp": (".inference", "adassp"),
-    "closed_form_moments": (".inference", "closed_form_moments"),
     "fit": (".inference", "fit"),
-    "fit_batch": (".inference", "fit_batch"),
     "fit_nonprivate": (".inference", "fit_nonprivate"),
     "diagnose": (".diagnostics", "diagnose"),
     "BayesDPRegressor": (".estimator", "BayesDPRegressor"),
-    "accounting": (".accounting", None),
 }
-#: Submodules reachable as attributes (``bayesdp.privacy``, ``bayesdp.inference``, ...) without
-#: importing them first, as when ``import bayesdp`` imported them all; imported on first use.
-#: (``simulate`` and ``predict`` are the functions, as before.)
-_SUBMODULES = ("_jax", "accounting", "adapters", "cli", "demo", "diagnostics", "errors",
-               "estimator", "inference", "models", "privacy", "progress", "releases", "report",
-               "secure_noise")
-_LAZY.update({m: ("." + m, None) for m in _SUBMODULES if m not in _LAZY})
+#: The core's submodules, reachable as attributes (``bayesdp.privacy``, ``bayesdp.releases``,
+#: ...) without importing them first; imported on first use. (``simulate`` and ``predict`` are
+#: the functions.) The layers above the core, ``bayesdp.paper``, ``bayesdp.adapters`` and
+#: ``bayesdp.cli``, are imported on their own: ``import bayesdp.paper``.
+_SUBMODULES = ("_jax", "accounting", "demo", "diagnostics", "errors", "estimator", "inference",
+               "models", "privacy", "progress", "releases", "report", "secure_noise")
+_LAZY.update({m: ("." + m, None) for m in _SUBMODULES})
 
 
 def __getattr__(name):
@@ -85,37 +75,22 @@ def __dir__():
 
 
 __all__ = [
-    "accounting",
-    "BayesDPRegressor",
-    "BayesdpError",
-    "BayesdpInputError",
-    "CalibrationWarning",
-    "CombineError",
-    "ConvergenceWarning",
-    "METHODS",
-    "PartialStatistics",
-    "Priors",
-    "Release",
-    "ReleaseFormatError",
-    "SamplerError",
-    "SimulatedData",
-    "adassp",
-    "analytic_gaussian_sigma",
-    "classical_gaussian_sigma",
-    "closed_form_moments",
-    "combine_releases",
-    "diagnose",
-    "fit",
-    "fit_batch",
-    "fit_nonprivate",
-    "gaussian_sigma",
+    "release",
     "load_release",
-    "paper_code_gaussian_sigma",
+    "combine_releases",
+    "Release",
+    "fit",
+    "fit_nonprivate",
+    "adassp",
+    "METHODS",
+    "Priors",
     "predict",
     "prediction_summary",
-    "release",
-    "release_dask",
-    "release_file",
+    "diagnose",
+    "BayesDPRegressor",
     "simulate",
-    "true_epsilon",
+    "CalibrationWarning",
+    "ConvergenceWarning",
+    "BayesdpError",
+    "BayesdpInputError",
 ]

@@ -9,7 +9,8 @@ fit each method with compare's settings (one chain, ``--num-samples`` / ``--num-
                  warm-up fit; measured once per (d, method) on the first --baseline-fits
                  releases, as every such fit costs the same (the MCMC methods recompile
                  numpyro's sampling loop on every call; "bs" reuses its compiled loop)
-    batch        ``bayesdp.fit_batch`` on all R releases (one InferenceData each), first call:
+    batch        ``bayesdp.inference.fit_batch`` on all R releases (one InferenceData each), first
+                 call:
                  includes compiling the batched program for this (R, J, d)
     batch again  the same call again: the program is compiled (in a compare grid every further
                  epsilon of the same J and R reuses it)
@@ -92,7 +93,8 @@ def main(argv=None):
                     baseline[(d, method)] = k / t1
                 one = baseline[(d, method)]
                 rates = []
-                for fn in (bayesdp.fit_batch, bayesdp.fit_batch, fit_batch_results):
+                fit_batch = bayesdp.inference.fit_batch
+                for fn in (fit_batch, fit_batch, fit_batch_results):
                     t = timed(lambda: fn(rels, method, seeds=seeds, priors=pri, **kw))
                     rates.append(R / t)
                 cells = " ".join(f"{r:8.2f} ({r / one:4.1f}x)" for r in rates)

@@ -5,10 +5,10 @@ X.T @ X on the same rows as the ceiling, all measured in this run.
 
 (a) in memory: PartialStatistics.add of the rows (finiteness check, clipping, random split when
     --nodes > 1, the per-holder sums), and bayesdp.release;
-(b) bayesdp.release_file on a Parquet file of --rows rows in row groups of --row-group rows
+(b) bayesdp.releases.release_file on a Parquet file of --rows rows in row groups of --row-group rows
     (written to a temporary folder first), with the default chunksize and with one row group
     per chunk (pyarrow decodes the next record batch in a second thread meanwhile);
-(c) bayesdp.release_dask on the same Parquet file, on a distributed.LocalCluster of 1 and 2
+(c) bayesdp.releases.release_dask on the same Parquet file, on a distributed.LocalCluster of 1 and 2
     worker processes with one thread each (needs bayesdp[dask]).
 The ceiling is X.T @ X (BLAS, all cores) over rows already in memory; each line prints rows/s
 and its ratio to the ceiling. The rows are N(0, I) features with B_x = 4.5 (at d = 10 about
@@ -94,8 +94,8 @@ def main(argv=None):
         print(f"wrote {n_file:.3g} rows x {d + 1} columns of Parquet in "
               f"{time.perf_counter() - t0:.1f} s ({path.stat().st_size / 2**30:.2f} GiB)")
         for chunk in (100_000, int(args.row_group)):
-            t = best_time(lambda: bayesdp.release_file(path, nodes=J, chunksize=chunk,
-                                                       progress=False, **KW), 1)
+            t = best_time(lambda: bayesdp.releases.release_file(path, nodes=J, chunksize=chunk,
+                                                                progress=False, **KW), 1)
             out.append((f"(b) release_file, Parquet, chunksize {chunk:.0e}", n_file / t))
         out += dask_rates(path, n_file, J, args.workers)
 
@@ -121,7 +121,7 @@ def dask_rates(path, n_file, J, workers):
                 distributed.Client(cluster):
             ddf = dd.read_parquet(path, split_row_groups=True)
             # the first call also starts the workers' imports; the best of two is timed
-            t = best_time(lambda: bayesdp.release_dask(ddf, nodes=J, **KW), 2)
+            t = best_time(lambda: bayesdp.releases.release_dask(ddf, nodes=J, **KW), 2)
             out.append((f"(c) release_dask, Parquet, {w} worker(s)", n_file / t))
     return out
 

@@ -84,7 +84,7 @@ def main(argv=None):
     idata = bayesdp.fit(bayesdp.load_release(rel_path), method="fixeds", seed=1)
     idata_plain = bayesdp.fit(plain, method="fixeds", seed=1)
     ols = bayesdp.fit_nonprivate(X, y, bounds=bounds, intercept=True, seed=0)  # reference only
-    ref = bayesdp.closed_form_moments(ols)[0]
+    ref = bayesdp.inference.closed_form_moments(ols)[0]
     no_icpt = np.concatenate([[0.0], idata_plain.posterior["theta"].mean(
         ("chain", "draw")).values])  # a fit without intercept has theta_0 = 0
     table = report.theta_table(idata, estimates={"non-private": ref,

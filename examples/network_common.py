@@ -36,13 +36,13 @@ def fit_and_plot(args, release, wrong, *, priors, sigma_y2, rows, bounds, theta,
     print(release)
     print("DP claim valid:", release.dp_claim_valid, "-", release.dp_claim_note[:140], "...")
     idata = bayesdp.fit(release, method="fast", priors=priors, sigma_y2=sigma_y2, seed=args.seed)
-    mean, cov = bayesdp.closed_form_moments(idata)
+    mean, cov = bayesdp.inference.closed_form_moments(idata)
     pw = cf.fast_posterior(wrong, priors.resolve(len(theta), bounds=bounds), sigma_y2=sigma_y2)
     X_all, y_all = rows
     extra = {} if feature_names is None else {"feature_names": list(feature_names)}
     ref = bayesdp.fit_nonprivate(np.vstack(X_all), np.concatenate(y_all), seed=args.seed,
                                  bounds=bounds, **extra)
-    m_np, _ = bayesdp.closed_form_moments(ref)
+    m_np, _ = bayesdp.inference.closed_form_moments(ref)
     extra = {} if reference_label is None else {"reference_label": reference_label}
     plot_gaussian_marginals(args.out, {labels[0]: (mean, cov), labels[1]: (pw["mean"], pw["cov"])},
                             truth=theta, reference=m_np, names=names, title=title, **extra)

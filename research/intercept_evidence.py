@@ -34,7 +34,7 @@ def data(n=20_000, seed=0, shift=(5.0, -3.0)):
 
 def reference(X, y, bounds):
     ref = bayesdp.fit_nonprivate(X, y, bounds=bounds, intercept=True, seed=0)
-    mean, cov = bayesdp.closed_form_moments(ref)
+    mean, cov = bayesdp.inference.closed_form_moments(ref)
     return mean, np.sqrt(np.diag(cov))
 
 
@@ -79,7 +79,7 @@ def main():
         Xs, ys = data(shift=shift)
         rel = bayesdp.release(Xs, ys, epsilon=10.0, delta=1e-5, bounds=bounds, nodes=2, seed=1,
                               intercept=True)
-        cov = bayesdp.closed_form_moments(bayesdp.fit(rel, method="fast", seed=0))[1]
+        cov = bayesdp.inference.closed_form_moments(bayesdp.fit(rel, method="fast", seed=0))[1]
         _, s_ref = reference(Xs, ys, bounds)
         print(f"| {shift} | {fmt(np.sqrt(np.diag(cov))[1:])} | {fmt(s_ref[1:])} |")
     if args.nuts:

@@ -154,7 +154,7 @@ def main():
             return
         for name in ("powerplant", "bikesharing", "airquality"):
             ds = bayesdp.paper.datasets.load_dataset(name, data_dir=uci)
-            ref = bayesdp.closed_form_moments(bayesdp.fit_nonprivate(
+            ref = bayesdp.inference.closed_form_moments(bayesdp.fit_nonprivate(
                 ds.X_train, ds.y_train, seed=0, num_samples=10, bounds=ds.bounds))[0]
             for J in a.J:
                 with warnings.catch_warnings():

@@ -69,7 +69,7 @@ def coupled_changes(X, y, J, neighbours, bounds, **partial_kw):
     labels = random_split(len(y), J, np.random.default_rng(0))
 
     def whole(X, y, lab):
-        acc = bayesdp.PartialStatistics(X.shape[1], bounds, J, **partial_kw).add(X, y, lab)
+        acc = bayesdp.releases.PartialStatistics(X.shape[1], bounds, J, **partial_kw).add(X, y, lab)
         return np.concatenate([np.concatenate([vech(S), z]) for S, z in zip(acc.xtx, acc.xty)])
 
     base = whole(X, y, labels)

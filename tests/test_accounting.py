@@ -181,7 +181,7 @@ def test_old_paper_code_and_data_bounds_files(tmp_path):
     """An old paper-code file gets the true eps of its sigma; an old file with data bounds no
     guarantee (and a budget refuses it, naming the file and field)."""
     doc = copy.deepcopy(OLD_FILE)
-    s = bayesdp.paper_code_gaussian_sigma(1.0, 1e-5, 25.612496949731394)
+    s = privacy.paper_code_gaussian_sigma(1.0, 1e-5, 25.612496949731394)
     doc["holders"][0]["sigma_s"] = doc["holders"][0]["sigma_z"] = s
     doc["privacy"].update(calibration="paper-code", dp_claim_valid=False)
     (p,) = bayesdp.load_release(_write(tmp_path, doc)).privacy_cost

@@ -30,8 +30,8 @@ def _direct_adassp(X, y, groups, eps, delta, bx, by, seed, budget="paper", p=0.0
     X[norms > bx] *= (bx / norms[norms > bx])[:, None]
     y = np.clip(y, -by, by)
     d = X.shape[1]
-    sig = {"exact": bayesdp.analytic_gaussian_sigma,
-           "paper-code": bayesdp.paper_code_gaussian_sigma}[calibration]
+    sig = {"exact": bayesdp.privacy.analytic_gaussian_sigma,
+           "paper-code": bayesdp.privacy.paper_code_gaussian_sigma}[calibration]
     if budget == "paper":
         sig_s = sig_z = sig(2 * eps / 3, 2 * delta / 3) * math.sqrt(bx**4 + bx**2 * by**2)
     else:  # the authors' code: S and z each (eps/3, delta/3), sensitivities B_x^2 and B_x B_y
@@ -111,8 +111,9 @@ def test_adassp_label_nodes(data):
 def test_adassp_budget_sigmas_reference():
     # anchor report section 3.2: adaSSP sigma(eps/3, delta/3) at eps = 1, delta = 1/7655:
     # authors' calibration 2.6691, exact 9.1084
-    assert bayesdp.paper_code_gaussian_sigma(1 / 3, 1 / 7655 / 3) == pytest.approx(2.6691, abs=5e-5)
-    assert bayesdp.analytic_gaussian_sigma(1 / 3, 1 / 7655 / 3) == pytest.approx(9.1084, abs=5e-5)
+    eps, delta = 1 / 3, 1 / 7655 / 3
+    assert bayesdp.privacy.paper_code_gaussian_sigma(eps, delta) == pytest.approx(2.6691, abs=5e-5)
+    assert bayesdp.privacy.analytic_gaussian_sigma(eps, delta) == pytest.approx(9.1084, abs=5e-5)
 
 
 def test_adassp_approaches_ols_at_huge_eps(data):

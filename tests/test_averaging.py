@@ -151,7 +151,7 @@ def test_release_statistics_are_the_group_sums():
     np.testing.assert_allclose(got, want, atol=1e-9)
     assert r.n.tolist() == [10] and r.n_rows.tolist() == [53] and r.average_rows == 5
     assert r.sensitivity == pytest.approx(5 * delta_sz(*BOUNDS))
-    np.testing.assert_allclose(r.sigma_s, r.sensitivity * bayesdp.analytic_gaussian_sigma(
+    np.testing.assert_allclose(r.sigma_s, r.sensitivity * bayesdp.privacy.analytic_gaussian_sigma(
         EPS, DELTA), rtol=1e-12)
     assert r.dp_claim_valid is True
     assert "average_rows=5" in r.dp_claim_note and "5 x the per-row" in r.dp_claim_note
@@ -247,7 +247,7 @@ def test_release_file_with_averaging_matches_in_memory(tmp_path):
     path = tmp_path / "d.csv"
     pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "y": y}).to_csv(path, index=False)
     kw = dict(epsilon=EPS, delta=DELTA, bounds=(10.0, 20.0), nodes=3, seed=2, average_rows=4)
-    rf = bayesdp.release_file(path, chunksize=7, **kw)
+    rf = bayesdp.releases.release_file(path, chunksize=7, **kw)
     rm = bayesdp.release(X, y, feature_names=["a", "b"], **kw)
     assert np.array_equal(rf.S_hat, rm.S_hat) and np.array_equal(rf.z_hat, rm.z_hat)
     assert rf.n_rows.tolist() == rm.n_rows.tolist() and rf.n.tolist() == rm.n.tolist()

@@ -51,9 +51,11 @@ def test_batch_equals_one_by_one(method, chains):
         warnings.simplefilter("ignore", UserWarning)  # short chains: convergence warnings
         one = [bayesdp.fit(r, method=method, seed=s, num_chains=chains, **KW)
                for r, s in zip(rels, seeds)]
-        batch = bayesdp.fit_batch(rels, method=method, seeds=seeds, num_chains=chains, **KW)
+        batch = bayesdp.inference.fit_batch(rels, method=method, seeds=seeds, num_chains=chains,
+                                            **KW)
         # negative control: the seeds of releases 0 and 1 swapped
-        swapped = bayesdp.fit_batch(rels, method=method, seeds=[8, 7], num_chains=chains, **KW)
+        swapped = bayesdp.inference.fit_batch(rels, method=method, seeds=[8, 7],
+                                              num_chains=chains, **KW)
     assert len(batch) == 2
     for a, b in zip(one, batch):
         _assert_same(a, b)
@@ -62,8 +64,9 @@ def test_batch_equals_one_by_one(method, chains):
     if method == "fast":  # the closed-form moments too
         for a, b in zip(one, batch):
             for k in (0, 1):
-                np.testing.assert_allclose(bayesdp.closed_form_moments(b)[k],
-                                           bayesdp.closed_form_moments(a)[k], rtol=RTOL, atol=0)
+                np.testing.assert_allclose(bayesdp.inference.closed_form_moments(b)[k],
+                                           bayesdp.inference.closed_form_moments(a)[k],
+                                           rtol=RTOL, atol=0)
 
 
 def test_fast_batch_mixed_shapes_and_eiv():
@@ -74,7 +77,8 @@ def test_fast_batch_mixed_shapes_and_eiv():
     for opts in ({}, {"s_noise": "eiv"}, {"sigma_y_rule": "paper-code", "fixed_s": "psd+I"}):
         one = [bayesdp.fit(r, method="fast", seed=s, num_chains=1, **KW, **opts)
                for r, s in zip(rels, seeds)]
-        batch = bayesdp.fit_batch(rels, method="fast", seeds=seeds, num_chains=1, **KW, **opts)
+        batch = bayesdp.inference.fit_batch(rels, method="fast", seeds=seeds, num_chains=1, **KW,
+                                            **opts)
         for a, b in zip(one, batch):
             _assert_same(a, b)
             assert a.posterior.attrs["s_noise"] == b.posterior.attrs["s_noise"]
@@ -98,38 +102,38 @@ def test_bs_batch_options_priors_and_shapes():
             warnings.simplefilter("ignore", UserWarning)
             one = [bayesdp.fit(r, method="bs", seed=s, **kw, **opts)
                    for r, s in zip(rels, seeds)]
-            batch = bayesdp.fit_batch(rels, method="bs", seeds=seeds, **kw, **opts)
+            batch = bayesdp.inference.fit_batch(rels, method="bs", seeds=seeds, **kw, **opts)
         for a, b in zip(one, batch):
             _assert_same(a, b)
             for k in ("prior_a", "prior_b", "psd_shift", "init_sigma_y2", "bs_prior"):
                 assert a.posterior.attrs[k] == b.posterior.attrs[k]
     assert one[0].posterior.attrs["prior_b"] != one[2].posterior.attrs["prior_b"]
     with pytest.raises(BayesdpInputError, match="psd_shift"):
-        bayesdp.fit_batch(rels, method="bs", seeds=seeds, psd_shift=-1.0, **kw)
+        bayesdp.inference.fit_batch(rels, method="bs", seeds=seeds, psd_shift=-1.0, **kw)
     with pytest.raises(BayesdpInputError, match="Lambda0"):
-        bayesdp.fit_batch(rels, method="bs", seeds=seeds, Lambda0=np.eye(3), **kw)
+        bayesdp.inference.fit_batch(rels, method="bs", seeds=seeds, Lambda0=np.eye(3), **kw)
     with pytest.raises(BayesdpInputError, match=r"unknown option\(s\) for method 'bs': \['bogus'\]"):
-        bayesdp.fit_batch(rels, method="bs", seeds=seeds, bogus=1, **kw)
+        bayesdp.inference.fit_batch(rels, method="bs", seeds=seeds, bogus=1, **kw)
     with pytest.raises(BayesdpInputError, match="y\\^T y|include_yty"):
-        bayesdp.fit_batch(_releases(count=2), method="bs", seeds=[1, 2], **kw)
+        bayesdp.inference.fit_batch(_releases(count=2), method="bs", seeds=[1, 2], **kw)
 
 
 def test_fit_batch_checks_like_fit():
     rels = _releases(count=2)
     with pytest.raises(BayesdpInputError, match="one seed per release"):
-        bayesdp.fit_batch(rels, seeds=[1], **KW)
+        bayesdp.inference.fit_batch(rels, seeds=[1], **KW)
     with pytest.raises(BayesdpInputError, match="unknown method"):
-        bayesdp.fit_batch(rels, method="nope", seeds=[1, 2], **KW)
+        bayesdp.inference.fit_batch(rels, method="nope", seeds=[1, 2], **KW)
     with pytest.raises(BayesdpInputError, match="unknown option"):
-        bayesdp.fit_batch(rels, method="fixeds", seeds=[1, 2], bogus=1, **KW)
+        bayesdp.inference.fit_batch(rels, method="fixeds", seeds=[1, 2], bogus=1, **KW)
     with pytest.raises(BayesdpInputError, match="sigma_y_rule"):
-        bayesdp.fit_batch(rels, method="fast", seeds=[1, 2], sigma_y_rule="x", **KW)
+        bayesdp.inference.fit_batch(rels, method="fast", seeds=[1, 2], sigma_y_rule="x", **KW)
     with pytest.raises(BayesdpInputError, match="num_samples"):
-        bayesdp.fit_batch(rels, seeds=[1, 2], priors=KW["priors"], num_samples=0)
+        bayesdp.inference.fit_batch(rels, seeds=[1, 2], priors=KW["priors"], num_samples=0)
     with pytest.raises(BayesdpInputError, match="list of releases"):
-        bayesdp.fit_batch(rels[0], seeds=[1], **KW)
+        bayesdp.inference.fit_batch(rels[0], seeds=[1], **KW)
     with pytest.raises(BayesdpInputError, match="empty"):
-        bayesdp.fit_batch([], seeds=[])
+        bayesdp.inference.fit_batch([], seeds=[])
     # seeds=None: each drawn and recorded, as fit does
-    out = bayesdp.fit_batch(rels, num_chains=1, **KW)
+    out = bayesdp.inference.fit_batch(rels, num_chains=1, **KW)
     assert all(isinstance(o.posterior.attrs["seed"], int) for o in out)

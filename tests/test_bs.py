@@ -97,7 +97,7 @@ def test_bs_posterior_matches_nonprivate_at_large_epsilon():
     th = np.asarray(idata.posterior["theta"]).reshape(-1, 2)
     assert np.asarray(idata.posterior["Sigma_x"]).shape[-2:] == (2, 2)
     npv = bayesdp.fit_nonprivate(sim.X, sim.y, seed=1)
-    mean, cov = bayesdp.closed_form_moments(npv)
+    mean, cov = bayesdp.inference.closed_form_moments(npv)
     sd = np.sqrt(np.diag(cov))
     # B&S at huge eps: its posterior spread adds the CLT/S uncertainty, so compare with slack
     assert np.all(np.abs(th.mean(0) - mean) < 0.5 * sd + 4 * th.std(0) / np.sqrt(300))

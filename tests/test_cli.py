@@ -63,7 +63,7 @@ def test_simulate_release_fit_from_the_shell(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "posterior of theta" in out and "x2" in out
     idata = bayesdp.diagnostics.load(post)
-    mean, _ = bayesdp.closed_form_moments(idata)
+    mean, _ = bayesdp.inference.closed_form_moments(idata)
     direct = bayesdp.inference.closed_form.fast_posterior(rel, bayesdp.Priors().resolve(rel))
     np.testing.assert_allclose(mean, direct["mean"], rtol=1e-12)
     assert idata.posterior.attrs["priors"] == "weakly-informative (public bounds)"
@@ -73,7 +73,8 @@ def test_simulate_release_fit_from_the_shell(tmp_path, capsys):
     assert "priors: paper" in capsys.readouterr().out
     idata = bayesdp.diagnostics.load(post)
     paper = bayesdp.inference.closed_form.fast_posterior(rel, bayesdp.Priors.paper().resolve(3))
-    np.testing.assert_allclose(bayesdp.closed_form_moments(idata)[0], paper["mean"], rtol=1e-12)
+    np.testing.assert_allclose(bayesdp.inference.closed_form_moments(idata)[0], paper["mean"],
+                               rtol=1e-12)
     assert idata.posterior.attrs["priors"] == "paper"
     assert main(["fit", str(rel_path), "--method", "fast", "--seed", "2", "--prior-scale-theta",
                  "3", "--prior-a", "2", "--prior-b", "0.5", "--out", str(post)]) == 0

@@ -234,9 +234,10 @@ def test_release_file_partial_statistics_and_dask_round_trip(sim, tmp_path):
     kw = dict(epsilon=EPS, delta=DELTA, seed=4)
     for extra in (dict(bounds=sim.bounds, nodes=2), dict(bounds="private"),
                   dict(bounds=sim.bounds, nodes=3, split="contiguous", intercept=True)):
-        _round_trip(_quiet(bayesdp.release_file, path, **kw, **extra), tmp_path, "file.json")
-    _round_trip(bayesdp.release_file(path, epsilon=EPS, delta=DELTA, bounds=sim.bounds,
-                                     noise="secure"), tmp_path, "file_secure.json")
+        _round_trip(_quiet(bayesdp.releases.release_file, path, **kw, **extra), tmp_path,
+                    "file.json")
+    _round_trip(bayesdp.releases.release_file(path, epsilon=EPS, delta=DELTA, bounds=sim.bounds,
+                                              noise="secure"), tmp_path, "file_secure.json")
     from bayesdp.releases import PartialStatistics
 
     acc = PartialStatistics(3, sim.bounds)
@@ -249,8 +250,9 @@ def test_release_file_partial_statistics_and_dask_round_trip(sim, tmp_path):
     except ImportError:
         return
     ddf = dd.from_pandas(frame, npartitions=3)
-    _round_trip(bayesdp.release_dask(ddf, epsilon=EPS, delta=DELTA, bounds=sim.bounds, nodes=2,
-                                     seed=6, scheduler="synchronous"), tmp_path, "dask.json")
+    _round_trip(bayesdp.releases.release_dask(ddf, epsilon=EPS, delta=DELTA, bounds=sim.bounds,
+                                              nodes=2, seed=6, scheduler="synchronous"),
+                tmp_path, "dask.json")
 
 
 def test_combined_releases_round_trip(sim, tmp_path):
@@ -356,7 +358,8 @@ def _cut_sensitivity(part, factor):
     part["sensitivity"] *= factor
     part["rho"] = 0.5 * (part["sensitivity"] / part["sigma"]) ** 2
     part["dp_event"]["noise_multiplier"] = part["sigma"] / part["sensitivity"]
-    part["epsilon"] = bayesdp.true_epsilon(part["sigma"], part["delta"], part["sensitivity"])
+    part["epsilon"] = bayesdp.privacy.true_epsilon(part["sigma"], part["delta"],
+                                                   part["sensitivity"])
 
 
 def test_a_sensitivity_below_the_bounds_is_refused(tmp_path):
@@ -634,8 +637,9 @@ def test_combine_refuses_a_copy_changed_by_one_ulp(tmp_path):
     copy_path = tmp_path / "copy.json"
     copy_path.write_text(json.dumps(doc))
     assert bayesdp.load_release(copy_path).S_hat[0, 0, 0] != a.S_hat[0, 0, 0]
-    with pytest.raises(bayesdp.CombineError, match=r"holder 'hosp_copy' of release 1 .* same "
-                                                   r"statistics .* holder 'hosp_a' of release 0"):
+    with pytest.raises(bayesdp.errors.CombineError,
+                       match=r"holder 'hosp_copy' of release 1 .* same "
+                             r"statistics .* holder 'hosp_a' of release 0"):
         bayesdp.combine_releases(str(path_a), str(copy_path))
     # every number rewritten with 12 significant digits (another program's printout)
     doc = json.loads(path_a.read_text())
@@ -645,7 +649,7 @@ def test_combine_refuses_a_copy_changed_by_one_ulp(tmp_path):
     h["z_hat"] = [float(f"{v:.12g}") for v in h["z_hat"]]
     printed = tmp_path / "printed.json"
     printed.write_text(json.dumps(doc))
-    with pytest.raises(bayesdp.CombineError, match="same statistics"):
+    with pytest.raises(bayesdp.errors.CombineError, match="same statistics"):
         bayesdp.combine_releases(a, str(printed))
     # a budget refuses it as the same release given twice (instead of adding it up)
     with pytest.raises(bayesdp.BayesdpInputError, match="the same release is given twice"):

@@ -67,12 +67,12 @@ def test_parquet_repeated_column_names_are_refused_naming_them(tmp_path, cols, c
     pq.write_table(table, p)
     with pytest.raises(BayesdpInputError, match=r"dup\.parquet: repeated column name \('a' at "
                                                 r"columns \[0, 1\]"):
-        bayesdp.release_file(p, **KW)
+        bayesdp.releases.release_file(p, **KW)
     # also when the repeated name is the response's
     p2 = tmp_path / "dup_y.parquet"
     pq.write_table(pa.table([cols["a"], cols["y"], cols["y"]], names=["a", "y", "y"]), p2)
     with pytest.raises(BayesdpInputError, match="repeated column name .'y'"):
-        bayesdp.release_file(p2, y_column="y", **KW)
+        bayesdp.releases.release_file(p2, y_column="y", **KW)
     assert_refused(*cli_release(p, tmp_path, capsys), "dup.parquet", "repeated column name", "'a'")
 
 
@@ -81,7 +81,7 @@ def test_parquet_empty_column_name_is_refused(tmp_path, cols):
     pq.write_table(pa.table([cols["a"], cols["b"], cols["y"]], names=["a", "", "y"]), p)
     with pytest.raises(BayesdpInputError, match=r"blank\.parquet: column 1 \(counting from 0\) "
                                                 "has an empty name"):
-        bayesdp.release_file(p, **KW)
+        bayesdp.releases.release_file(p, **KW)
 
 
 # 2. a file named .parquet that is not Parquet
@@ -92,7 +92,7 @@ def test_not_parquet_is_a_named_input_error(tmp_path, capsys, content):
     p = tmp_path / "x.parquet"
     p.write_bytes(content)
     with pytest.raises(BayesdpInputError, match=r"x\.parquet: not a readable Parquet file"):
-        bayesdp.release_file(p, **KW)
+        bayesdp.releases.release_file(p, **KW)
     assert_refused(*cli_release(p, tmp_path, capsys), "x.parquet", "not a readable Parquet file")
 
 
@@ -118,7 +118,7 @@ def test_parquet_date_time_and_duration_columns_are_refused_by_type(tmp_path, co
     with pytest.raises(BayesdpInputError, match=rf"{kind}\.parquet: non-numeric values in "
                                                 r"column\(s\) 't' of type (timestamp|date32|"
                                                 r"duration).*date, time or duration"):
-        bayesdp.release_file(p, **KW)
+        bayesdp.releases.release_file(p, **KW)
 
 
 def test_parquet_time_of_day_column_is_refused(tmp_path, cols):
@@ -126,7 +126,7 @@ def test_parquet_time_of_day_column_is_refused(tmp_path, cols):
     t = pa.array([(i * 1_000_000) for i in range(N)], pa.time64("us"))
     pq.write_table(pa.table({"a": cols["a"], "t": t, "y": cols["y"]}), p)
     with pytest.raises(BayesdpInputError, match="'t' of type time64"):
-        bayesdp.release_file(p, **KW)
+        bayesdp.releases.release_file(p, **KW)
 
 
 def test_parquet_timestamp_response_is_refused_naming_it(tmp_path, cols):
@@ -134,7 +134,7 @@ def test_parquet_timestamp_response_is_refused_naming_it(tmp_path, cols):
     pd.DataFrame({"a": cols["a"], "b": cols["b"],
                   "when": TEMPORAL["timestamp"]()}).to_parquet(p, index=False)
     with pytest.raises(BayesdpInputError, match=r"'when' \(y_column\) of type timestamp"):
-        bayesdp.release_file(p, **KW)
+        bayesdp.releases.release_file(p, **KW)
 
 
 def test_parquet_timestamp_via_cli_exits_2_and_writes_nothing(tmp_path, cols, capsys):
@@ -149,7 +149,7 @@ def test_parquet_text_column_is_refused_even_when_it_holds_numbers(tmp_path, col
     _frame_with(cols, [f"{v:.3f}" for v in cols["b"]]).to_parquet(p, index=False)
     with pytest.raises(BayesdpInputError, match=r"non-numeric values in column\(s\) 't' of "
                                                 "type (large_)?string"):
-        bayesdp.release_file(p, **KW)
+        bayesdp.releases.release_file(p, **KW)
 
 
 def test_node_column_is_not_type_checked_as_a_number(tmp_path, cols):
@@ -157,7 +157,7 @@ def test_node_column_is_not_type_checked_as_a_number(tmp_path, cols):
     p = tmp_path / "node.parquet"
     site = np.array(["site_a", "site_b"] * (N // 2))
     pd.DataFrame({"a": cols["a"], "y": cols["y"], "site": site}).to_parquet(p, index=False)
-    rel = bayesdp.release_file(p, node_column="site", **KW)
+    rel = bayesdp.releases.release_file(p, node_column="site", **KW)
     assert rel.feature_names == ("a",) and rel.n.tolist() == [N // 2, N // 2]
 
 
@@ -170,7 +170,7 @@ def test_parquet_booleans_are_read_as_0_1_by_pyarrow(tmp_path, cols, monkeypatch
         raise AssertionError("the pandas reader was used for a boolean Parquet column")
 
     monkeypatch.setattr(data_files, "_iter_chunks", refuse)
-    rf = bayesdp.release_file(p, **KW)
+    rf = bayesdp.releases.release_file(p, **KW)
     rm = bayesdp.release(np.column_stack([cols["a"], flag.astype(float)]), cols["y"],
                          feature_names=["a", "t"], **KW)
     assert rf.feature_names == ("a", "t")
@@ -184,7 +184,7 @@ def test_parquet_missing_boolean_is_a_missing_value_not_text(tmp_path, cols):
     pq.write_table(pa.table({"a": cols["a"], "t": t, "y": cols["y"]}), p)
     with pytest.raises(BayesdpInputError, match=r"NaN or infinite values in 1 rows \(first row "
                                                 r"5\)"):
-        bayesdp.release_file(p, **KW)
+        bayesdp.releases.release_file(p, **KW)
 
 
 def test_parquet_decimal_and_categories_of_numbers_are_numbers(tmp_path, cols):
@@ -194,14 +194,14 @@ def test_parquet_decimal_and_categories_of_numbers_are_numbers(tmp_path, cols):
     p = tmp_path / "dec.parquet"
     pq.write_table(pa.table({"a": cols["a"], "t": pa.array(dec, pa.decimal128(6, 2)),
                              "y": cols["y"]}), p)
-    rf = bayesdp.release_file(p, **KW)
+    rf = bayesdp.releases.release_file(p, **KW)
     rm = bayesdp.release(np.column_stack([cols["a"], [float(v) for v in dec]]), cols["y"],
                          feature_names=["a", "t"], **KW)
     np.testing.assert_allclose(rf.S_hat, rm.S_hat, rtol=0, atol=1e-9)
     p2 = tmp_path / "cat.parquet"
     level = np.round(cols["b"]).clip(-1, 1)
     _frame_with(cols, pd.Categorical(level)).to_parquet(p2, index=False)
-    rf2 = bayesdp.release_file(p2, **KW)
+    rf2 = bayesdp.releases.release_file(p2, **KW)
     rm2 = bayesdp.release(np.column_stack([cols["a"], level]), cols["y"],
                           feature_names=["a", "t"], **KW)
     np.testing.assert_allclose(rf2.S_hat, rm2.S_hat, rtol=0, atol=1e-9)
@@ -219,7 +219,7 @@ def test_csv_header_repeated_or_empty_names_are_refused(tmp_path, cols, capsys, 
     p = tmp_path / "h.csv"
     p.write_text(csv_text(header, cols))
     with pytest.raises(BayesdpInputError) as info:
-        bayesdp.release_file(p, **KW)
+        bayesdp.releases.release_file(p, **KW)
     for w in words:
         assert w in str(info.value)
     assert "h.csv: header" in str(info.value)
@@ -232,23 +232,23 @@ def test_csv_trailing_comma_in_header_is_an_empty_name(tmp_path, cols):
     p.write_text(text)
     with pytest.raises(BayesdpInputError, match=r"column 3 \(counting from 0\) has an empty "
                                                 "name"):
-        bayesdp.release_file(p, **KW)
+        bayesdp.releases.release_file(p, **KW)
 
 
 def test_compressed_csv_header_is_read_and_checked(tmp_path, cols):
     # the header check reads the file as the chunks do, decompressed
     good = tmp_path / "good.csv.gz"
     good.write_bytes(gzip.compress(csv_text("a,b,y", cols).encode()))
-    rel = bayesdp.release_file(good, **KW)
+    rel = bayesdp.releases.release_file(good, **KW)
     assert rel.feature_names == ("a", "b") and rel.n.tolist() == [N]
     dup = tmp_path / "dup.csv.gz"
     dup.write_bytes(gzip.compress(csv_text("a,a,y", cols).encode()))
     with pytest.raises(BayesdpInputError, match="dup.csv.gz: header: repeated column name"):
-        bayesdp.release_file(dup, **KW)
+        bayesdp.releases.release_file(dup, **KW)
     nums = tmp_path / "nums.csv.gz"
     nums.write_bytes(gzip.compress(csv_text("1.5,2,3", cols).encode()))
     with pytest.raises(BayesdpInputError, match="looks like a data row"):
-        bayesdp.release_file(nums, **KW)
+        bayesdp.releases.release_file(nums, **KW)
 
 
 def test_csv_chunks_check_the_header_themselves(tmp_path, cols):
@@ -264,7 +264,7 @@ def test_csv_bool_column_is_0_1(tmp_path, cols):
     p = tmp_path / "bool.csv"
     p.write_text("a,t,y\n" + "\n".join(f"{float(a)!r},{f},{float(y)!r}" for a, f, y in
                                        zip(cols["a"], flag, cols["y"])) + "\n")
-    rf = bayesdp.release_file(p, **KW)
+    rf = bayesdp.releases.release_file(p, **KW)
     rm = bayesdp.release(np.column_stack([cols["a"], flag.astype(float)]), cols["y"],
                          feature_names=["a", "t"], **KW)
     np.testing.assert_allclose(rf.S_hat, rm.S_hat, rtol=0, atol=1e-9)

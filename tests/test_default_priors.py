@@ -137,7 +137,8 @@ def _fast_coverage(problems, priors, which):
         r = oracle if which == "oracle" else rel
         idata = bayesdp.fit(r, method="fast", seed=0, num_samples=4, num_chains=1,
                             priors=priors)
-        mean, cov = bayesdp.closed_form_moments(idata)  # exact 90% interval: mean +- 1.645 sd
+        # exact 90% interval: mean +- 1.645 sd
+        mean, cov = bayesdp.inference.closed_form_moments(idata)
         hits.extend(np.abs(mean - sim.theta) <= Z90 * np.sqrt(np.diag(cov)))
     return float(np.mean(hits))
 

@@ -34,7 +34,7 @@ def noncentred(n=20_000, seed=0):
 def evidence():
     X, y, bounds = noncentred()
     ref = bayesdp.fit_nonprivate(X, y, bounds=bounds, intercept=True, seed=0)
-    mean_ref, cov_ref = bayesdp.closed_form_moments(ref)
+    mean_ref, cov_ref = bayesdp.inference.closed_form_moments(ref)
     out = {"X": X, "y": y, "bounds": bounds, "mean_ref": mean_ref,
            "sd_ref": np.sqrt(np.diag(cov_ref))}
     kw = dict(epsilon=1e8, delta=1e-5, bounds=bounds, nodes=2, seed=1)
@@ -49,7 +49,7 @@ def test_fast_with_an_intercept_matches_the_nonprivate_posterior(evidence):
     """Closed form: no MC error, so the means agree to a small fraction of the posterior sd
     (the remaining gap is the release noise at eps = 1e8 and the priors' difference)."""
     idata = bayesdp.fit(evidence["with"], method="fast", seed=0)
-    mean = bayesdp.closed_form_moments(idata)[0]
+    mean = bayesdp.inference.closed_form_moments(idata)[0]
     assert np.all(np.abs(mean - evidence["mean_ref"]) < 0.05 * evidence["sd_ref"])
     assert mean[0] == pytest.approx(1.5, abs=4 * evidence["sd_ref"][0])
 
@@ -67,7 +67,7 @@ def test_without_an_intercept_the_fit_is_visibly_worse(evidence):
     intercept (through the feature means) and miss by far more than the posterior sd; the
     posterior is confident about the wrong values."""
     idata = bayesdp.fit(evidence["without"], method="fast", seed=0)
-    mean, cov = bayesdp.closed_form_moments(idata)
+    mean, cov = bayesdp.inference.closed_form_moments(idata)
     err = np.abs(mean - evidence["mean_ref"][1:])
     assert np.all(err > 20 * evidence["sd_ref"][1:])
     assert np.all(err > 5 * np.sqrt(np.diag(cov)))

@@ -75,7 +75,7 @@ def test_parquet_equals_in_memory(tmp_path, rows, nodes, chunksize, no_pandas_re
     pq.write_table(pa.Table.from_pandas(frame(X, y), preserve_index=False), path,
                    row_group_size=120)
     kw = dict(KW, nodes=nodes, include_yty=True)
-    rf = bayesdp.release_file(path, y_column="target", chunksize=chunksize, **kw)
+    rf = bayesdp.releases.release_file(path, y_column="target", chunksize=chunksize, **kw)
     Xm = X[:, [0, 1, 2]]  # the features in file order: a, b, c
     rm = bayesdp.release(pd.DataFrame(Xm, columns=["a", "b", "c"]), y, **kw)
     assert rf.feature_names == ("a", "b", "c")
@@ -89,7 +89,7 @@ def test_parquet_node_column_and_y_by_index(tmp_path, rows, no_pandas_reader):
     X, y, who = rows
     path = tmp_path / "d.parquet"
     frame(X, y, who).to_parquet(path, index=False)
-    rf = bayesdp.release_file(path, y_column=1, node_column="who", chunksize=64, **KW)
+    rf = bayesdp.releases.release_file(path, y_column=1, node_column="who", chunksize=64, **KW)
     rm = bayesdp.release(X, y, nodes=who, **KW)
     assert rf.holder_names == tuple(pd.unique(who))  # in order of first appearance
     assert_close(rf, rm)
@@ -102,7 +102,8 @@ def test_parquet_designs(tmp_path, rows, design, no_pandas_reader):
     frame(X, y).to_parquet(path, index=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # averaging's note on the sensitivity
-        rf = bayesdp.release_file(path, y_column="target", chunksize=50, nodes=2, **design, **KW)
+        rf = bayesdp.releases.release_file(path, y_column="target", chunksize=50, nodes=2,
+                                           **design, **KW)
         rm = bayesdp.release(X, y, nodes=2, **design, **KW)
     assert_close(rf, rm)
 
@@ -114,7 +115,7 @@ def test_parquet_index_column_is_not_a_feature(tmp_path, rows, no_pandas_reader)
     path = tmp_path / "d.parquet"
     df.to_parquet(path)
     assert "__index_level_0__" in pq.ParquetFile(path).schema_arrow.names
-    rf = bayesdp.release_file(path, y_column="target", **KW)
+    rf = bayesdp.releases.release_file(path, y_column="target", **KW)
     assert rf.feature_names == ("a", "b", "c")
     assert_close(rf, bayesdp.release(X, y, **KW))
 
@@ -126,7 +127,7 @@ def test_parquet_uncentred_warning_as_in_memory(tmp_path, rows):
     path = tmp_path / "d.parquet"
     frame(Xs, y).to_parquet(path, index=False)
     with pytest.warns(UserWarning, match="far from centred") as wf:
-        bayesdp.release_file(path, y_column="target", chunksize=64, **KW)
+        bayesdp.releases.release_file(path, y_column="target", chunksize=64, **KW)
     with pytest.warns(UserWarning, match="far from centred") as wm:
         bayesdp.release(pd.DataFrame(Xs, columns=["a", "b", "c"]), y, **KW)
     msg = [str(w.message) for w in wf if "centred" in str(w.message)]
@@ -143,7 +144,7 @@ def test_parquet_errors(tmp_path, rows):
     bad.to_parquet(p, index=False)
     with pytest.raises(BayesdpInputError, match=r"rows 100\.\.199: .*NaN or infinite values in 1 "
                                                 r"rows \(first row 30\)"):
-        bayesdp.release_file(p, y_column="target", chunksize=100, **KW)
+        bayesdp.releases.release_file(p, y_column="target", chunksize=100, **KW)
     p = tmp_path / "null_int.parquet"
     table = pa.Table.from_pandas(df, preserve_index=False)
     c = table.column("c").to_pylist()
@@ -151,25 +152,25 @@ def test_parquet_errors(tmp_path, rows):
     table = table.set_column(table.schema.get_field_index("c"), "c", pa.array(c, pa.int64()))
     pq.write_table(table, p)
     with pytest.raises(BayesdpInputError, match="NaN or infinite"):
-        bayesdp.release_file(p, y_column="target", **KW)
+        bayesdp.releases.release_file(p, y_column="target", **KW)
     p = tmp_path / "text.parquet"
     txt = df.copy()
     txt["b"] = txt["b"].map("about {:.3f}".format)
     txt.to_parquet(p, index=False)
     with pytest.raises(BayesdpInputError, match=r"non-numeric values in column\(s\) 'b'"):
-        bayesdp.release_file(p, y_column="target", **KW)
+        bayesdp.releases.release_file(p, y_column="target", **KW)
     p = tmp_path / "ok.parquet"
     frame(X, y, who).to_parquet(p, index=False)
     with pytest.raises(BayesdpInputError, match="y_column='nope' is not a column"):
-        bayesdp.release_file(p, y_column="nope", node_column="who", **KW)
+        bayesdp.releases.release_file(p, y_column="nope", node_column="who", **KW)
     with pytest.raises(BayesdpInputError, match="node_column='whom' is not a column"):
-        bayesdp.release_file(p, y_column="target", node_column="whom", **KW)
+        bayesdp.releases.release_file(p, y_column="target", node_column="whom", **KW)
     p = tmp_path / "no_label.parquet"
     w = who.astype(object)
     w[77] = None
     frame(X, y, w).to_parquet(p, index=False)
     with pytest.raises(BayesdpInputError, match="node_column: missing holder label"):
-        bayesdp.release_file(p, y_column="target", node_column="who", **KW)
+        bayesdp.releases.release_file(p, y_column="target", node_column="who", **KW)
 
 
 def test_add_stacked_equals_add(rows):

@@ -125,6 +125,47 @@ def test_every_public_name_is_still_there():
         bayesdp.no_such_name  # noqa: B018
 
 
+#: the agreed top level (issue 35, item 4): the flow release -> fit -> diagnose -> predict, the
+#: estimator, the two warnings and two errors; the rest is in the subpackages
+TOP_LEVEL = {
+    "release", "load_release", "combine_releases", "Release",
+    "fit", "fit_nonprivate", "adassp", "METHODS", "Priors",
+    "predict", "prediction_summary", "diagnose", "BayesDPRegressor", "simulate",
+    "CalibrationWarning", "ConvergenceWarning", "BayesdpError", "BayesdpInputError",
+}
+
+#: a name that left the top level -> the module it is in now
+MOVED = {
+    "release_file": "releases", "release_dask": "releases", "PartialStatistics": "releases",
+    "analytic_gaussian_sigma": "privacy", "classical_gaussian_sigma": "privacy",
+    "gaussian_sigma": "privacy", "paper_code_gaussian_sigma": "privacy",
+    "true_epsilon": "privacy", "fit_batch": "inference", "closed_form_moments": "inference",
+    "CombineError": "errors", "ReleaseFormatError": "errors", "SamplerError": "errors",
+}
+
+
+def test_the_top_level_is_the_agreed_list_and_the_rest_is_in_subpackages():
+    """``bayesdp.__all__`` is exactly the agreed names, each resolves; the names that left the
+    top level are reached through their subpackage (lazily, after ``import bayesdp`` only) and
+    no longer at the top; the layers above the core are not attributes of it."""
+    import importlib
+
+    assert len(bayesdp.__all__) == len(set(bayesdp.__all__))
+    assert set(bayesdp.__all__) == TOP_LEVEL
+    for name in TOP_LEVEL:
+        assert getattr(bayesdp, name) is not None, name
+    for name, module in MOVED.items():
+        assert name not in dir(bayesdp), name
+        with pytest.raises(AttributeError):
+            getattr(bayesdp, name)
+        assert getattr(getattr(bayesdp, module), name) is getattr(
+            importlib.import_module(f"bayesdp.{module}"), name)
+    assert issubclass(bayesdp.errors.ReleaseFormatError, bayesdp.BayesdpInputError)
+    assert issubclass(bayesdp.BayesdpInputError, (bayesdp.BayesdpError, ValueError))
+    for upper in ("paper", "adapters", "cli"):
+        assert upper not in bayesdp._LAZY, upper
+
+
 def test_functions_win_over_submodules_of_the_same_name(tmp_path):
     """``import bayesdp.simulate`` (the module) leaves ``bayesdp.simulate`` the function."""
     code = """

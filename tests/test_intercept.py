@@ -49,7 +49,7 @@ def test_release_holds_n_sums_and_cross_products():
     assert r.feature_names == ("intercept", "x0", "x1", "x2")
     assert r.sensitivity == pytest.approx(delta_intercept(*BOUNDS), rel=1e-14)
     np.testing.assert_allclose(
-        r.sigma_s, delta_intercept(*BOUNDS) * bayesdp.analytic_gaussian_sigma(EPS, DELTA),
+        r.sigma_s, delta_intercept(*BOUNDS) * bayesdp.privacy.analytic_gaussian_sigma(EPS, DELTA),
         rtol=1e-12)
     assert r.dp_claim_valid and r.dp_claim_note == ""
 
@@ -173,7 +173,7 @@ def test_release_file_with_intercept_matches_in_memory(tmp_path):
     path = tmp_path / "d.csv"
     pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "y": y}).to_csv(path, index=False)
     kw = dict(epsilon=EPS, delta=DELTA, bounds=(10.0, 20.0), nodes=3, seed=2, intercept=True)
-    rf = bayesdp.release_file(path, chunksize=7, **kw)
+    rf = bayesdp.releases.release_file(path, chunksize=7, **kw)
     rm = bayesdp.release(X, y, feature_names=["a", "b"], **kw)
     assert np.array_equal(rf.S_hat, rm.S_hat) and np.array_equal(rf.z_hat, rm.z_hat)
     assert rf.feature_names == ("intercept", "a", "b") and rf.intercept

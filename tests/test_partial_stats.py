@@ -1,4 +1,5 @@
-"""Partial statistics (bayesdp.PartialStatistics) and their map/reduce on Dask (release_dask).
+"""Partial statistics (bayesdp.releases.PartialStatistics) and their map/reduce on Dask
+(release_dask).
 
 Against the one-pass in-memory sums: merges in any grouping, chunked feeding and Dask partitions
 must give the same n and clip counts exactly and the same float sums to rounding. The tolerance
@@ -256,7 +257,7 @@ def test_bayesdp_imports_without_dask():
     code = ("import sys; sys.modules['dask'] = None\n"
             "import bayesdp\n"
             "try:\n"
-            "    bayesdp.release_dask(None, epsilon=1, delta=1e-5, bounds=(1, 1))\n"
+            "    bayesdp.releases.release_dask(None, epsilon=1, delta=1e-5, bounds=(1, 1))\n"
             "except bayesdp.BayesdpInputError as e:\n"
             "    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -298,7 +299,7 @@ def _dask_checks(frame, data):
     sizes = [611] * (len(y) // 611) + ([len(y) % 611] if len(y) % 611 else [])
     assert_same_sums(arr, PartialStatistics(3, BOUNDS, J).add(X, y, dask_split_of(sizes, J, 3)))
     # the release: same holders, counts and noise; the sums to rounding
-    rel = bayesdp.release_dask(ddf, node_column="who", y_column="y", **KW)
+    rel = bayesdp.releases.release_dask(ddf, node_column="who", y_column="y", **KW)
     mem = bayesdp.release(frame[["age", "dose", "weight"]], y, nodes=labels, **KW)
     assert rel.holder_names == mem.holder_names and rel.feature_names == mem.feature_names
     np.testing.assert_array_equal(rel.n, mem.n)
@@ -324,8 +325,8 @@ def test_dask_secure_noise_sums_exactly(frame, data):
     assert got.holders == ref.holders
     for a, b in zip(got.grid_sums, ref.grid_sums):
         assert list(a) == list(b)
-    rel = bayesdp.release_dask(ddf, epsilon=1.0, delta=1e-5, bounds=BOUNDS, node_column="who",
-                               intercept=True, noise="secure")
+    rel = bayesdp.releases.release_dask(ddf, epsilon=1.0, delta=1e-5, bounds=BOUNDS,
+                                        node_column="who", intercept=True, noise="secure")
     assert rel.noise_grid == grid and np.all(np.rint(rel.S_hat / grid) * grid == rel.S_hat)
 
 
@@ -341,11 +342,12 @@ def test_dask_bad_input(frame):
     dd = pytest.importorskip("dask.dataframe")
     ddf = dd.from_pandas(frame, npartitions=2)
     with pytest.raises(BayesdpInputError, match="public bounds"):
-        bayesdp.release_dask(ddf, epsilon=1, delta=1e-5, bounds="private", node_column="who")
+        bayesdp.releases.release_dask(ddf, epsilon=1, delta=1e-5, bounds="private",
+                                      node_column="who")
     with pytest.raises(BayesdpInputError, match="node_column"):
-        bayesdp.release_dask(ddf, epsilon=1, delta=1e-5, bounds=BOUNDS,
-                             nodes=frame["who"].to_numpy())
+        bayesdp.releases.release_dask(ddf, epsilon=1, delta=1e-5, bounds=BOUNDS,
+                                      nodes=frame["who"].to_numpy())
     with pytest.raises(BayesdpInputError, match="non-numeric.*'who'"):
-        bayesdp.release_dask(ddf, epsilon=1, delta=1e-5, bounds=BOUNDS, y_column="y")
+        bayesdp.releases.release_dask(ddf, epsilon=1, delta=1e-5, bounds=BOUNDS, y_column="y")
     with pytest.raises(BayesdpInputError, match="Dask DataFrame or"):
-        bayesdp.release_dask(frame, epsilon=1, delta=1e-5, bounds=BOUNDS)
+        bayesdp.releases.release_dask(frame, epsilon=1, delta=1e-5, bounds=BOUNDS)

@@ -95,7 +95,7 @@ def test_fast_predictive_is_the_exact_gaussian(fast):
     rel, idata = fast
     X = np.array([[1.0, 0.5, -2.0], [30.0, -10.0, 5.0]])
     pred = bayesdp.predict(idata, X, seed=2)
-    mean, cov = bayesdp.closed_form_moments(idata)
+    mean, cov = bayesdp.inference.closed_form_moments(idata)
     s2 = bayesdp.inference.closed_form.plugin_sigma_y2(rel)  # (B_y / 3)^2: fast fixes sigma_y2
     var = np.diag(X @ cov @ X.T) + s2
     table = bayesdp.prediction_summary(pred, hdi_prob=0.8)
@@ -266,7 +266,7 @@ def test_regressor_fast_and_bad_input(sim):
     est = bayesdp.BayesDPRegressor(epsilon=1, bounds=sim.bounds, method="fast", seed=3,
                                    num_samples=10).fit(X, y)
     rel = est.release_
-    mean, cov = bayesdp.closed_form_moments(est.idata_)
+    mean, cov = bayesdp.inference.closed_form_moments(est.idata_)
     np.testing.assert_array_equal(est.coef_, mean)  # exact closed-form mean, not of 40 draws
     assert not hasattr(est, "feature_names_in_")
     # same seed: same release and fit

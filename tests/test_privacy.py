@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-import bayesdp
 from bayesdp import privacy
 from bayesdp.errors import BayesdpInputError
 
@@ -31,17 +30,17 @@ from bayesdp.errors import BayesdpInputError
     ],
 )
 def test_analytic_reference_values(eps, delta, expected):
-    sigma = bayesdp.analytic_gaussian_sigma(eps, delta)
+    sigma = privacy.analytic_gaussian_sigma(eps, delta)
     # 5 significant digits: |sigma - expected| <= half a unit in the 5th significant digit
     assert sigma == pytest.approx(expected, abs=0.5 * 10 ** (math.floor(math.log10(expected)) - 4))
 
 
 def test_analytic_scales_with_sensitivity():
-    base = bayesdp.analytic_gaussian_sigma(1.0, 1e-5)
-    assert bayesdp.analytic_gaussian_sigma(1.0, 1e-5, sensitivity=7.5) == pytest.approx(
+    base = privacy.analytic_gaussian_sigma(1.0, 1e-5)
+    assert privacy.analytic_gaussian_sigma(1.0, 1e-5, sensitivity=7.5) == pytest.approx(
         7.5 * base, rel=1e-12
     )
-    assert bayesdp.gaussian_sigma(1.0, 1e-5, 7.5, "exact") == pytest.approx(7.5 * base, rel=1e-12)
+    assert privacy.gaussian_sigma(1.0, 1e-5, 7.5, "exact") == pytest.approx(7.5 * base, rel=1e-12)
 
 
 def _profile(sigma, eps):
@@ -62,7 +61,7 @@ def test_analytic_accuracy_grid(eps):
     """At the returned sigma the exact profile equals delta (1e-9 relative); 1e-9 less noise
     already violates (eps, delta)-DP, so the returned sigma is the smallest one."""
     for delta in DELTA_GRID:
-        sigma = bayesdp.analytic_gaussian_sigma(eps, delta)
+        sigma = privacy.analytic_gaussian_sigma(eps, delta)
         assert _profile(sigma, eps) == pytest.approx(delta, rel=1e-9), (eps, delta)
         assert _profile(sigma * (1 - 1e-9), eps) > delta, (eps, delta)
         assert _profile(sigma * (1 + 1e-9), eps) < delta, (eps, delta)
@@ -94,7 +93,7 @@ def _profile_by_quadrature(sigma, eps):
      (10.0, 1e-12), (50.0, 1e-5), (0.5, 0.2)],
 )
 def test_analytic_independent_quadrature(eps, delta):
-    sigma = bayesdp.analytic_gaussian_sigma(eps, delta)
+    sigma = privacy.analytic_gaussian_sigma(eps, delta)
     assert _profile_by_quadrature(sigma, eps) == pytest.approx(delta, rel=1e-7)
     # and the profile really is violated with 1e-6 less noise
     assert _profile_by_quadrature(sigma * (1 - 1e-6), eps) > delta
@@ -115,17 +114,17 @@ def test_gaussian_log_delta_matches_profile():
 
 def test_analytic_monotone():
     eps = np.geomspace(1e-3, 50, 25)
-    s_eps = [bayesdp.analytic_gaussian_sigma(e, 1e-5) for e in eps]
+    s_eps = [privacy.analytic_gaussian_sigma(e, 1e-5) for e in eps]
     assert np.all(np.diff(s_eps) < 0)
     deltas = np.geomspace(1e-15, 0.5, 25)
-    s_delta = [bayesdp.analytic_gaussian_sigma(1.0, d) for d in deltas]
+    s_delta = [privacy.analytic_gaussian_sigma(1.0, d) for d in deltas]
     assert np.all(np.diff(s_delta) < 0)
 
 
 def test_analytic_below_classical_where_classical_holds():
     for eps in [0.01, 0.1, 0.5, 0.99]:
         for delta in [1e-3, 1e-5, 1e-10]:
-            assert bayesdp.analytic_gaussian_sigma(eps, delta) < bayesdp.classical_gaussian_sigma(
+            assert privacy.analytic_gaussian_sigma(eps, delta) < privacy.classical_gaussian_sigma(
                 eps, delta
             )
 
@@ -136,8 +135,8 @@ BAD_DELTA = [0.0, 1.0, -1e-5, 1.5, float("nan"), None]
 
 @pytest.mark.parametrize(
     "fn",
-    [bayesdp.analytic_gaussian_sigma, bayesdp.classical_gaussian_sigma,
-     bayesdp.paper_code_gaussian_sigma, bayesdp.gaussian_sigma],
+    [privacy.analytic_gaussian_sigma, privacy.classical_gaussian_sigma,
+     privacy.paper_code_gaussian_sigma, privacy.gaussian_sigma],
 )
 def test_rejects_bad_epsilon_delta(fn):
     for eps in BAD_EPS:
@@ -154,7 +153,7 @@ def test_rejects_bad_epsilon_delta(fn):
 
 def test_gaussian_sigma_rejects_unknown_calibration():
     with pytest.raises(BayesdpInputError, match="calibration"):
-        bayesdp.gaussian_sigma(1.0, 1e-5, 1.0, "matlab")
+        privacy.gaussian_sigma(1.0, 1e-5, 1.0, "matlab")
 
 
 # --------------------------------------------------------------------------------------------
@@ -164,16 +163,16 @@ def test_gaussian_sigma_rejects_unknown_calibration():
 @pytest.mark.parametrize("eps, delta", [(1.0, 1e-5), (0.1, 1e-5), (0.5, 1e-8), (3.0, 0.01)])
 def test_classical_formula(eps, delta):
     expected = math.sqrt(2 * math.log(1.25 / delta)) / eps
-    assert bayesdp.classical_gaussian_sigma(eps, delta) == pytest.approx(expected, rel=1e-14)
-    assert bayesdp.gaussian_sigma(eps, delta, 2.0, "classical") == pytest.approx(
+    assert privacy.classical_gaussian_sigma(eps, delta) == pytest.approx(expected, rel=1e-14)
+    assert privacy.gaussian_sigma(eps, delta, 2.0, "classical") == pytest.approx(
         2 * expected, rel=1e-14
     )
 
 
 def test_classical_reference_values():
     # anchor report section 3.2 table
-    assert bayesdp.classical_gaussian_sigma(1.0, 1e-5) == pytest.approx(4.845, abs=5e-4)
-    assert bayesdp.classical_gaussian_sigma(0.1, 1e-5) == pytest.approx(48.448, abs=5e-4)
+    assert privacy.classical_gaussian_sigma(1.0, 1e-5) == pytest.approx(4.845, abs=5e-4)
+    assert privacy.classical_gaussian_sigma(0.1, 1e-5) == pytest.approx(48.448, abs=5e-4)
 
 
 @pytest.mark.parametrize(
@@ -191,8 +190,8 @@ def test_classical_reference_values():
     ],
 )
 def test_paper_code_reference_values(eps, delta, expected, tol):
-    assert bayesdp.paper_code_gaussian_sigma(eps, delta) == pytest.approx(expected, abs=tol)
-    assert bayesdp.gaussian_sigma(eps, delta, 3.0, "paper-code") == pytest.approx(
+    assert privacy.paper_code_gaussian_sigma(eps, delta) == pytest.approx(expected, abs=tol)
+    assert privacy.gaussian_sigma(eps, delta, 3.0, "paper-code") == pytest.approx(
         3 * expected, abs=3 * tol
     )
 
@@ -217,7 +216,7 @@ def _matlab_replica(eps, delta):
 @pytest.mark.parametrize("eps", [0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0])
 def test_paper_code_matches_transcription(eps):
     for delta in [1e-5, 1 / 7655]:
-        assert bayesdp.paper_code_gaussian_sigma(eps, delta) == pytest.approx(
+        assert privacy.paper_code_gaussian_sigma(eps, delta) == pytest.approx(
             _matlab_replica(eps, delta), rel=1e-12
         )
 
@@ -229,16 +228,16 @@ def test_paper_code_matches_transcription(eps):
      (10.0, 11.668)],
 )
 def test_paper_code_true_epsilon(eps, true_eps):
-    sigma = bayesdp.paper_code_gaussian_sigma(eps, 1e-5)
-    assert bayesdp.true_epsilon(sigma, 1e-5) == pytest.approx(true_eps, abs=1.5e-3)
-    assert sigma < bayesdp.analytic_gaussian_sigma(eps, 1e-5)
+    sigma = privacy.paper_code_gaussian_sigma(eps, 1e-5)
+    assert privacy.true_epsilon(sigma, 1e-5) == pytest.approx(true_eps, abs=1.5e-3)
+    assert sigma < privacy.analytic_gaussian_sigma(eps, 1e-5)
 
 
 def test_paper_code_real_data_true_epsilon():
     # anchor report section 0: the paper's real-data "eps = 1" is really about 2.34-2.45
     for n_train in [7655, 13904, 7486]:
-        sigma = bayesdp.paper_code_gaussian_sigma(1.0, 1 / n_train)
-        assert 2.3 < bayesdp.true_epsilon(sigma, 1 / n_train) < 2.5
+        sigma = privacy.paper_code_gaussian_sigma(1.0, 1 / n_train)
+        assert 2.3 < privacy.true_epsilon(sigma, 1 / n_train) < 2.5
 
 
 # --------------------------------------------------------------------------------------------
@@ -248,21 +247,21 @@ def test_paper_code_real_data_true_epsilon():
 @pytest.mark.parametrize("eps", [1e-3, 0.1, 1.0, 3.0, 10.0, 50.0])
 @pytest.mark.parametrize("delta", [1e-3, 1e-5, 1e-12])
 def test_true_epsilon_inverts(eps, delta):
-    sigma = bayesdp.analytic_gaussian_sigma(eps, delta, sensitivity=2.0)
-    assert bayesdp.true_epsilon(sigma, delta, sensitivity=2.0) == pytest.approx(eps, rel=1e-7)
+    sigma = privacy.analytic_gaussian_sigma(eps, delta, sensitivity=2.0)
+    assert privacy.true_epsilon(sigma, delta, sensitivity=2.0) == pytest.approx(eps, rel=1e-7)
 
 
 def test_true_epsilon_rejects_bad_sigma():
     for bad in [0.0, -1.0, float("nan"), float("inf"), "x"]:
         with pytest.raises(BayesdpInputError, match="sigma"):
-            bayesdp.true_epsilon(bad, 1e-5)
+            privacy.true_epsilon(bad, 1e-5)
     with pytest.raises(BayesdpInputError, match="delta"):
-        bayesdp.true_epsilon(1.0, 0.0)
+        privacy.true_epsilon(1.0, 0.0)
 
 
 def test_true_epsilon_zero_when_noise_huge():
     # delta(0) = 2 Phi(1/(2 sigma)) - 1 <= delta  => eps = 0
-    assert bayesdp.true_epsilon(1e9, 0.01) == 0.0
+    assert privacy.true_epsilon(1e9, 0.01) == 0.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -347,7 +346,7 @@ def test_sensitivities_do_not_overflow_in_the_powers():
 def test_exact_calibration_refuses_epsilon_beyond_its_range():
     """eps = 1e300 used to end in scipy's bare 'The function value at x=-1.0 is NaN'."""
     with pytest.raises(BayesdpInputError, match="epsilon"):
-        bayesdp.gaussian_sigma(1e300, 1e-5)
+        privacy.gaussian_sigma(1e300, 1e-5)
     assert privacy.MAX_EPSILON_EXACT >= 1e100
-    s = bayesdp.gaussian_sigma(privacy.MAX_EPSILON_EXACT, 1e-5)
+    s = privacy.gaussian_sigma(privacy.MAX_EPSILON_EXACT, 1e-5)
     assert s == pytest.approx(1.0 / math.sqrt(2.0 * privacy.MAX_EPSILON_EXACT), rel=1e-8)

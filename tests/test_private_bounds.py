@@ -244,10 +244,10 @@ def test_total_accounting_is_the_stated_composition(sim, share):
     assert (r.epsilon, r.delta) == (EPS, DELTA) and r.dp_claim_valid and r.private_bounds
     # the statistics: analytic Gaussian at eps (1 - share), at the sensitivity of the bounds
     sens = privacy.sensitivity_sz(*r.bounds)
-    sigma = bayesdp.analytic_gaussian_sigma(spart["epsilon"], DELTA, sens)
+    sigma = privacy.analytic_gaussian_sigma(spart["epsilon"], DELTA, sens)
     np.testing.assert_allclose(r.sigma_s, sigma, rtol=1e-12)
     assert r.sensitivity == pytest.approx(sens, rel=1e-14)
-    assert sigma > bayesdp.analytic_gaussian_sigma(EPS, DELTA, sens) * (1 + share / 2)
+    assert sigma > privacy.analytic_gaussian_sigma(EPS, DELTA, sens) * (1 + share / 2)
     # zCDP: the two eps/2 exponential mechanisms (eps/2)^2/8 each; the Gaussian Delta^2/2sigma^2
     assert bpart["rho"] == pytest.approx(2 * (share * EPS / 2) ** 2 / 8, rel=1e-14)
     assert spart["rho"] == pytest.approx(sens**2 / (2 * sigma**2), rel=1e-12)
@@ -293,7 +293,7 @@ def test_composition_cross_checked_with_dp_accounting(sim):
         composed = _pld(bpart["dp_event"]).compose(_pld(spart["dp_event"]))
         assert composed.get_delta_for_epsilon(eps) <= DELTA
         wrong = {"type": "GaussianDpEvent",
-                 "noise_multiplier": bayesdp.analytic_gaussian_sigma(eps, DELTA)}
+                 "noise_multiplier": privacy.analytic_gaussian_sigma(eps, DELTA)}
         assert _pld(bpart["dp_event"]).compose(_pld(wrong)).get_delta_for_epsilon(eps) > 1.2 * DELTA
 
 
@@ -312,7 +312,7 @@ def test_classical_calibration_uses_the_statistics_share(sim):
                         calibration="classical", seed=1)
     sens = privacy.sensitivity_sz(*r.bounds)
     eps_s = EPS * (1 - privacy.PRIVATE_BOUNDS_SHARE)  # the part records the true eps instead
-    np.testing.assert_allclose(r.sigma_s, bayesdp.classical_gaussian_sigma(eps_s, DELTA, sens),
+    np.testing.assert_allclose(r.sigma_s, privacy.classical_gaussian_sigma(eps_s, DELTA, sens),
                                rtol=1e-12)
 
 
@@ -339,10 +339,10 @@ def test_bad_cost_record_in_a_file_is_refused(sim):
     r = bayesdp.release(sim.X, sim.y, epsilon=EPS, delta=DELTA, bounds="private", seed=1)
     doc = r.to_dict()
     doc["privacy"]["cost"]["parts"][0]["epsilon"] = "0.1"
-    with pytest.raises(bayesdp.ReleaseFormatError, match="epsilon"):
+    with pytest.raises(bayesdp.errors.ReleaseFormatError, match="epsilon"):
         bayesdp.Release.from_dict(doc)
     doc["privacy"]["cost"] = [1, 2]
-    with pytest.raises(bayesdp.ReleaseFormatError, match="privacy.cost"):
+    with pytest.raises(bayesdp.errors.ReleaseFormatError, match="privacy.cost"):
         bayesdp.Release.from_dict(doc)
 
 
@@ -353,8 +353,8 @@ def test_release_file_streams_the_same_estimate(sim, tmp_path):
     frame = pd.DataFrame(sim.X, columns=["a", "b", "c"])
     frame["y"] = sim.y
     frame.to_csv(path, index=False, float_format="%.17g")
-    a = bayesdp.release_file(path, epsilon=EPS, delta=DELTA, bounds="private", nodes=2, seed=4,
-                             chunksize=777)
+    a = bayesdp.releases.release_file(path, epsilon=EPS, delta=DELTA, bounds="private", nodes=2,
+                                      seed=4, chunksize=777)
     b = bayesdp.release(sim.X, sim.y, epsilon=EPS, delta=DELTA, bounds="private", nodes=2,
                         seed=4)
     assert a.bounds == b.bounds and a.privacy_cost == b.privacy_cost
@@ -460,8 +460,8 @@ def test_cli_private_bounds_round_trip(tmp_path, csv_file, capsys):
     assert "bounds estimated privately" in text
     r = bayesdp.load_release(out)
     assert r.dp_claim_valid and r.bounds_part["epsilon"] == pytest.approx(0.2)
-    py = bayesdp.release_file(csv_file, epsilon=1, delta=1e-5, bounds="private",
-                              bounds_share=0.2, nodes=2, seed=1)
+    py = bayesdp.releases.release_file(csv_file, epsilon=1, delta=1e-5, bounds="private",
+                                       bounds_share=0.2, nodes=2, seed=1)
     assert r.bounds == py.bounds
     assert main(["fit", str(out), "--method", "fast", "--seed", "0"]) == 0
 

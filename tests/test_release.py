@@ -50,7 +50,7 @@ def noise_free(X, y, **kw):
 def test_sigma_is_sensitivity_times_calibration(data):
     X, y = data
     r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=3, seed=1)
-    expected = delta_sz(*BOUNDS) * bayesdp.analytic_gaussian_sigma(EPS, DELTA)
+    expected = delta_sz(*BOUNDS) * bayesdp.privacy.analytic_gaussian_sigma(EPS, DELTA)
     np.testing.assert_allclose(r.sigma_s, expected, rtol=1e-12)
     np.testing.assert_allclose(r.sigma_z, expected, rtol=1e-12)
     assert r.sensitivity == pytest.approx(delta_sz(*BOUNDS), rel=1e-14)
@@ -105,7 +105,8 @@ def test_yty_release(data):
     bx, by = BOUNDS
     sens = math.sqrt(bx**4 + bx**2 * by**2 + by**4)
     assert r.sensitivity == pytest.approx(sens, rel=1e-14)
-    np.testing.assert_allclose(r.sigma_s, sens * bayesdp.analytic_gaussian_sigma(EPS, DELTA),
+    np.testing.assert_allclose(r.sigma_s,
+                               sens * bayesdp.privacy.analytic_gaussian_sigma(EPS, DELTA),
                                rtol=1e-12)
     np.testing.assert_allclose(r.sigma_yty, r.sigma_s, rtol=0)
     assert r.yty_hat.shape == (2,)
@@ -230,7 +231,8 @@ def test_paper_code_calibration_flags_release(data):
                             calibration="paper-code")
     assert r.dp_claim_valid is False and r.calibration == "paper-code"
     np.testing.assert_allclose(
-        r.sigma_s, delta_sz(*BOUNDS) * bayesdp.paper_code_gaussian_sigma(EPS, DELTA), rtol=1e-12
+        r.sigma_s, delta_sz(*BOUNDS) * bayesdp.privacy.paper_code_gaussian_sigma(EPS, DELTA),
+        rtol=1e-12
     )
 
 
@@ -273,7 +275,7 @@ def test_nodes_count_contiguous_split():
     assert r.J == 5 and r.n_total == 23
     # not add/remove private: flagged, with the true eps of the whole release in the note
     k = bayesdp.privacy.contiguous_split_change(23, 5)
-    true_eps = bayesdp.true_epsilon(r.sigma_s[0], DELTA, sensitivity=k * r.sensitivity)
+    true_eps = bayesdp.privacy.true_epsilon(r.sigma_s[0], DELTA, sensitivity=k * r.sensitivity)
     assert true_eps > EPS and r.dp_claim_valid is False
     assert f"({true_eps:.4g}, {DELTA:g})-DP" in r.dp_claim_note
     assert r.to_dict()["privacy"]["dp_claim_valid"] is False
@@ -494,7 +496,7 @@ def test_release_file_matches_in_memory(tmp_path, fmt, split):
     kw = dict(epsilon=EPS, delta=DELTA, bounds=bounds, nodes=3, seed=21, split=split)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # split="contiguous" warns
-        rf = bayesdp.release_file(path, header=header, chunksize=7, **kw)
+        rf = bayesdp.releases.release_file(path, header=header, chunksize=7, **kw)
         rm = bayesdp.release(X, y, **kw)
     assert np.array_equal(rf.S_hat, rm.S_hat)
     assert np.array_equal(rf.z_hat, rm.z_hat)
@@ -517,7 +519,7 @@ def test_release_file_clipping_and_node_column(tmp_path):
     path = tmp_path / "data.csv"
     df.to_csv(path, index=False, float_format="%.17g")
     kw = dict(epsilon=EPS, delta=DELTA, bounds=(2.0, 3.0), seed=8, include_yty=True)
-    rf = bayesdp.release_file(path, y_column="y", node_column="holder", chunksize=5, **kw)
+    rf = bayesdp.releases.release_file(path, y_column="y", node_column="holder", chunksize=5, **kw)
     rm = bayesdp.release(X, y, nodes=holders, **kw)
     assert rf.holder_names == rm.holder_names
     assert rf.feature_names == ("f1", "f2")
@@ -534,7 +536,7 @@ def test_release_file_bounds_data(tmp_path):
     pd.DataFrame(np.column_stack([X, y])).to_csv(path, index=False, header=False)
     kw = dict(epsilon=EPS, delta=DELTA, bounds="data", nodes=2, seed=3)
     with pytest.warns(UserWarning, match="NOT differentially private"):
-        rf = bayesdp.release_file(path, header=None, chunksize=4, **kw)
+        rf = bayesdp.releases.release_file(path, header=None, chunksize=4, **kw)
     with pytest.warns(UserWarning):
         rm = bayesdp.release(X, y, **kw)
     assert rf.private_bounds is False and rf.dp_claim_valid is False
@@ -545,19 +547,19 @@ def test_release_file_bounds_data(tmp_path):
 def test_release_file_bad_input(tmp_path):
     kw = dict(epsilon=EPS, delta=DELTA, bounds=(1.0, 1.0))
     with pytest.raises(BayesdpInputError, match="does not exist"):
-        bayesdp.release_file(tmp_path / "nope.csv", **kw)
+        bayesdp.releases.release_file(tmp_path / "nope.csv", **kw)
     p = tmp_path / "nan.csv"
     p.write_text("a,b,y\n1,2,3\n1,,3\n")
     with pytest.raises(BayesdpInputError, match="NaN"):
-        bayesdp.release_file(p, **kw)
+        bayesdp.releases.release_file(p, **kw)
     p2 = tmp_path / "short.csv"
     p2.write_text("a,b,y\n1,2,3\n1,2,3\n")
     with pytest.raises(BayesdpInputError, match="fewer rows"):
-        bayesdp.release_file(p2, nodes=3, **kw)
+        bayesdp.releases.release_file(p2, nodes=3, **kw)
     p3 = tmp_path / "text.csv"
     p3.write_text("a,b,y\n1,2,3\n1,x,3\n")
     with pytest.raises(BayesdpInputError, match="non-numeric"):
-        bayesdp.release_file(p3, **kw)
+        bayesdp.releases.release_file(p3, **kw)
 
 
 # --------------------------------------------------------------------------------------------
@@ -702,11 +704,11 @@ def test_holder_name_is_for_a_single_holder(tmp_path):
             bayesdp.release(X, y, holder_name=bad, **kw)
     path = tmp_path / "d.csv"
     pd.DataFrame(np.column_stack([X, y]), columns=["a", "b", "c", "y"]).to_csv(path, index=False)
-    rel = bayesdp.release_file(path, holder_name="clinic", **kw)
+    rel = bayesdp.releases.release_file(path, holder_name="clinic", **kw)
     assert rel.holder_names == ("clinic",)
     assert bayesdp.load_release(rel.save(tmp_path / "r.json")).holder_names == ("clinic",)
     with pytest.raises(BayesdpInputError, match="single holder"):
-        bayesdp.release_file(path, nodes=3, holder_name="clinic", **kw)
+        bayesdp.releases.release_file(path, nodes=3, holder_name="clinic", **kw)
 
 
 @pytest.mark.parametrize(
@@ -923,7 +925,8 @@ def test_docs_example_file_loads(tmp_path):
     assert r.J == 2 and r.d == 2 and r.feature_names == ("age", "income")
     assert r.n_clipped.tolist() == [0, 3] and not r.seeded
     assert r.sensitivity == pytest.approx(delta_sz(4.0, 5.0), rel=1e-14)
-    np.testing.assert_allclose(r.sigma_s, r.sensitivity * bayesdp.analytic_gaussian_sigma(1, 1e-5),
+    np.testing.assert_allclose(r.sigma_s,
+                               r.sensitivity * bayesdp.privacy.analytic_gaussian_sigma(1, 1e-5),
                                rtol=1e-12)
 
 
@@ -1028,11 +1031,11 @@ def test_headerless_csv_is_refused_with_infer_and_nothing_leaks(tmp_path):
     out = tmp_path / "release.json"
     kw = dict(epsilon=EPS, delta=DELTA, bounds=(2.0, 3.0), nodes=2, seed=5)
     with pytest.raises(BayesdpInputError, match="header") as exc:
-        bayesdp.release_file(path, **kw)  # header="infer" is the default
+        bayesdp.releases.release_file(path, **kw)  # header="infer" is the default
     assert "header=None" in str(exc.value) and "--no-header" in str(exc.value)
     assert not out.exists()
     # read as what it is: every row is data, the row count is right, no value is a name
-    rel = bayesdp.release_file(path, header=None, **kw)
+    rel = bayesdp.releases.release_file(path, header=None, **kw)
     rel.save(out, include_clip_counts=True)
     text = out.read_text()
     assert rel.n_total == n and bayesdp.load_release(out).n_total == n
@@ -1050,10 +1053,10 @@ def test_csv_header_with_a_numeric_field_is_refused(tmp_path):
     path = tmp_path / "half.csv"
     path.write_text("age,3.25,y\n1,2,3\n4,5,6\n")
     with pytest.raises(BayesdpInputError, match=r"columns \[1\]"):
-        bayesdp.release_file(path, epsilon=EPS, delta=DELTA, bounds=(9.0, 9.0))
+        bayesdp.releases.release_file(path, epsilon=EPS, delta=DELTA, bounds=(9.0, 9.0))
     ok = tmp_path / "ok.csv"
     ok.write_text("age,height,y\n1,2,3\n4,5,6\n")
-    r = bayesdp.release_file(ok, epsilon=EPS, delta=DELTA, bounds=(9.0, 9.0), seed=0)
+    r = bayesdp.releases.release_file(ok, epsilon=EPS, delta=DELTA, bounds=(9.0, 9.0), seed=0)
     assert r.feature_names == ("age", "height") and r.n_total == 2
 
 
@@ -1085,7 +1088,7 @@ def test_classical_calibration_flagged_where_it_is_not_dp(data, eps):
     with pytest.warns(UserWarning, match="classical"):
         r = bayesdp.release(X, y, epsilon=eps, delta=DELTA, bounds=BOUNDS, seed=0,
                             calibration="classical")
-    true_eps = bayesdp.true_epsilon(r.sigma_s[0], DELTA, sensitivity=r.sensitivity)
+    true_eps = bayesdp.privacy.true_epsilon(r.sigma_s[0], DELTA, sensitivity=r.sensitivity)
     assert true_eps > eps  # computed here from the exact profile, not read from the release
     assert r.dp_claim_valid is False and "DP CLAIM INVALID" in repr(r)
     doc = r.to_dict()["privacy"]
@@ -1099,7 +1102,7 @@ def test_classical_calibration_valid_below_one(data):
         warnings.simplefilter("error")
         r = bayesdp.release(X, y, epsilon=1.0, delta=DELTA, bounds=BOUNDS, seed=0,
                             calibration="classical")
-    assert bayesdp.true_epsilon(r.sigma_s[0], DELTA, sensitivity=r.sensitivity) < 1.0
+    assert bayesdp.privacy.true_epsilon(r.sigma_s[0], DELTA, sensitivity=r.sensitivity) < 1.0
     assert r.dp_claim_valid is True and r.dp_claim_note == ""
 
 
@@ -1167,7 +1170,7 @@ def test_remove_one_row_from_a_file_with_a_node_column(tmp_path):
         p = tmp_path / f"{name}.csv"
         pd.DataFrame({"a": X[keep, 0], "b": X[keep, 1], "site": site[keep], "y": y[keep]}
                      ).to_csv(p, index=False, float_format="%.17g")
-        rels[name] = bayesdp.release_file(p, **kw)
+        rels[name] = bayesdp.releases.release_file(p, **kw)
     assert rels["full"].holder_names == rels["minus"].holder_names
     change = np.linalg.norm(_whole(rels["full"]) - _whole(rels["minus"]))
     assert 0 < change <= rels["full"].sensitivity * (1 + 1e-9)
@@ -1378,7 +1381,8 @@ def test_missing_node_labels_in_a_file(tmp_path, data):
     path = tmp_path / "d.csv"
     frame.to_csv(path, index=False)
     with pytest.raises(BayesdpInputError, match="node_column: missing holder label"):
-        bayesdp.release_file(path, epsilon=EPS, delta=DELTA, bounds=BOUNDS, node_column="who")
+        bayesdp.releases.release_file(path, epsilon=EPS, delta=DELTA, bounds=BOUNDS,
+                                      node_column="who")
 
 
 @pytest.mark.parametrize("seed", ["abc", 1.5, True, -1])
@@ -1414,7 +1418,7 @@ def test_folders_where_files_belong(tmp_path, data):
     with pytest.raises(BayesdpInputError, match="is a folder"):
         r.save(tmp_path / "sub")
     with pytest.raises(BayesdpInputError, match="is a folder"):
-        bayesdp.release_file(tmp_path / "sub", epsilon=EPS, delta=DELTA, bounds=BOUNDS)
+        bayesdp.releases.release_file(tmp_path / "sub", epsilon=EPS, delta=DELTA, bounds=BOUNDS)
     assert os.listdir(tmp_path / "sub") == []
 
 
@@ -1449,4 +1453,4 @@ def test_node_column_of_measurements_is_refused_by_release_file(tmp_path):
     p = tmp_path / "d.csv"
     pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "y": y}).to_csv(p, index=False)
     with pytest.raises(BayesdpInputError, match="node_column: holder labels are float64"):
-        bayesdp.release_file(p, epsilon=EPS, delta=DELTA, bounds=BOUNDS, node_column="a")
+        bayesdp.releases.release_file(p, epsilon=EPS, delta=DELTA, bounds=BOUNDS, node_column="a")

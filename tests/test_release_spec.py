@@ -43,10 +43,10 @@ def sources(rows, tmp_path_factory):
     frame.to_csv(path, index=False)
     out = {
         "release": lambda **kw: bayesdp.release(X, y, feature_names=["a", "b", "c"], **kw),
-        "release_file": lambda **kw: bayesdp.release_file(path, **kw),
+        "release_file": lambda **kw: bayesdp.releases.release_file(path, **kw),
     }
     if dd is not None:
-        out["release_dask"] = lambda **kw: bayesdp.release_dask(
+        out["release_dask"] = lambda **kw: bayesdp.releases.release_dask(
             dd.from_pandas(frame, npartitions=3), **kw)
     return out
 
@@ -192,14 +192,14 @@ def test_private_bounds_spec_is_recorded_as_given(tmp_path):
     pd.DataFrame(X, columns=["a", "b"]).assign(y=y).to_csv(path, index=False)
     spec = ReleaseSpec(epsilon=2.0, delta=1e-5, bounds="private", bounds_share=0.5,
                        bounds_range=(1e-2, 1e2), seed=1)
-    for rel in (bayesdp.release(X, y, spec=spec), bayesdp.release_file(path, spec=spec)):
+    for rel in (bayesdp.release(X, y, spec=spec), bayesdp.releases.release_file(path, spec=spec)):
         assert rel.spec == spec and rel.spec.bounds == "private" and len(rel.bounds) == 2
         assert rel.bounds_part["epsilon"] == pytest.approx(1.0)
 
 
 def test_partial_statistics_release_records_its_spec(rows):
     X, y = rows
-    acc = bayesdp.PartialStatistics(3, BOUNDS, 1, intercept=True)
+    acc = bayesdp.releases.PartialStatistics(3, BOUNDS, 1, intercept=True)
     acc.add(X, y)
     rel = acc.release(epsilon=EPS, delta=DELTA, seed=2)
     assert rel.spec == ReleaseSpec(epsilon=EPS, delta=DELTA, bounds=BOUNDS, intercept=True,

@@ -49,7 +49,7 @@ def coverage_study(sigma_s, reps, seed):
             idata = bayesdp.fit(rel, method="fast", seed=r, priors=PRIORS, sigma_y2=1.0,
                                 num_samples=10, num_chains=1)
         warned += any(issubclass(w.category, bayesdp.CalibrationWarning) for w in caught)
-        mean, cov = bayesdp.closed_form_moments(idata)
+        mean, cov = bayesdp.inference.closed_form_moments(idata)
         hits.append(np.abs(mean - THETA) <= z90 * np.sqrt(np.diag(cov)))
         predicted.append(idata.posterior.attrs["s_noise_coverage"])
     return np.mean(hits, axis=0), np.mean(predicted, axis=0), warned

@@ -259,7 +259,7 @@ def test_calibration(eps, delta):
     sens_g = plan["sensitivity"] / g
     assert _zcdp_delta_at(s, sens_g, eps) <= delta
     assert _zcdp_delta_at(s - 1, sens_g, eps) > delta / (1 + 2e-9)
-    cont = bayesdp.analytic_gaussian_sigma(eps, delta, Delta)
+    cont = privacy.analytic_gaussian_sigma(eps, delta, Delta)
     assert s >= 2**20 and g * math.sqrt(dim) <= 2.0**-20 * Delta
     assert 1.03 * cont < plan["sigma"] < 1.12 * cont
 
@@ -271,7 +271,7 @@ def test_noise_cost_at_1_1e5():
         Delta = privacy.sensitivity_release(4.0, 5.0, intercept=intercept, with_yty=yty)
         plan = secure_noise.plan(1.0, 1e-5, Delta,
                                  secure_noise.released_dim(d, intercept=intercept, with_yty=yty))
-        ratio = plan["sigma"] / bayesdp.analytic_gaussian_sigma(1.0, 1e-5, Delta)
+        ratio = plan["sigma"] / privacy.analytic_gaussian_sigma(1.0, 1e-5, Delta)
         assert ratio == pytest.approx(1.0843, abs=1e-4)
 
 
@@ -400,7 +400,7 @@ def test_float_release_is_unchanged():
     assert rel.noise_mechanism == "gaussian" and rel.noise_grid is None
     assert rel.to_dict()["noise"]["mechanism"] == "gaussian"
     assert rel.sensitivity == delta_sz(2.0, 3.0)
-    assert rel.sigma_s[0] == bayesdp.analytic_gaussian_sigma(1.0, 1e-5, delta_sz(2.0, 3.0))
+    assert rel.sigma_s[0] == privacy.analytic_gaussian_sigma(1.0, 1e-5, delta_sz(2.0, 3.0))
 
 
 @pytest.mark.parametrize("intercept, yty, k", [(False, False, 1), (True, True, 1),
@@ -507,9 +507,9 @@ def test_secure_bad_input(tmp_path):
     path = tmp_path / "d.csv"
     path.write_text("a,b,c,y\n" + "\n".join(",".join(map(str, [*x, v])) for x, v in zip(X, y)))
     with pytest.raises(BayesdpInputError, match="^seed"):
-        bayesdp.release_file(path, noise="secure", seed=0, **kw)
+        bayesdp.releases.release_file(path, noise="secure", seed=0, **kw)
     with pytest.raises(BayesdpInputError, match="^noise"):
-        bayesdp.release_file(path, noise="Secure", **kw)
+        bayesdp.releases.release_file(path, noise="Secure", **kw)
 
 
 def _secure_doc():
@@ -573,7 +573,8 @@ def test_release_file_matches_release(tmp_path, no_noise):
     path.write_text("a,b,c,site,y\n" + "\n".join(
         ",".join([*(repr(float(v)) for v in x), s, repr(float(t))]) for x, s, t in zip(X, site, y)))
     kw = dict(epsilon=2.0, delta=1e-6, bounds=(2.0, 3.0), noise="secure")
-    from_file = bayesdp.release_file(path, chunksize=70, node_column="site", y_column="y", **kw)
+    from_file = bayesdp.releases.release_file(path, chunksize=70, node_column="site", y_column="y",
+                                              **kw)
     direct = bayesdp.release(X, y, nodes=site, **kw)
     assert np.array_equal(from_file.S_hat, direct.S_hat)
     assert np.array_equal(from_file.z_hat, direct.z_hat)

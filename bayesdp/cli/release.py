@@ -1,5 +1,5 @@
 """``bayesdp release`` and ``bayesdp combine``: release files from data files (the faces of
-:func:`bayesdp.release_file` and :func:`bayesdp.combine_releases`).
+:func:`bayesdp.releases.release_file` and :func:`bayesdp.combine_releases`).
 
     bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds 10 5 --nodes 5 --out release.json
     bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds private --out release.json

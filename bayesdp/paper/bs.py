@@ -23,7 +23,7 @@ N(m, C) prior of the other methods). Every sweep costs O(G D'^3 + J D'^2) = O(G 
 D' = d(d+1)/2 + d + 1, where G <= J is the number of distinct (n_j, V_j): step 3 factors
 V_j + n_j Sigma once per group of holders that share it (at most 2 groups for an even split).
 The sweep is a pure function iterated by ``jax.lax.scan``; chains are ``vmap``-ed, and so are
-releases of one shape in ``bayesdp.fit_batch`` (:func:`run_bs_batch`).
+releases of one shape in ``bayesdp.inference.fit_batch`` (:func:`run_bs_batch`).
 
 What the sweep targets. Step 3 is an exact Gibbs step of :func:`bayesdp.paper.bs_model.bs_model`: it
 draws each ss_j from that model's conditional given (Sigma_x, theta, sigma_y^2, ss_hat_j)
@@ -206,8 +206,8 @@ def _holder_groups(n, V, share=True):
     """Holders whose step-3 matrix V_j + n_j Sigma is the same: ``first[g]`` is the first
     holder of group g and ``group[j]`` holder j's group. An even split has at most two
     distinct n_j (they differ by one row at most) and one noise covariance, so two Cholesky
-    factors per sweep serve all J holders (the sweep's cost was J + 1 factorisations of a
-    D' x D' matrix). ``share=False``: one group per holder."""
+    factors per sweep serve all J holders instead of one per holder (the cost:
+    docs/evidence/performance.md, "`bs` (MCMC-B&S)"). ``share=False``: one group per holder."""
     first, group = [], []
     for j in range(len(n)):
         g = next((g for g, f in enumerate(first)

@@ -9,8 +9,8 @@ For every cell (epsilon, J, rep) the data are released once for the [S, z] metho
 the larger sensitivity of appendix C.1, for MCMC-B&S (``include_yty=True``); adaSSP adds its own
 noise to the raw statistics; "nonprivate" is the normal-inverse-gamma posterior from the raw rows.
 Every DP method is called through ``bayesdp.fit(release, method=name)`` (with ``batch_reps=True``,
-the replications of one (epsilon, J) through ``bayesdp.fit_batch`` where the method has a batched
-fit), so any method registered in ``bayesdp.METHODS`` can be compared.
+the replications of one (epsilon, J) through ``bayesdp.inference.fit_batch`` where the method has a
+batched fit), so any method registered in ``bayesdp.METHODS`` can be compared.
 
 Metrics (:mod:`bayesdp.paper.metrics`; docs/compare.md, "Metrics"):
 ``estimation_mse`` (posterior mean vs the true theta, or the training least-squares fit on real
@@ -289,7 +289,7 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitt
             point, checks = None, {}
             if method == "nonprivate":
                 draws = npv_draws
-                point = bayesdp.closed_form_moments(npv)[0]
+                point = bayesdp.inference.closed_form_moments(npv)[0]
                 seconds = npv_time
                 m_ref = None
             elif method in fitted:
@@ -323,7 +323,7 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitt
                 seconds = time.perf_counter() - t0
                 draws = np.asarray(idata.posterior["theta"]).reshape(-1, dim)
                 if "closed_form_mean" in idata.posterior.attrs:
-                    point = bayesdp.closed_form_moments(idata)[0]
+                    point = bayesdp.inference.closed_form_moments(idata)[0]
                 checks = _checks_of(idata.posterior.attrs)
                 m_ref = ref
         vals = _metrics_for(method, draws, ctx, m_ref, spec, point)
@@ -341,7 +341,8 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitt
 
 
 def batchable(method):
-    """Whether ``method`` has a batched fit (:func:`bayesdp.fit_batch` runs it vectorised)."""
+    """Whether ``method`` has a batched fit (:func:`bayesdp.inference.fit_batch` runs it
+    vectorised)."""
     from ..inference import METHODS
 
     return method in METHODS and METHODS[method].run_batch is not None
@@ -479,9 +480,9 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         together with ``n_jobs`` > 1. Results do not depend on how the cells are run.
     batch_reps : fit the replications of each (epsilon, J) together: the methods with a batched
         fit ("fast", "bs" and the hand-written MCMC kernels such as "fixeds";
-        ``bayesdp.fit_batch``) run all replications in one compiled program, the others (NUTS)
-        one by one. One task per (epsilon, J) then goes to the ``executor``; with ``n_jobs`` =
-        k > 1, k tasks of consecutive replications per (epsilon, J), so that every worker gets
+        ``bayesdp.inference.fit_batch``) run all replications in one compiled program, the others
+        (NUTS) one by one. One task per (epsilon, J) then goes to the ``executor``; with ``n_jobs``
+        = k > 1, k tasks of consecutive replications per (epsilon, J), so that every worker gets
         a share of every cell. Results
         equal the default's up to floating-point rounding (1e-10 relative); ``seconds`` of a
         batched method is the batch's wall time divided by the number of replications in it.
@@ -611,7 +612,7 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     modules = sorted({METHODS[m].run.__module__ for m in methods if m in METHODS})
     n_jobs = (os.cpu_count() or 1) if n_jobs is None else int(n_jobs)
     # batched replications on k > 1 workers: k tasks per (e, J), so that every worker gets a
-    # share of every cell (a whole cell per task left a core idle while the longest cells ran)
+    # share of every cell (with a whole cell per task, a core sits idle while the longest run)
     n_parts = n_jobs if executor is None and n_jobs > 1 else 1
     tasks = []
     for e in epsilons:

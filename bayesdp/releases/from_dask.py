@@ -165,8 +165,8 @@ def release_dask(data, y=None, *, epsilon=None, delta=None, bounds=None, nodes=1
     (``scheduler`` passes one to ``dask.compute``): local threads by default, a
     ``distributed.Client``'s cluster when one is open.
 
-    Parameters as in :func:`bayesdp.release_file`: ``y_column`` (default: the last column that is
-    not ``node_column``) and ``node_column`` name DataFrame columns; every other column is a
+    Parameters as in :func:`bayesdp.releases.release_file`: ``y_column`` (default: the last column
+    that is not ``node_column``) and ``node_column`` name DataFrame columns; every other column is a
     feature. ``nodes`` = J assigns each row to a uniformly random holder (the default split of
     :func:`bayesdp.release`, add/remove-one private); with Dask arrays ``nodes`` may also be a
     Dask array of holder labels. ``bounds`` must be public (B_x, B_y). ``intercept``,

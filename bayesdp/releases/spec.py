@@ -1,11 +1,11 @@
 """The release specification: every parameter of the mechanism, checked once.
 
-:func:`bayesdp.release`, :func:`bayesdp.release_file` and :func:`bayesdp.release_dask` run one
-mechanism (paper eqs. 2-3) on rows from different sources (arrays, a file, a Dask DataFrame).
-Its parameters are a :class:`ReleaseSpec`: each entry point builds one from its keywords, or
-takes one as ``spec=``, and passes it down; the checks of those parameters live here and
-nowhere else. What depends on the rows (the holders' labels, the feature names, the file's
-columns) is checked where the rows are read.
+:func:`bayesdp.release`, :func:`bayesdp.releases.release_file` and
+:func:`bayesdp.releases.release_dask` run one mechanism (paper eqs. 2-3) on rows from different
+sources (arrays, a file, a Dask DataFrame). Its parameters are a :class:`ReleaseSpec`: each entry
+point builds one from its keywords, or takes one as ``spec=``, and passes it down; the checks of
+those parameters live here and nowhere else. What depends on the rows (the holders' labels, the
+feature names, the file's columns) is checked where the rows are read.
 """
 
 from __future__ import annotations
