@@ -1,10 +1,7 @@
-"""Bounded caches of compiled samplers (audit, issue 15 item 7).
-
-Method 'bs' kept one compiled sampler per (d, iterations, kept draws) for good: 20 fits of new
-shapes grew the process from 2,200 to 15,600 memory maps and its RSS by 500 MiB (measured);
-'fixeds' dropped its MCMC objects (an LRU of 4) but JAX's own compilation caches kept their
-code, about 24 maps and 19 MiB per new shape. Once the caches are full, fits of ever new shapes
-must not grow the map count (the kernel's limit, vm.max_map_count = 65530, ends the process)."""
+"""Bounded caches of compiled samplers: once the caches are full, fits of ever new shapes must not
+grow the process's memory maps (the kernel ends a process that reaches vm.max_map_count, 65530 by
+default). What an unbounded cache costs: docs/evidence/performance.md, "Compiled samplers:
+memory"."""
 
 import importlib
 import os
@@ -47,14 +44,14 @@ def test_fixeds_new_shapes_do_not_grow_memory_maps(rel, monkeypatch):
     _fits_of_new_shapes(rel, "fixeds", range(12, 16))
     grown = n_maps() - before
     assert len(mcmc_mod._MCMC_CACHE) == 1
-    assert grown < 50, grown  # without the fix: about 24 maps per new shape, 96 here
+    assert grown < 50, grown  # code of evicted shapes kept: about 24 maps per shape, 96 here
 
 
 def test_bs_new_shapes_do_not_grow_memory_maps(rel, monkeypatch):
     monkeypatch.setattr(bs_mod, "SAMPLER_CACHE_SIZE", 1, raising=False)
     _fits_of_new_shapes(rel, "bs", [10])  # the cache (size 1) is full
     before = n_maps()
-    _fits_of_new_shapes(rel, "bs", [11])  # each B&S compile takes ~25 s: one more shape only
+    _fits_of_new_shapes(rel, "bs", [11])  # one more shape only: a B&S sampler is slow to compile
     grown = n_maps() - before
-    assert grown < 300, grown  # without the fix: about 700 maps per new shape
+    assert grown < 300, grown  # an unbounded cache: about 700 maps per new shape
     assert len(bs_mod._SAMPLERS) == 1

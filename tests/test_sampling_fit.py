@@ -98,14 +98,13 @@ def test_fixeds_agrees_with_nuts(rel):
 
 @pytest.fixture(scope="module")
 def normalx_replicates(rel):
-    """Posterior means and sds of theta and sigma_y^2 from 8 independent normalx fits, with
+    """Posterior means and sds of theta and sigma_y^2 from 8 independent normalx-paper fits, with
     their Monte Carlo standard errors taken from the spread over the fits.
 
-    At this size (300 rows per holder) normalx's S_j drift slowly, and the ESS-based mcse of a
-    single 4 x 1000-draw fit is 2.5-3.5x too small (measured over 10 seeds, for the original and
-    the fused implementation alike: sd of the theta means over seeds 0.007-0.010, reported
-    mcse 0.003), so a z-score built on it is not a valid test. The spread over independent
-    fits is an honest standard error.
+    At this size (300 rows per holder) Algorithm 1's S_j drift slowly, and the ESS-based mcse of
+    a single 4 x 1000-draw fit is 2.5-3.5x too small (over 10 seeds: sd of the theta means
+    0.007-0.010, reported mcse 0.003), so a z-score built on it is not a valid test. The spread
+    over independent fits is an honest standard error.
 
     The paper's priors: under the default weakly informative prior sigma_y^2 ~ InvGamma(1/2, b)
     and only 300 rows per holder, sigma_y^2's posterior has an infinite variance (tail
@@ -265,16 +264,17 @@ def test_cli_diagnose(normalx_fit, tmp_path, capsys):
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux /proc")
 def test_repeated_fits_do_not_leak_compiled_code(sim):
-    """Every numpyro run used to leave a compiled loop in JAX's cache (about 120 memory maps per
-    normalx fit, measured); a long compare run then died at the kernel's map limit. After the
-    first fits (compilation, caches filling) the map count must stay flat."""
+    """numpyro compiles its collection loop afresh on every run, and ``mcmc._run_mcmc`` drops
+    that executable after the run: after the first fits (compilation, caches filling) the
+    process's memory maps must stay flat (docs/evidence/performance.md, "Compiled samplers:
+    memory")."""
 
     import gc
 
     def n_maps():
         # an executable JAX has dropped (numpyro's collection loop, cleared after every run) sits
-        # in reference cycles until the cyclic collector runs: up to ~850 maps linger for a while
-        # (measured), which is not a leak, so collect before counting
+        # in reference cycles until the cyclic collector runs (hundreds of maps linger for a
+        # while), which is not a leak, so collect before counting
         gc.collect()
         with open("/proc/self/maps") as f:
             return sum(1 for _ in f)
