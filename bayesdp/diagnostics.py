@@ -92,8 +92,8 @@ def hdi(draws, prob) -> np.ndarray:
     """Highest-density intervals of draws (chain, draw, k): array (k, 2) of lower and upper.
 
     The algorithm of ``arviz.hdi`` for unimodal draws (the narrowest interval holding
-    floor(prob * N) + 1 of the N sorted draws), vectorised over the k columns: ArviZ loops over
-    columns in Python, which takes minutes for thousands of predicted rows."""
+    floor(prob * N) + 1 of the N sorted draws), vectorised over the k columns (ArviZ loops over
+    the columns in Python, one call per predicted row)."""
     x = np.sort(np.asarray(draws, dtype=float).reshape(-1, np.shape(draws)[-1]), axis=0)
     n = x.shape[0]
     inc = int(np.floor(prob * n))
@@ -242,8 +242,8 @@ def _rhat_ess(x):
 
     ArviZ 0.23 runs its definition entry by entry in Python, and its Geyer truncation loop runs
     once per lag until the autocorrelations die out: thousands of iterations per entry for a
-    chain that mixes badly, which made fit's check cost as much as the sampling in
-    ``compare``'s Table 1 runs. The same formulas vectorised over entries give ArviZ's values
+    chain that mixes badly (the cost: docs/evidence/performance.md, "The convergence check").
+    The same formulas vectorised over entries give ArviZ's values
     to rounding (tested against ``az.rhat`` / ``az.ess`` in ``tests/test_convergence.py``).
     With a single chain the chain is first cut in two halves, so r_hat compares its first and
     second half (ArviZ needs >= 2 chains)."""
@@ -612,7 +612,7 @@ def convergence_message(conv: dict, method="?") -> str:
     what.append(f"bulk ESS = {conv['ess_bulk']:.0f}, tail ESS = {conv['ess_tail']:.0f}")
     advice = ("run longer (larger num_warmup and num_samples) or use another method "
               "('normalx' for the normalX model, 'fixeds' for the fixedS model converged in "
-              "the cells measured in docs/methods.md)")
+              "the cells measured in docs/evidence/convergence.md)")
     if total < conv["ess_min"]:
         advice = (f"only {total} draws were kept in total, so ESS cannot reach "
                   f"{conv['ess_min']:.0f}; " + advice)
@@ -697,7 +697,8 @@ def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=R
     out_dir : folder for ``trace.png``, ``posterior.png`` and ``pair.png`` (None: no plots).
     var_names : variables to check (default: every variable in the posterior - theta,
         sigma_y2, Sigma_x, S, ...).
-    ess_min, rhat_max : thresholds of the warnings (400 and 1.01, docs/methods.md).
+    ess_min, rhat_max : thresholds of the warnings (400 and 1.01, docs/methods.md,
+        "Diagnostics").
 
     Returns
     -------

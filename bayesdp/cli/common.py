@@ -58,8 +58,8 @@ def add_progress_option(p):
                         "only when stderr is a terminal)")
 
 
-# output options of every command, checked before any work is done (a fit or a comparison must
-# not run for minutes and then fail on a missing folder)
+# output options of every command, checked before any work is done (a long fit or comparison
+# must not fail at its end on a missing folder)
 OUT_FILES = ("out", "truth", "truth_out")
 OUT_DIRS = ("out_dir",)
 
