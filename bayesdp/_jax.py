@@ -4,7 +4,7 @@ enough CPU devices for NUTS to run its chains in parallel."""
 import os
 
 HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
-DEFAULT_HOST_DEVICES = 4  # fit's default number of chains
+_DEFAULT_HOST_DEVICES = 4  # fit's default number of chains
 
 
 def enable_x64():
@@ -30,7 +30,7 @@ def use_host_devices(n=None):
     if HOST_DEVICES_FLAG in flags:
         return None
     if n is None:
-        n = max(DEFAULT_HOST_DEVICES, os.cpu_count() or 1)
+        n = max(_DEFAULT_HOST_DEVICES, os.cpu_count() or 1)
     os.environ["XLA_FLAGS"] = f"{flags} {HOST_DEVICES_FLAG}={int(n)}".strip()
     return int(n)
 

@@ -49,16 +49,15 @@ from . import privacy
 from .errors import BayesdpInputError
 
 ADD_REMOVE = "add/remove"
-REPLACE_ONE = "replace-one"
-ACCOUNTANTS = ("zcdp", "basic", "pld")
-UNACCOUNTED = "unaccounted"
-GAUSSIAN = "gaussian"
+_ACCOUNTANTS = ("zcdp", "basic", "pld")
+_UNACCOUNTED = "unaccounted"
+_GAUSSIAN = "gaussian"
 DISCRETE_GAUSSIAN = "discrete_gaussian"
 EXPONENTIAL = "exponential"
-MECHANISMS = (GAUSSIAN, DISCRETE_GAUSSIAN, EXPONENTIAL, UNACCOUNTED)
+_MECHANISMS = (_GAUSSIAN, DISCRETE_GAUSSIAN, EXPONENTIAL, _UNACCOUNTED)
 """The mechanisms a cost part may name; any other is refused (its cost could not be checked)."""
 
-MAX_NUMBER = 1e150
+_MAX_NUMBER = 1e150
 """Largest magnitude of a number in a cost part (as ``releases.release_object.MAX_ABS`` for the
 rest of a release): squares and products of the numbers stay finite in float64."""
 
@@ -247,7 +246,7 @@ def unaccounted_part(note, *, name="statistics"):
     """A part whose guarantee is not a mechanism bayesdp can account (e.g. a network protocol's
     local guarantee): ``"mechanism": "unaccounted"``, no numbers, ``UnsupportedDpEvent``."""
     return {
-        "name": name, "mechanism": UNACCOUNTED, "epsilon": None, "delta": None, "rho": None,
+        "name": name, "mechanism": _UNACCOUNTED, "epsilon": None, "delta": None, "rho": None,
         "sensitivity": None, "sigma": None, "dp_event": {"type": "UnsupportedDpEvent"},
         "neighbouring": ADD_REMOVE, "note": note,
     }
@@ -261,7 +260,7 @@ def _num(part, key, where, *, low, low_open, high=None, nullable=True):
         raise BayesdpInputError(f"{where}.{key} is required")
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v):
         raise BayesdpInputError(f"{where}.{key} must be a finite number of magnitude at most "
-                                f"{MAX_NUMBER:g}, got {_short(v)}")
+                                f"{_MAX_NUMBER:g}, got {_short(v)}")
     v = float(v)
     if v < low or (low_open and v == low) or (high is not None and v >= high):
         rng = f"{'>' if low_open else '>='} {low:g}" + (f" and < {high:g}" if high else "")
@@ -270,8 +269,8 @@ def _num(part, key, where, *, low, low_open, high=None, nullable=True):
 
 
 def _finite(v):
-    """A JSON number within +-MAX_NUMBER (a huge integer is compared exactly, not converted)."""
-    return (isinstance(v, int) or math.isfinite(v)) and abs(v) <= MAX_NUMBER
+    """A JSON number within +-_MAX_NUMBER (a huge integer is compared exactly, not converted)."""
+    return (isinstance(v, int) or math.isfinite(v)) and abs(v) <= _MAX_NUMBER
 
 
 def _short(v):
@@ -282,7 +281,7 @@ def _short(v):
 
 def _check_numbers(part, where):
     """Every number anywhere in ``part`` (dp_event, bounds, ...) is finite and at most
-    MAX_NUMBER in magnitude; the error names the first that is not (iterative: any depth)."""
+    _MAX_NUMBER in magnitude; the error names the first that is not (iterative: any depth)."""
     stack = [(part, where)]
     while stack:
         x, w = stack.pop()
@@ -292,7 +291,7 @@ def _check_numbers(part, where):
             stack.extend((v, f"{w}[{i}]") for i, v in enumerate(x))
         elif isinstance(x, (int, float)) and not isinstance(x, bool) and not _finite(x):
             raise BayesdpInputError(f"{w} must be a finite number of magnitude at most "
-                                    f"{MAX_NUMBER:g}, got {_short(x)}")
+                                    f"{_MAX_NUMBER:g}, got {_short(x)}")
 
 
 def check_part(part, where="part", holders=None):
@@ -310,10 +309,10 @@ def check_part(part, where="part", holders=None):
         if not isinstance(part.get(key), str) or not part[key].strip():
             raise BayesdpInputError(f"{where}.{key} must be a non-empty string, got "
                                     f"{part.get(key)!r}")
-    if part["mechanism"] not in MECHANISMS:
+    if part["mechanism"] not in _MECHANISMS:
         raise BayesdpInputError(
             f"{where}.mechanism {part['mechanism']!r} is not a mechanism bayesdp can account "
-            f"(one of {', '.join(repr(m) for m in MECHANISMS)}); its cost cannot be checked")
+            f"(one of {', '.join(repr(m) for m in _MECHANISMS)}); its cost cannot be checked")
     _check_numbers(part, where)
     out["epsilon"] = _num(part, "epsilon", where, low=0.0, low_open=False)
     out["delta"] = _num(part, "delta", where, low=0.0, low_open=False, high=1.0)
@@ -350,10 +349,10 @@ def check_part(part, where="part", holders=None):
     except (TypeError, ValueError):
         raise BayesdpInputError(f"{where} must hold JSON values only (finite numbers, strings, "
                                 "lists, objects)") from None
-    if out["mechanism"] == UNACCOUNTED and out["epsilon"] is not None:
-        raise BayesdpInputError(f"{where}: an {UNACCOUNTED!r} part has no epsilon (its guarantee "
+    if out["mechanism"] == _UNACCOUNTED and out["epsilon"] is not None:
+        raise BayesdpInputError(f"{where}: an {_UNACCOUNTED!r} part has no epsilon (its guarantee "
                                 f"is not one bayesdp can account), got {out['epsilon']!r}")
-    if out["mechanism"] == GAUSSIAN and out["epsilon"] is not None:
+    if out["mechanism"] == _GAUSSIAN and out["epsilon"] is not None:
         _check_gaussian(out, where)
     if out["mechanism"] == DISCRETE_GAUSSIAN and out["epsilon"] is not None:
         out = _check_discrete_gaussian(out, where)
@@ -552,7 +551,7 @@ def _loaded(items, counts=None, names=None):
     return rels, labels
 
 
-DUPLICATE_NOISE_RTOL = 1e-6
+_DUPLICATE_NOISE_RTOL = 1e-6
 """Two holders are one release given twice when every coordinate of their [vech(S_hat), z_hat]
 agrees to within this fraction of the larger noise std (or to 16 units of rounding, for
 noiseless statistics). Independent noise of std sigma each makes a coordinate of two different
@@ -565,7 +564,7 @@ a copy whose digits were rewritten (one ulp, a 15-digit printout) is still caugh
 def same_release_pairs(rels):
     """Pairs ``((k0, name0), (k, name))`` of holders of the releases ``rels`` (k the position of
     the release, ``name`` the holder's name in it) whose statistics are one release given twice
-    (:data:`DUPLICATE_NOISE_RTOL`), in the order found; empty when there is none.
+    (:data:`_DUPLICATE_NOISE_RTOL`), in the order found; empty when there is none.
 
     What identifies a release is its noise draw: two holders' independent noise makes their
     statistics differ by about sigma sqrt(2) in every coordinate. A budget refuses such a pair
@@ -582,7 +581,7 @@ def same_release_pairs(rels):
         rounding = 16 * np.finfo(float).eps
         for i in range(len(entries) - 1):
             rest = V[i + 1:]
-            tol = np.maximum(DUPLICATE_NOISE_RTOL * np.maximum(noise[i], noise[i + 1:]),
+            tol = np.maximum(_DUPLICATE_NOISE_RTOL * np.maximum(noise[i], noise[i + 1:]),
                              rounding * np.maximum(np.abs(V[i]), np.abs(rest)))
             for m in np.flatnonzero(np.all(np.abs(rest - V[i]) <= tol, axis=1)):
                 a, b = entries[i], entries[i + 1 + int(m)]
@@ -597,7 +596,7 @@ def _check_composable(rels, labels):
     for rel, lab in zip(rels, labels):
         for i, p in enumerate(rel.privacy_cost):
             where = f"{lab}: privacy.cost.parts[{i}]"
-            if p["mechanism"] == UNACCOUNTED or p["epsilon"] is None:
+            if p["mechanism"] == _UNACCOUNTED or p["epsilon"] is None:
                 raise BayesdpInputError(
                     f"{where} ({p['name']}, mechanism {p['mechanism']!r}) has no DP guarantee "
                     f"that can be composed: {p['note'] or 'no epsilon recorded'}")
@@ -711,7 +710,7 @@ def total_cost(parts, holder_names=("0",)):
     has one. Without a guarantee in some part: every number null and the reason."""
     per = [_holder_groups(parts, holder_names)]
     for p in parts:
-        if p["mechanism"] == UNACCOUNTED or p["epsilon"] is None:
+        if p["mechanism"] == _UNACCOUNTED or p["epsilon"] is None:
             return {"epsilon": None, "delta": None, "rho": None, "accountant": None,
                     "note": f"part {p['name']!r}: {p['note'] or 'no guarantee'}"}
     if len(parts) == 1:
@@ -809,8 +808,8 @@ def budget(*releases, delta=None, accountant="zcdp", labels=None) -> Budget:
     reproducible, not private (docs/privacy.md, section 7), and releases made with the same
     seed share their noise, so their total is not a guarantee.
     """
-    if accountant not in ACCOUNTANTS:
-        raise BayesdpInputError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
+    if accountant not in _ACCOUNTANTS:
+        raise BayesdpInputError(f"accountant must be one of {_ACCOUNTANTS}, got {accountant!r}")
     if delta is not None:
         _, delta = privacy.check_epsilon_delta(1.0, delta)
     times = []

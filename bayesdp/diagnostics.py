@@ -601,7 +601,7 @@ def s_hat_warning(idata):
     return s_hat_message(a.get("method", "?"), z, V, names, floor=floor, Lambda=lam)
 
 
-def convergence_message(conv: dict, method="?") -> str:
+def _convergence_message(conv: dict, method="?") -> str:
     """One line saying which parameter is worst, its r_hat and ESS, and what to do."""
     total = conv["n_chains"] * conv["n_draws"]
     what = []
@@ -628,7 +628,7 @@ def _fmt_rhat(r):
     return "inf" if not np.isfinite(r) else f"{r:.3f}"
 
 
-def convergence_attrs(conv: dict) -> dict:
+def _convergence_attrs(conv: dict) -> dict:
     """Flat attrs (netCDF-safe) of a :func:`convergence_summary`."""
     import json
 
@@ -651,9 +651,9 @@ def check_convergence(idata, method="?", *, rhat_max=RHAT_MAX, ess_min=ESS_MIN, 
     (:class:`~bayesdp.errors.ConvergenceWarning`) when the chains have not converged, and
     (a second warning) when any NUTS transition diverged."""
     conv = convergence_summary(idata, rhat_max=rhat_max, ess_min=ess_min)
-    set_attrs(idata, convergence_attrs(conv))
+    set_attrs(idata, _convergence_attrs(conv))
     if warn and not conv["converged"]:
-        warnings.warn(convergence_message(conv, method), ConvergenceWarning,
+        warnings.warn(_convergence_message(conv, method), ConvergenceWarning,
                       stacklevel=stacklevel)
     n_div = divergences(idata)
     if warn and n_div:

@@ -438,7 +438,7 @@ def _contiguous_removal_sq(m, J, block=1 << 15):
     return best
 
 
-def row_norm_bounds(bound_x, bound_y, *, intercept=False):
+def _row_norm_bounds(bound_x, bound_y, *, intercept=False):
     """(R, V): R bounds the norm of a released feature row and V^2 bounds ||vech(x x^T)||^2.
 
     Without an intercept the row is x, ||x|| <= B_x: R = B_x, V^2 = B_x^4. With an intercept
@@ -469,7 +469,7 @@ def sensitivity_release(bound_x, bound_y, *, intercept=False, average_rows=1, wi
     ``average_rows=k >= 2`` (appendix B.1): the holder's rows go into a uniformly random
     partition (secret randomness) into groups of exactly k, the n mod k rows left over are
     dropped, and each group releases a = sum(w_i) / sqrt(k), b = sum(y_i) / sqrt(k). With
-    R and V from :func:`row_norm_bounds` and Delta_row the per-row sensitivity above, a
+    R and V from :func:`_row_norm_bounds` and Delta_row the per-row sensitivity above, a
     neighbour is reached, under a coupling of the two random partitions, in one of two ways
     (docs/privacy.md section 3b):
 
@@ -491,7 +491,7 @@ def sensitivity_release(bound_x, bound_y, *, intercept=False, average_rows=1, wi
         return sensitivity_szy(bound_x, bound_y) if with_yty else sensitivity_sz(bound_x, bound_y)
     bx, by = check_bounds((bound_x, bound_y))
     try:
-        R, V = row_norm_bounds(bx, by, intercept=intercept)
+        R, V = _row_norm_bounds(bx, by, intercept=intercept)
         yty = by**4 if with_yty else 0.0
         row = math.sqrt(V * V + R * R * by * by + yty)
         swap = 2.0 * math.sqrt(4 * R * R * bx * bx + (R + bx) ** 2 * by * by + 4 * yty)
@@ -513,7 +513,7 @@ PRIVATE_BOUNDS_SHARE = 0.1
 PRIVATE_BOUNDS_RANGE = (1e-6, 1e9)
 """Default public range of the candidate bounds: a value above its top is clipped to at most it."""
 
-PRIVATE_BOUNDS_PER_DECADE = 20
+_PRIVATE_BOUNDS_PER_DECADE = 20
 """Candidates per factor of 10 (ratio 10^(1/20) = 1.122 between neighbours): 301 on the default
 range."""
 
@@ -555,7 +555,7 @@ def check_bounds_range(bounds_range):
     return lo, hi
 
 
-def bounds_grid(bounds_range=PRIVATE_BOUNDS_RANGE, per_decade=PRIVATE_BOUNDS_PER_DECADE):
+def bounds_grid(bounds_range=PRIVATE_BOUNDS_RANGE, per_decade=_PRIVATE_BOUNDS_PER_DECADE):
     """The public candidates b_0 < ... < b_{K-1}: a geometric grid from low to high with
     ``per_decade`` points per factor of 10 (K = 301 on the default range 1e-6..1e9)."""
     lo, hi = check_bounds_range(bounds_range)

@@ -41,7 +41,7 @@ def theta_table(idata, *, truth=None, estimates=None, prob=0.9) -> pd.DataFrame:
     return table
 
 
-GAUSSIAN_CLOSED_FORM = ("fast",)
+_GAUSSIAN_CLOSED_FORM = ("fast",)
 """Methods whose posterior of theta is exactly Gaussian with the moments stored in the attrs
 (``closed_form_mean``, ``closed_form_cov``). The non-private reference also stores its moments,
 but its theta is Student-t (normal-inverse-gamma), so its quantiles are not Gaussian."""
@@ -52,7 +52,7 @@ def gaussian_moments(idata):
     from .inference import closed_form_moments
 
     a = diagnostics.attrs(idata)
-    if a.get("method") not in GAUSSIAN_CLOSED_FORM or "closed_form_mean" not in a:
+    if a.get("method") not in _GAUSSIAN_CLOSED_FORM or "closed_form_mean" not in a:
         return None
     return closed_form_moments(idata)
 
@@ -61,7 +61,7 @@ def format_table(table: pd.DataFrame) -> str:
     return table.to_string(float_format=lambda v: f"{v: .4f}")
 
 
-TRUTH_STYLE = dict(marker="D", s=42, color="k", edgecolors="white", linewidths=1.2)
+_TRUTH_STYLE = dict(marker="D", s=42, color="k", edgecolors="white", linewidths=1.2)
 """The truth marker: a black diamond with a white edge, drawn above the intervals and estimates
 so that it stays visible where it falls on an interval or a posterior mean."""
 
@@ -83,7 +83,7 @@ def draw_theta(ax, idata, *, truth=None, estimates=None, prob=0.9, title=None) -
                                    color=f"C{i + 1}", label=name)
     if truth is not None:
         artists["truth"] = ax.scatter(k, table["true"], zorder=4, label="true theta",
-                                      **TRUTH_STYLE)
+                                      **_TRUTH_STYLE)
     ax.set_xticks(k, table.index)
     ax.set_xlim(-0.5, len(table) - 0.5 + 0.15 * len(estimates or {}))
     ax.set_xlabel("coefficient of theta (feature)")

@@ -14,7 +14,7 @@ rejection) in exact rational arithmetic (integer numerators and denominators), f
 rounded per row and summed as integers, so no floating-point error of the sum enters either.
 
 Sensitivity of the rounded statistics. A row's float contribution c has ||c|| <= Delta (1 + r),
-Delta the sensitivity of the real statistics and r = FLOAT_SLACK a relative slack for the
+Delta the sensitivity of the real statistics and r = _FLOAT_SLACK a relative slack for the
 float rounding of the clipped row and its products (a few units of 2^-53 per coordinate). Two
 neighbouring data sets differ by one contribution (add/remove), or one changed contribution
 (the swap of averaged rows, docs/privacy.md 3b); each rounded coordinate moves by at most gamma
@@ -52,18 +52,18 @@ import numpy as np
 from . import accounting, privacy
 from .errors import BayesdpInputError
 
-GRID_BITS = 20
-"""The grid step is gamma = 2^(floor(log2 min(sigma_c, Delta / sqrt(D))) - GRID_BITS), sigma_c
+_GRID_BITS = 20
+"""The grid step is gamma = 2^(floor(log2 min(sigma_c, Delta / sqrt(D))) - _GRID_BITS), sigma_c
 the continuous analytic sigma of the same release: the noise scale s = sigma / gamma is at least
 2^20 grid steps, and the rounding adds gamma sqrt(D) <= 2^-20 Delta to the sensitivity."""
 
-FLOAT_SLACK = 1e-9
+_FLOAT_SLACK = 1e-9
 """Relative slack on Delta for the float rounding of a clipped row's contribution (clipping, the
 products w_i w_j and w y, averaging: at most about (d + k + 10) 2^-53 relative, d features and k
 rows per group). Generous by far for any d and k bayesdp can hold in memory."""
 
-DELTA_RTOL = 1e-9
-"""Calibration requires zcdp_delta(rho, eps) (1 + DELTA_RTOL) <= delta: covers the float
+_DELTA_RTOL = 1e-9
+"""Calibration requires zcdp_delta(rho, eps) (1 + _DELTA_RTOL) <= delta: covers the float
 evaluation of the conversion."""
 
 MECHANISM = "discrete_gaussian"
@@ -199,7 +199,7 @@ def discrete_gaussian_scale(epsilon, delta, sensitivity):
     """The smallest whole scale s (grid units) whose discrete Gaussian noise meets (eps, delta)
     by zCDP, at L2 sensitivity ``sensitivity`` (grid units) for any number of coordinates:
 
-        zcdp_delta(rho, eps) (1 + DELTA_RTOL) <= delta,    rho = sensitivity^2 / (2 s^2)
+        zcdp_delta(rho, eps) (1 + _DELTA_RTOL) <= delta,    rho = sensitivity^2 / (2 s^2)
 
     (CKS 2020, Theorem 14 and Corollary 13; module docstring). The conversion's delta grows
     with rho, so this is a bisection on the integers. It starts at the continuous analytic
@@ -208,7 +208,7 @@ def discrete_gaussian_scale(epsilon, delta, sensitivity):
     """
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
     sens = float(sensitivity)
-    target = dlt / (1.0 + DELTA_RTOL)
+    target = dlt / (1.0 + _DELTA_RTOL)
 
     def ok(s):
         return s > 0 and accounting.zcdp_delta(sens * sens / (2.0 * s * s), eps) <= target
@@ -230,12 +230,12 @@ def discrete_gaussian_scale(epsilon, delta, sensitivity):
 # -- a release's plan -----------------------------------------------------------------------------
 
 
-def grid_step(sigma_c, sensitivity, dim):
-    """gamma = 2^(floor(log2 min(sigma_c, Delta / sqrt(D))) - GRID_BITS), a power of two (exact
+def _grid_step(sigma_c, sensitivity, dim):
+    """gamma = 2^(floor(log2 min(sigma_c, Delta / sqrt(D))) - _GRID_BITS), a power of two (exact
     in float64): small against the noise and against the sensitivity."""
     base = min(float(sigma_c), float(sensitivity) / math.sqrt(dim))
     m, e = math.frexp(base)  # base = m 2^e, m in [0.5, 1)
-    gamma = math.ldexp(1.0, e - 1 - GRID_BITS)
+    gamma = math.ldexp(1.0, e - 1 - _GRID_BITS)
     if not gamma >= 2.0**-900:
         raise BayesdpInputError(
             f"bounds, epsilon: the noise scale {sigma_c:.3g} or the sensitivity "
@@ -258,8 +258,8 @@ def plan(epsilon, delta, sensitivity, dim):
     sensitivity ``sensitivity`` (Delta)."""
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
     sigma_c = privacy.analytic_gaussian_sigma(eps, dlt, sensitivity)
-    gamma = grid_step(sigma_c, sensitivity, dim)
-    sens = float(sensitivity) * (1.0 + FLOAT_SLACK) + gamma * math.sqrt(dim)
+    gamma = _grid_step(sigma_c, sensitivity, dim)
+    sens = float(sensitivity) * (1.0 + _FLOAT_SLACK) + gamma * math.sqrt(dim)
     s = discrete_gaussian_scale(eps, dlt, sens / gamma)
     return {"grid": gamma, "sensitivity": sens, "scale": s, "sigma": gamma * s, "dim": int(dim)}
 
