@@ -19,18 +19,18 @@ from ..accounting import (ADD_REMOVE, DISCRETE_GAUSSIAN, EXPONENTIAL, gaussian_p
                           non_private_part, unaccounted_part, zcdp_epsilon)
 from ..errors import BayesdpInputError
 
-CALIBRATION_RTOL = 1e-6
+_CALIBRATION_RTOL = 1e-6
 """A release's noise may exceed what its calibration gives at its stated epsilon by this much
 (relative) before the surplus counts as epsilon spent elsewhere (:func:`derive_cost`); the eps
 such a surplus could hide is at most about this fraction of epsilon."""
 
-CONTIGUOUS_EXACT_LIMIT = 10**7
+_CONTIGUOUS_EXACT_LIMIT = 10**7
 """Rows times holders up to which the reader recomputes the contiguous split's factor exactly
 (privacy.contiguous_split_change is O(n J)); beyond, it checks against sqrt(4 J - 3), which the
 factor is never below."""
 
 
-DERIVED_NOTE = "derived from the release's epsilon, delta, sigma and bounds"
+_DERIVED_NOTE = "derived from the release's epsilon, delta, sigma and bounds"
 
 
 def derive_cost(rel, given=None):
@@ -60,12 +60,12 @@ def derive_cost(rel, given=None):
       contiguous split, privacy.contiguous_split_change, over the group's holders), epsilon the
       true eps of sigma (the stated one when within 1e-9 of it). When sigma exceeds what the
       calibration gives at the stated epsilon (less the other parts') by more than
-      CALIBRATION_RTOL, the rest of epsilon was spent on something the release does not
+      _CALIBRATION_RTOL, the rest of epsilon was spent on something the release does not
       record (a private bounds estimate whose part was removed): an unaccounted part.
     """
     if given is None:
         with np.errstate(all="ignore"):  # extreme files: float64 limits are handled below
-            part, _ = _statistics_cost(rel, list(range(rel.J)), [], DERIVED_NOTE,
+            part, _ = _statistics_cost(rel, list(range(rel.J)), [], _DERIVED_NOTE,
                                        checking=False)
         return (part,)
     groups = _derive_groups(rel, list(given))
@@ -106,9 +106,9 @@ def _own_bounds(others):
 
 def _contiguous_factor(rows, J, checking):
     """(factor, exact): privacy.contiguous_split_change(rows, J), or beyond
-    CONTIGUOUS_EXACT_LIMIT its lower bound sqrt(4 J - 3) when ``checking`` a record (exact
+    _CONTIGUOUS_EXACT_LIMIT its lower bound sqrt(4 J - 3) when ``checking`` a record (exact
     False), else None."""
-    if rows * J <= CONTIGUOUS_EXACT_LIMIT:
+    if rows * J <= _CONTIGUOUS_EXACT_LIMIT:
         return privacy.contiguous_split_change(rows, J), True
     return (math.sqrt(4 * J - 3), False) if checking else (None, False)
 
@@ -123,7 +123,7 @@ def _statistics_cost(rel, holders, others, note, checking=True):
     unaccounted part (a derivation must not understate). When ``checking`` a record: with a
     ``noise_cov`` the record is checked against the noise scales the file declares (sigma_s,
     sigma_z; bayesdp itself records no guarantee for such releases), the contiguous factor
-    beyond CONTIGUOUS_EXACT_LIMIT is its lower bound, and there is none for a combination of
+    beyond _CONTIGUOUS_EXACT_LIMIT is its lower bound, and there is none for a combination of
     releases (its provenance names one input's split only, so which holders were split
     contiguously is not known; the record's larger sensitivity is accepted as it is)."""
     sig, field, j_min = min((*_holder_sigma(rel, j), j) for j in holders)
@@ -197,7 +197,7 @@ def _statistics_cost(rel, holders, others, note, checking=True):
         except (ValueError, ArithmeticError) as exc:
             return done(unaccounted_part(f"calibration={rel.calibration!r} cannot be recomputed "
                                          f"at epsilon {eps_stats:g}, delta {dlt:g}: {exc}"))
-        if sig > expected * (1 + CALIBRATION_RTOL):
+        if sig > expected * (1 + _CALIBRATION_RTOL):
             less = f" (the stated {eps:g} less the other parts' {eps_other:g})" if others else ""
             return done(unaccounted_part(
                 f"the noise (sigma = {sig:.6g}, holders[{j_min}].{field}) is more than "

@@ -12,7 +12,7 @@ from ..progress import bar
 from .rows import check_names_distinct, frame_dtype_problem, looks_numeric, non_numeric_error
 
 
-def csv_header(path):
+def _csv_header(path):
     """The fields of a CSV's header row as written in the file: read by pandas' parser, from the
     file decompressed as :func:`_iter_chunks` does, but as text, so no field is renamed (pandas'
     header=0 turns a second "a" into "a.1" and an empty field into "Unnamed: 1")."""
@@ -35,8 +35,8 @@ def csv_header(path):
 def check_csv_header(path):
     """The names in a CSV's header row (header="infer"), refusing a header that holds numbers
     (it is then most likely a data row, and its values would be published as feature names, the
-    row dropped) and empty or repeated names (:func:`check_column_names`); returns them."""
-    first = csv_header(path)
+    row dropped) and empty or repeated names (:func:`_check_column_names`); returns them."""
+    first = _csv_header(path)
     numeric = [k for k, f in enumerate(first) if looks_numeric(f)]
     if numeric:
         raise BayesdpInputError(
@@ -46,10 +46,10 @@ def check_csv_header(path):
             "names. If the file has no header row pass header=None (command line: --no-header); "
             "otherwise give the columns names that are not numbers"
         )
-    return check_column_names(first, f"{path}: header")
+    return _check_column_names(first, f"{path}: header")
 
 
-def check_column_names(names, where):
+def _check_column_names(names, where):
     """Refuse a table whose columns have empty (or blank) or repeated names, naming them: the
     feature names are published and must name the file's columns one to one. The one check of
     the CSV header (:func:`check_csv_header`), Parquet schemas (:func:`_parquet_columns`) and
@@ -61,7 +61,7 @@ def _own(a):
     return a if a.flags.owndata and a.flags.writeable else a.copy(order="K")
 
 
-def numeric_column(col):
+def _numeric_column(col):
     if frame_dtype_problem(col.dtype, col) is not None:
         return False
     try:
@@ -85,7 +85,7 @@ def iter_stacked(path, header, chunksize, y_column, node_column, progress=False,
     0/1 indicator, the usual coding of a binary regressor, and its value depends on no unit or
     origin); dates, times, durations and text are refused naming the column and its type (a
     timestamp read as a number is nanoseconds since 1970, which any bound clips). Column names
-    must be non-empty and distinct (:func:`check_column_names`). A file that cannot be read as
+    must be non-empty and distinct (:func:`_check_column_names`). A file that cannot be read as
     CSV or Parquet is a :class:`BayesdpInputError` naming it."""
     if path.suffix.lower() in (".parquet", ".pq"):
         fast = _parquet_stacked(path, chunksize, y_column, node_column, progress, desc)
@@ -203,13 +203,13 @@ def _open_parquet(path, memory_map=False):
 def _parquet_columns(pf, path, y_column, node_column):
     """(feature columns, y column, node column or None) of an open Parquet file, as pandas names
     them (index columns stored by pandas are not among them), after refusing empty or repeated
-    column names (:func:`check_column_names`) and feature or response columns whose type is not
+    column names (:func:`_check_column_names`) and feature or response columns whose type is not
     a number (integers, floats, decimals, booleans as 0/1, dictionaries of these): timestamps,
     dates, times, durations and intervals (which pandas and pyarrow turn into counts of
     nanoseconds, days or other units since 1970), text, binary and nested values."""
     pa, _ = _pyarrow()
     schema = pf.schema_arrow
-    check_column_names(schema.names, str(path))
+    _check_column_names(schema.names, str(path))
     try:
         cols = list(schema.empty_table().to_pandas().columns)
     except pa.ArrowException as exc:
@@ -254,8 +254,8 @@ def pick_columns(cols, y_column, node_column, where):
     """(feature columns, y column, node column or None) of a table with columns ``cols``:
     ``y_column`` names (or indexes) the response, by default the last column that is not
     ``node_column``; every other column except ``node_column`` is a feature. Empty or repeated
-    column names are refused (:func:`check_column_names`)."""
-    check_column_names(cols, str(where))
+    column names are refused (:func:`_check_column_names`)."""
+    _check_column_names(cols, str(where))
     ncol = None if node_column is None else _pick_column(cols, node_column, "node_column")
     if y_column is None:
         rest = [c for c in cols if c != ncol]
@@ -288,7 +288,7 @@ def frame_rows(chunk, feats, ycol, where, rows=""):
             return (_own(chunk[feats].to_numpy(dtype=np.float64)),
                     _own(chunk[ycol].to_numpy(dtype=np.float64)))
         except (TypeError, ValueError):
-            bad = [(c, None, False) for c in used if not numeric_column(chunk[c])]
+            bad = [(c, None, False) for c in used if not _numeric_column(chunk[c])]
     raise non_numeric_error(where, bad, ycol, rows, list(chunk.columns) if bad else None)
 
 

@@ -23,11 +23,11 @@ from ..errors import BayesdpInputError, ReleaseFormatError
 from .cost import verify_cost
 from .release_object import MAX_ABS, MAX_COUNT, Release
 
-FORMAT_NAME = "bayesdp-release"
-FORMAT_VERSION = 1
+_FORMAT_NAME = "bayesdp-release"
+_FORMAT_VERSION = 1
 
-NOISE_M = "symmetric; upper triangle including the diagonal iid N(0, 1), lower triangle mirrored"
-NOISE_V = "iid N(0, 1) per coordinate"
+_NOISE_M = "symmetric; upper triangle including the diagonal iid N(0, 1), lower triangle mirrored"
+_NOISE_V = "iid N(0, 1) per coordinate"
 
 
 def write_atomic(path, write) -> Path:
@@ -159,8 +159,8 @@ def release_to_dict(rel, include_clip_counts=False) -> dict:
     if rel.average_rows > 1:
         shape["average_rows"] = int(rel.average_rows)
     return {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
+        "format": _FORMAT_NAME,
+        "format_version": _FORMAT_VERSION,
         "d": rel.d,
         "feature_names": list(rel.feature_names),
         **shape,
@@ -203,8 +203,8 @@ def _noise_section(rel) -> dict:
         }
     return {
         "mechanism": "gaussian",
-        "M": NOISE_M,
-        "v": NOISE_V,
+        "M": _NOISE_M,
+        "v": _NOISE_V,
         "covariance": "per holder noise_cov over [vech(S), z]"
         if rel.noise_cov is not None
         else "iid: sigma_s on the upper triangle of S incl. diagonal, sigma_z on z",
@@ -293,12 +293,13 @@ def _need(doc, key, where, kind=None):
 def release_from_dict(doc) -> Release:
     if not isinstance(doc, dict):
         raise ReleaseFormatError("top level must be a JSON object")
-    if doc.get("format") != FORMAT_NAME:
-        raise ReleaseFormatError(f"field 'format' must be {FORMAT_NAME!r}, got {doc.get('format')!r}")
+    if doc.get("format") != _FORMAT_NAME:
+        raise ReleaseFormatError(f"field 'format' must be {_FORMAT_NAME!r}, "
+                                 f"got {doc.get('format')!r}")
     version = _need(doc, "format_version", "", int)
-    if version > FORMAT_VERSION or version < 1:
+    if version > _FORMAT_VERSION or version < 1:
         raise ReleaseFormatError(
-            f"format_version {version} is not supported (this bayesdp reads 1..{FORMAT_VERSION})"
+            f"format_version {version} is not supported (this bayesdp reads 1..{_FORMAT_VERSION})"
         )
     d = _need(doc, "d", "", int)
     if d < 1:

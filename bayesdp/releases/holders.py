@@ -15,11 +15,11 @@ import numpy as np
 
 from ..errors import BayesdpInputError
 
-SPLITS = ("random", "contiguous")
+_SPLITS = ("random", "contiguous")
 
-SPLIT_STREAM = 0x73706C6974  # b"split": the seed stream of the random split
+_SPLIT_STREAM = 0x73706C6974  # b"split": the seed stream of the random split
 
-HASH_SPLIT_REMOVED = (
+_HASH_SPLIT_REMOVED = (
     "split='hash' was removed: the holder of a row was a public hash of its values, so the "
     "exact per-holder counts n_j in the release revealed hash(row) mod J of every row (which of "
     "two candidate rows is present, with certainty). split='random' (the default) assigns rows "
@@ -28,9 +28,9 @@ HASH_SPLIT_REMOVED = (
 
 def check_split(split):
     if split == "hash":
-        raise BayesdpInputError(HASH_SPLIT_REMOVED)
-    if split not in SPLITS:
-        raise BayesdpInputError(f"split must be one of {SPLITS}, got {split!r}")
+        raise BayesdpInputError(_HASH_SPLIT_REMOVED)
+    if split not in _SPLITS:
+        raise BayesdpInputError(f"split must be one of {_SPLITS}, got {split!r}")
     return split
 
 
@@ -72,7 +72,7 @@ def split_entropy(seed):
     """The entropy of the random split: its own stream of the release's seed (so the noise draws
     do not depend on it), or a fresh 128-bit draw from the OS when ``seed`` is None (kept by the
     caller, never released)."""
-    return np.random.SeedSequence(None if seed is None else [int(seed), SPLIT_STREAM]).entropy
+    return np.random.SeedSequence(None if seed is None else [int(seed), _SPLIT_STREAM]).entropy
 
 
 def split_rng(entropy, part=()):
@@ -118,7 +118,7 @@ _NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*|\s*[-+]?(nan|
 _INTEGER = re.compile(r"[-+]?\d+")
 
 
-def check_label_type(labels, what="nodes"):
+def _check_label_type(labels, what="nodes"):
     """Refuse holder labels that look like measurements rather than names of holders: floats,
     booleans and complex numbers (a feature column given as ``nodes`` or ``node_column`` would
     otherwise publish every row's value as a holder name). Integers and strings pass here;
@@ -132,7 +132,7 @@ def check_label_type(labels, what="nodes"):
             "(cast a column of whole numbers with .astype(int)), or a holder count nodes=J")
 
 
-def check_holder_label(label, what="nodes"):
+def _check_holder_label(label, what="nodes"):
     """One distinct holder label: an integer, or a non-empty string that does not look like a
     non-integer number (e.g. '0.1257', '1e3', 'nan')."""
     if isinstance(label, (bool, np.bool_)) or not isinstance(label, (str, int, np.integer)):
@@ -167,9 +167,9 @@ def check_holder_count(J, n_rows=None, what="nodes"):
 
 def unique_in_order(labels, what="nodes"):
     """Distinct holder labels in order of first appearance, each checked by
-    :func:`check_holder_label`; missing labels (None, NaN), measurements and a mix of numbers
+    :func:`_check_holder_label`; missing labels (None, NaN), measurements and a mix of numbers
     and strings are refused with an error naming ``what``."""
-    check_label_type(labels, what)
+    _check_label_type(labels, what)
     if labels.dtype.kind == "O":
         missing = np.array([v is None or (isinstance(v, (float, np.floating, complex))
                                           and not np.isfinite(v)) for v in labels.ravel()],
@@ -188,7 +188,7 @@ def unique_in_order(labels, what="nodes"):
     if len(out) > MAX_HOLDERS:
         check_holder_count(len(out), labels.shape[0], what)
     for lab in out:
-        check_holder_label(lab, what)
+        _check_holder_label(lab, what)
     return out
 
 

@@ -24,7 +24,7 @@ as the diagonal (:class:`NoiseBlocks`), :func:`eiv_covariance` pushes it through
 O(d^2), and B(theta) is a gather (:func:`vech_product_matrix`). Only a general ``noise_cov``
 (itself J x D x D) and the dense forms (:meth:`NoiseBlocks.dense`, :func:`noise_covariance`,
 :func:`vech_product_tensor`) are quadratic in k; the latter refuse above
-:data:`DENSE_NOISE_MAX_BYTES`.
+:data:`_DENSE_NOISE_MAX_BYTES`.
 
 The index helpers work on NumPy and JAX arrays alike (indexing only, no assignment).
 """
@@ -115,7 +115,7 @@ def unpack_stats(v, d):
 # -- the noise model ---------------------------------------------------------------------------
 
 
-DENSE_NOISE_MAX_BYTES = 2**30
+_DENSE_NOISE_MAX_BYTES = 2**30
 """Largest array (bytes) that the dense forms of the noise model may make: a k x k or D x D noise
 covariance (:meth:`NoiseBlocks.dense`, :func:`noise_covariance`) or the d x k x d
 :func:`vech_product_tensor`. 1 GiB holds one k x k matrix up to d = 151 (k = 11,476); at
@@ -128,12 +128,12 @@ memory."""
 
 def _check_dense_size(what, shape, d, need=""):
     """Raise a :class:`BayesdpInputError` naming d when an array of ``shape`` (float64) would
-    exceed :data:`DENSE_NOISE_MAX_BYTES`."""
+    exceed :data:`_DENSE_NOISE_MAX_BYTES`."""
     size = 8 * int(np.prod([int(s) for s in shape], dtype=object))
-    if size > DENSE_NOISE_MAX_BYTES:
+    if size > _DENSE_NOISE_MAX_BYTES:
         raise BayesdpInputError(
             f"{what} of a release with d = {d} features is an array of shape {tuple(shape)} "
-            f"({size / 1e9:.3g} GB), above the limit of {DENSE_NOISE_MAX_BYTES / 1e9:.3g} GB "
+            f"({size / 1e9:.3g} GB), above the limit of {_DENSE_NOISE_MAX_BYTES / 1e9:.3g} GB "
             f"(bayesdp.releases.layout.DENSE_NOISE_MAX_BYTES){need}")
 
 
@@ -156,7 +156,7 @@ class NoiseBlocks(NamedTuple):
 
     def dense(self):
         """``(Sigma_SS (J, k, k), Sigma_Sz (J, k, d), Sigma_zz (J, d, d))`` as dense arrays;
-        a :class:`BayesdpInputError` when k x k exceeds :data:`DENSE_NOISE_MAX_BYTES`."""
+        a :class:`BayesdpInputError` when k x k exceeds :data:`_DENSE_NOISE_MAX_BYTES`."""
         J, d = self.zz.shape[0], self.zz.shape[-1]
         k = vech_dim(d)
         if self.diagonal:
@@ -187,7 +187,7 @@ def noise_covariance(release, with_yty: bool = False):
     the blocks of :func:`noise_blocks`, and sigma_yty^2 for y^T y (independent of the rest).
 
     Dense by nature (MCMC-B&S's model of the statistics is over all D of them); a
-    :class:`BayesdpInputError` naming d when (J, D, D) exceeds :data:`DENSE_NOISE_MAX_BYTES`."""
+    :class:`BayesdpInputError` naming d when (J, D, D) exceeds :data:`_DENSE_NOISE_MAX_BYTES`."""
     d, J = release.d, release.J
     k = vech_dim(d)
     D = stat_dim(d, with_yty)
@@ -249,7 +249,7 @@ def vech_product_tensor(d):
     """Constant (d, k, d) array P with ``P @ theta == vech_product_matrix(theta)``. It holds
     d^2 k numbers (6.5 GB at d = 200), so bayesdp itself forms B(theta) as a gather
     (:func:`vech_product_matrix`, in NumPy and JAX alike); refused (:class:`BayesdpInputError`)
-    above :data:`DENSE_NOISE_MAX_BYTES`."""
+    above :data:`_DENSE_NOISE_MAX_BYTES`."""
     iu = np.triu_indices(d)
     _check_dense_size("the vech product tensor", (d, len(iu[0]), d), d)
     P = np.zeros((d, len(iu[0]), d))

@@ -41,7 +41,7 @@ def secure_plan(spec, bounds, d):
     return secure_noise.plan(spec.epsilon, spec.delta, sens, dim)
 
 
-BOUNDS_STREAM = 0x626F756E6473  # b"bounds": the seed stream of the private bounds estimate
+_BOUNDS_STREAM = 0x626F756E6473  # b"bounds": the seed stream of the private bounds estimate
 
 
 def estimate_bounds(hist, spec):
@@ -49,7 +49,7 @@ def estimate_bounds(hist, spec):
     ``spec.bounds_epsilon``; the draw has its own stream of ``spec.seed``, so a seeded
     release's noise does not depend on it."""
     seed = spec.seed
-    rng = np.random.default_rng(None if seed is None else [seed, BOUNDS_STREAM])
+    rng = np.random.default_rng(None if seed is None else [seed, _BOUNDS_STREAM])
     return privacy.estimate_bounds(hist, spec.bounds_epsilon, rng)
 
 

@@ -34,7 +34,7 @@ from .spec import ReleaseSpec
 
 #: rows per block of the clipping and per-holder sums: large enough to amortise numpy's call
 #: overhead, small enough for the temporaries to stay in cache
-BLOCK_ROWS = 1 << 16
+_BLOCK_ROWS = 1 << 16
 
 
 @dataclasses.dataclass
@@ -200,7 +200,7 @@ class PartialStatistics:
         return self
 
     def _groups(self, labels, n, what):
-        """:func:`holder_rows` of one holder label per row of n rows; ``labels`` None: all rows
+        """:func:`_holder_rows` of one holder label per row of n rows; ``labels`` None: all rows
         to the single holder."""
         if labels is None:
             if len(self.stats) > 1:
@@ -211,7 +211,7 @@ class PartialStatistics:
         if labels.shape != (n,):
             raise BayesdpInputError(f"{what}: expected one holder label per row ({n}), got "
                                     f"shape {labels.shape}")
-        return holder_rows(labels, what)
+        return _holder_rows(labels, what)
 
     def _clip(self, X, y, overwrite, sums=True):
         """Rows clipped to the bounds, as :func:`bayesdp.privacy.clip_rows` clips them, and the
@@ -230,16 +230,16 @@ class PartialStatistics:
         limit = (bx * (1.0 - 1e-9)) ** 2
         inside = np.empty(n, dtype=bool)
         total = np.zeros(2 * d + 2)
-        for lo in range(0, n, BLOCK_ROWS):
-            B, yb = X[lo:lo + BLOCK_ROWS], y[lo:lo + BLOCK_ROWS]
+        for lo in range(0, n, _BLOCK_ROWS):
+            B, yb = X[lo:lo + _BLOCK_ROWS], y[lo:lo + _BLOCK_ROWS]
             with np.errstate(over="ignore", invalid="ignore"):
                 sq = np.einsum("ij,ij->i", B, B)
                 if sums:
                     total[:d] += B.sum(axis=0)
                     total[d:2 * d] += np.einsum("ij,ij->j", B, B)
                     total[2 * d:] += yb.sum(), np.einsum("i,i->", yb, yb)  # no BLAS threads
-            np.less(sq, limit, out=inside[lo:lo + BLOCK_ROWS])
-            inside[lo:lo + BLOCK_ROWS] &= np.abs(yb) <= by
+            np.less(sq, limit, out=inside[lo:lo + _BLOCK_ROWS])
+            inside[lo:lo + _BLOCK_ROWS] &= np.abs(yb) <= by
         clipped = np.zeros(n, dtype=bool)
         edge = np.flatnonzero(~inside)  # a NaN or inf makes its row an edge row
         if len(edge):
@@ -444,7 +444,7 @@ class PartialStatistics:
                 f"rows={sum(st.n for st in self.stats.values())}; exact sums, NOT private)")
 
 
-def holder_rows(labels, what="nodes"):
+def _holder_rows(labels, what="nodes"):
     """(label, row indices) of each holder in ``labels``, in order of first appearance, the
     indices in row order; indices None when all rows have one label. Small integer labels
     (a random split) are found with one comparison per label, others by a stable sort."""

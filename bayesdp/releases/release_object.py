@@ -29,14 +29,15 @@ from .spec import ReleaseSpec, check_average_rows, check_intercept
 INTERCEPT_NAME = "intercept"
 """Name of the first feature of a release with an intercept (appendix B.2): theta[0]."""
 
-NOISE_MECHANISMS = ("gaussian", secure_noise.MECHANISM)
+_NOISE_MECHANISMS = ("gaussian", secure_noise.MECHANISM)
 
 MAX_ABS = 1e150
 """Largest magnitude accepted for a number in a release: squares and products of the statistics
 (S theta, sigma^2, S C S) must stay finite in float64 (largest about 1.8e308)."""
 
-NOISE_COV_PSD_RTOL = 1e-10
-"""``noise_cov`` eigenvalues may be negative by rounding only: >= -NOISE_COV_PSD_RTOL * max |eig|."""
+_NOISE_COV_PSD_RTOL = 1e-10
+"""``noise_cov`` eigenvalues may be negative by rounding only: >= -_NOISE_COV_PSD_RTOL * max
+|eig|."""
 
 MAX_COUNT = 2**53
 """Largest row count accepted (exact in float64)."""
@@ -238,7 +239,7 @@ class Release:
 
     def _check_noise(self):
         """The noise beyond the sigmas: ``noise_cov`` (J, D, D), D = d(d+1)/2 + d, symmetric
-        and positive semi-definite for every holder (to NOISE_COV_PSD_RTOL), or None; and the
+        and positive semi-definite for every holder (to _NOISE_COV_PSD_RTOL), or None; and the
         noise mechanism (:meth:`_check_noise_mechanism`)."""
         if self.noise_cov is not None:
             J, d = self.J, self.d
@@ -252,7 +253,7 @@ class Release:
             cov = 0.5 * cov + 0.5 * np.swapaxes(cov, 1, 2)
             for j in range(J):
                 w = np.linalg.eigvalsh(cov[j])
-                tol = NOISE_COV_PSD_RTOL * max(float(np.max(np.abs(w))), np.finfo(float).tiny)
+                tol = _NOISE_COV_PSD_RTOL * max(float(np.max(np.abs(w))), np.finfo(float).tiny)
                 if w[0] < -tol:
                     raise BayesdpInputError(
                         f"noise_cov of holder {j} is not positive semi-definite (smallest "
@@ -264,8 +265,8 @@ class Release:
         """``noise_mechanism`` is known; a discrete Gaussian release has a power-of-two grid,
         every released number on it, and no general noise covariance."""
         mech = self.noise_mechanism
-        if mech not in NOISE_MECHANISMS:
-            raise BayesdpInputError(f"noise_mechanism must be one of {NOISE_MECHANISMS}, got "
+        if mech not in _NOISE_MECHANISMS:
+            raise BayesdpInputError(f"noise_mechanism must be one of {_NOISE_MECHANISMS}, got "
                                     f"{mech!r}")
         if mech == "gaussian":
             if self.noise_grid is not None:

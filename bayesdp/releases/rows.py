@@ -14,7 +14,7 @@ from ..errors import BayesdpInputError
 from .release_object import INTERCEPT_NAME
 from .spec import check_average_rows, check_bounds_option, check_intercept
 
-DATA_BOUNDS_WARNING = (
+_DATA_BOUNDS_WARNING = (
     "bounds='data': B_x and B_y are read off the data, so the noise scale depends on the data and "
     "the release is NOT differentially private. It is flagged private_bounds=False."
 )
@@ -23,8 +23,8 @@ DATA_BOUNDS_WARNING = (
 def check_rows(X, y, d=None, finite=True):
     """(X, y) as float64 arrays (X itself when it is one), after checking shapes and types and,
     with ``finite``, that every value is finite (:func:`check_finite`)."""
-    check_number_types(X, "X")
-    check_number_types(y, "y")
+    _check_number_types(X, "X")
+    _check_number_types(y, "y")
     X = np.asarray(X)
     y = np.asarray(y)
     if X.ndim != 2:
@@ -44,7 +44,7 @@ def check_rows(X, y, d=None, finite=True):
                 f"{name} has complex values; bayesdp needs real numbers (the imaginary part "
                 "would otherwise be dropped silently)")
     try:
-        X, y = as_float64(X), as_float64(y)
+        X, y = _as_float64(X), _as_float64(y)
     except (TypeError, ValueError):
         raise BayesdpInputError("X and y must be numeric") from None
     if finite and not (all_finite(X) and all_finite(y)):
@@ -56,7 +56,7 @@ def check_rows(X, y, d=None, finite=True):
 _NUMBER_KINDS = frozenset({"integer", "floating", "mixed-integer-float", "decimal", "boolean",
                            "complex", "empty"})
 #: what :func:`non_numeric_error` tells the user to do with a date, time or duration
-TEMPORAL_HINT = (
+_TEMPORAL_HINT = (
     "a date, time or duration is not a number bayesdp releases: read as one it is a count of "
     "some unit (nanoseconds, days) since 1970 or midnight, which the bounds would clip; convert "
     "it to a number in a unit you choose (e.g. days since a reference date, age in years)")
@@ -109,7 +109,7 @@ def non_numeric_error(where, bad, ycol=None, rows="", columns=None):
                      + (f" of type {t}" if t else "") for c, t, _ in bad)
     hints = []
     if any(temporal for *_, temporal in bad):
-        hints.append(TEMPORAL_HINT)
+        hints.append(_TEMPORAL_HINT)
     if columns is not None:
         hints.append(f"columns: {list(columns)} (holder labels go in node_column; a category "
                      "goes in as 0/1 columns, one per level)")
@@ -117,7 +117,7 @@ def non_numeric_error(where, bad, ycol=None, rows="", columns=None):
                              + "".join(f"; {h}" for h in hints))
 
 
-def check_number_types(a, name):
+def _check_number_types(a, name):
     """Refuse ``a`` (``X`` or ``y``: an array, a pandas DataFrame or Series) when it holds
     dates, times, durations or text, naming the columns (see :func:`frame_dtype_problem`):
     NumPy converts datetime64 and timedelta64 values to float64 counts of their unit and
@@ -138,7 +138,7 @@ def check_number_types(a, name):
     if isinstance(dt, np.dtype) and dt.kind in "mMUSV":
         raise BayesdpInputError(
             f"{name} holds values of type {dt}, not numbers"
-            + (f"; {TEMPORAL_HINT}" if dt.kind in "mM" else
+            + (f"; {_TEMPORAL_HINT}" if dt.kind in "mM" else
                " (text is not read as numbers: convert it first)"))
 
 
@@ -160,7 +160,7 @@ def all_finite(a):
         return bool(np.isfinite(np.sum(a))) or bool(np.isfinite(a).all())
 
 
-def as_float64(a):
+def _as_float64(a):
     """``a`` as a contiguous float64 array: ``a`` itself when it is one already (never
     changed in place by bayesdp), otherwise a copy in its own memory order."""
     if a.dtype == np.float64 and (a.flags.c_contiguous or a.flags.f_contiguous):
@@ -186,7 +186,7 @@ def resolve_bounds(bounds, X, y):
 def bounds_read_off(bx, by):
     """Bounds read off the data, the largest ||x_i|| and |y_i| (at least the smallest positive
     float), with the loud warning that the noise scale, and so the release, is not private."""
-    warnings.warn(DATA_BOUNDS_WARNING, UserWarning, stacklevel=3)
+    warnings.warn(_DATA_BOUNDS_WARNING, UserWarning, stacklevel=3)
     tiny = np.finfo(float).tiny
     return privacy.check_bounds((max(bx, tiny), max(by, tiny)))
 

@@ -19,11 +19,11 @@ from .. import privacy
 from ..errors import BayesdpInputError, check_seed
 from .holders import check_holder_name, check_split
 
-NOISES = ("float", "secure")
+_NOISES = ("float", "secure")
 """``noise``: "float" (numpy's PCG64 Gaussian, seedable) or "secure" (the discrete Gaussian on a
 grid from the OS CSPRNG, :mod:`bayesdp.secure_noise`)."""
 
-BOUNDS_WORDS = ("private", "data")
+_BOUNDS_WORDS = ("private", "data")
 """The bounds that are not a public pair: estimated with DP, or read off the data (not private)."""
 
 
@@ -97,12 +97,12 @@ class ReleaseSpec:
         object.__setattr__(self, name, value)
 
     def _check_noise(self):
-        """``noise`` is one of NOISES and ``seed`` a whole number >= 0 or None; secure noise
+        """``noise`` is one of _NOISES and ``seed`` a whole number >= 0 or None; secure noise
         takes no seed (whoever knows it regenerates the noise) and the exact calibration (its
         accounting is its own, docs/privacy.md section 10)."""
         self._set("seed", check_seed(self.seed))
-        if not isinstance(self.noise, str) or self.noise not in NOISES:
-            raise BayesdpInputError(f"noise must be one of {NOISES}, got {self.noise!r}")
+        if not isinstance(self.noise, str) or self.noise not in _NOISES:
+            raise BayesdpInputError(f"noise must be one of {_NOISES}, got {self.noise!r}")
         if self.noise == "secure" and self.seed is not None:
             raise BayesdpInputError(
                 "seed: noise='secure' draws its noise from the operating system's CSPRNG "
@@ -173,9 +173,9 @@ class ReleaseSpec:
 
 def check_bounds_option(bounds):
     """``bounds`` as a release takes it: a public pair (B_x, B_y) of floats > 0, or one of
-    BOUNDS_WORDS."""
+    _BOUNDS_WORDS."""
     if isinstance(bounds, str):
-        if bounds not in BOUNDS_WORDS:
+        if bounds not in _BOUNDS_WORDS:
             raise BayesdpInputError(
                 f"bounds must be a pair (B_x, B_y), 'private' or 'data', got {bounds!r}")
         return bounds
@@ -201,8 +201,8 @@ def check_average_rows(k) -> int:
 
 #: The defaults of the mechanism keywords of release, release_file and release_dask (epsilon,
 #: delta and bounds are None there: given by the keywords or by ``spec``).
-KEYWORD_DEFAULTS = {f.name: None if f.default is dataclasses.MISSING else f.default
-                    for f in dataclasses.fields(ReleaseSpec)}
+_KEYWORD_DEFAULTS = {f.name: None if f.default is dataclasses.MISSING else f.default
+                     for f in dataclasses.fields(ReleaseSpec)}
 
 
 def spec_of_call(spec, **keywords) -> ReleaseSpec:
@@ -213,7 +213,7 @@ def spec_of_call(spec, **keywords) -> ReleaseSpec:
         return ReleaseSpec(**keywords)
     if not isinstance(spec, ReleaseSpec):
         raise BayesdpInputError(f"spec must be a ReleaseSpec, got {type(spec).__name__}")
-    given = [k for k, v in keywords.items() if not _left_out(v, KEYWORD_DEFAULTS[k])]
+    given = [k for k, v in keywords.items() if not _left_out(v, _KEYWORD_DEFAULTS[k])]
     if given:
         raise BayesdpInputError(
             f"spec: give the mechanism either as spec=ReleaseSpec(...) or as keywords, not "
