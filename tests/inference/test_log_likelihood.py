@@ -199,7 +199,7 @@ def test_fast_entries_with_a_nonzero_shift_of_the_noise_mean():
 
 def test_bs_entries_are_the_marginal_gaussian_of_each_holders_statistics():
     """bs: holder j's entry is log N(ss_hat_j; n_j mu, n_j Sigma + V_j) at the draw's row
-    moments (mu, Sigma) (bs_model with the sums integrated out, tests/test_bs.py), and the
+    moments (mu, Sigma) (bs_model with the sums integrated out, tests/paper/test_bs.py), and the
     posterior predictive holds S_hat and z_hat."""
     from bayesdp.paper import bs_model as B
 

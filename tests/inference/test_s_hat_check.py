@@ -90,7 +90,7 @@ def test_the_check_flags_the_paper_simulation_and_not_well_conditioned_features(
     size, whose release measures every variance (measured |z| <= 0.1)."""
     import pathlib
 
-    text = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "methods.md").read_text()
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "methods.md").read_text()
     section = text.split("## Does the release agree with the prior of Sigma_x?")[1]
     code = section.split("```python\n")[1].split("```")[0]
     namespace = {}
@@ -112,7 +112,7 @@ def test_the_check_flags_the_paper_simulation_and_not_well_conditioned_features(
 
 def _sbc_z(**run):
     """z-scores of the S_hat check for each replication of the NUTS SBC runs of
-    tests/test_sbc.py (data drawn from the model's prior predictive, D = 2, J = 2,
+    tests/inference/test_sbc.py (data drawn from the model's prior predictive, D = 2, J = 2,
     n_j = 2000-3000; the same cached run as the SBC test)."""
     import test_sbc as T
 

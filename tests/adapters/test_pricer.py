@@ -41,7 +41,7 @@ from adapter_analysis import (
     relays_as_holders,
 )
 
-POWER_GRID = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
+POWER_GRID = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
 
 P_TABLE = np.array([0.1, 0.1, 0.8, 0.1, 0.1, 0.9, 0.1, 0.1, 0.9, 0.1])
 

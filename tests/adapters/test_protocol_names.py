@@ -9,7 +9,7 @@ import pytest
 
 from bayesdp.cli import main
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "adapters"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "adapters"
 
 # "seed 000", "Seed 004's", "seeds 001/003", "seed_004", "seed `000_...txt`"; not "--seed 0" or
 # the report file names "seed-000-gossip.md"

@@ -27,7 +27,7 @@ from bayesdp.releases import layout
 from network_helpers import assert_fixeds_matches_fast, binomial_band, posteriors_differ
 import adapter_analysis as aa
 
-GRID = Path(__file__).resolve().parents[2] / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
+GRID = Path(__file__).resolve().parents[3] / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
 
 
 @pytest.fixture(scope="module")

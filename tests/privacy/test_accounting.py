@@ -200,7 +200,7 @@ def test_docs_example_file_has_the_recorded_cost(tmp_path):
     import pathlib
     import re
 
-    md = pathlib.Path(__file__).resolve().parents[1] / "docs" / "release-format.md"
+    md = pathlib.Path(__file__).resolve().parents[2] / "docs" / "release-format.md"
     doc = json.loads(re.search(r"```json\n(.*?)```", md.read_text(), re.S).group(1))
     r = bayesdp.load_release(_write(tmp_path, doc))
     del doc["privacy"]["cost"]

@@ -136,7 +136,7 @@ def test_docs_example_runs_and_warns(capsys):
     """The example of docs/methods.md, 'Does the noise on S matter?', as written."""
     import pathlib
 
-    text = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "methods.md").read_text()
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "methods.md").read_text()
     section = text.split("## Does the noise on S matter?")[1].split("\n## ")[0]
     code = section.split("```python\n")[1].split("```")[0]
     with pytest.warns(bayesdp.CalibrationWarning, match="too narrow"):

@@ -10,7 +10,7 @@ import pytest
 from bayesdp.paper.datasets import load_dataset, read_regression_file
 from bayesdp.errors import BayesdpInputError
 
-SHARED = Path(__file__).parents[1].parent / "shared" / "data" / "uci"
+SHARED = Path(__file__).parents[2].parent / "shared" / "data" / "uci"
 
 
 def _col(j):

@@ -12,7 +12,7 @@ import bayesdp
 import bayesdp.paper
 from bayesdp.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_readme_starts_with_the_two_commands():

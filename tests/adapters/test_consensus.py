@@ -33,7 +33,7 @@ from bayesdp.releases import Release
 import network_helpers as nh
 from adapter_analysis import cop_sq_exact, second_eigenvalue_modulus
 
-POWER_GRID = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
+POWER_GRID = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "networks" / "us_power_grid_edges.csv"
 needs_grid = pytest.mark.skipif(not POWER_GRID.exists(), reason="../shared/data/networks not present")
 
 

@@ -171,7 +171,7 @@ def _normalx_nuts_ranks(noise_scale, seed=3, sigma=SIGMA, lambda_scale=1.0):
     principal axes of its starting Sigma_x. ``sigma`` and ``lambda_scale``: see
     :func:`sbc_data`. The kept draws of S (REPS, N_KEPT, J, D, D) and the
     S_hat of each replication are returned too, for the S_hat check
-    (``tests/test_s_hat_check.py``). Cached: the SBC test and the check's test share a run."""
+    (``tests/inference/test_s_hat_check.py``). Cached: the SBC test and the check's test share a run."""
     from numpyro.infer.hmc import hmc
     from numpyro.infer.util import initialize_model, unconstrain_fn
 

@@ -15,7 +15,7 @@ from bayesdp.paper.comparison import (CHECKS, METRICS, cell_path, compare, defau
                                 warn_checks)
 from bayesdp.errors import BayesdpInputError, CalibrationWarning, ConvergenceWarning
 
-SHARED = Path(__file__).parents[1].parent / "shared" / "data" / "uci"
+SHARED = Path(__file__).parents[2].parent / "shared" / "data" / "uci"
 SMALL = dict(epsilons=[1.0, 10.0], nodes=[1, 2], reps=2, n=3000, d=2, seed=3, n_jobs=1,
              num_samples=100, num_warmup=50)
 
@@ -204,7 +204,7 @@ def test_plain_script_without_main_guard(tmp_path):
               "nodes=[1, 2], reps=1, n=2000, d=2, mmd=False)\n"
               "print('ROWS', len(df))\n")
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(Path(__file__).parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(Path(__file__).parents[2]) + os.pathsep + env.get("PYTHONPATH", "")
     p = subprocess.run([sys.executable, "-"], input=script, env=env, cwd=tmp_path,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
@@ -432,7 +432,7 @@ def test_warn_checks_names_the_worst_fit_and_passes_clean_grids():
 
 def test_docs_checks_example_runs_and_warns(capsys):
     """docs/compare.md's example of the checks runs as written and warns."""
-    text = (Path(__file__).parents[1] / "docs" / "compare.md").read_text()
+    text = (Path(__file__).parents[2] / "docs" / "compare.md").read_text()
     code = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "CHECKS" in b)
     with pytest.warns(ConvergenceWarning, match="2 of 2 MCMC fits"):
         exec(compile(code, "docs/compare.md", "exec"), {})

@@ -249,7 +249,7 @@ print(json.dumps({"traced_peak": traced, "rss_growth": rss,
 
 def _measure(method, d):
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(Path(__file__).parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(Path(__file__).parents[2]) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     env["BAYESDP_COMPILATION_CACHE"] = "off"
     p = subprocess.run([sys.executable, "-c", _MEASURE, method, str(d), str(MEMORY_BOUND)],

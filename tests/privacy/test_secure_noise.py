@@ -351,7 +351,7 @@ def test_secure_release_that_understates_its_cost_is_refused():
     written by a first calibration of the secure mode (never released) with s at about the
     continuous sigma and a stated (1, 1e-5); zCDP proves only eps = 1.0922 for that noise, so
     loading it fails naming the part's epsilon."""
-    path = Path(__file__).parent / "data" / "secure_release_before_zcdp.json"
+    path = Path(__file__).parents[1] / "data" / "secure_release_before_zcdp.json"
     old = json.loads(path.read_text())["privacy"]["cost"]["parts"][0]
     assert old["epsilon"] == 1.0
     assert accounting.zcdp_epsilon(old["rho"], 1e-5) == pytest.approx(1.0922, abs=1e-4)

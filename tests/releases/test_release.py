@@ -382,7 +382,7 @@ def test_release_file_states_what_it_protects_as_the_docs_do(tmp_path, kind):
     assert doc["provenance"]["split"] == kind
     assert doc["privacy"]["neighbouring"] == bayesdp.privacy.NEIGHBOURING[kind]
     assert doc["privacy"]["public"].startswith(bayesdp.privacy.PUBLIC[kind])
-    text = " ".join(open(os.path.join(os.path.dirname(__file__), "..", "docs", "privacy.md"))
+    text = " ".join(open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "privacy.md"))
                     .read().split())
     for stated in (bayesdp.privacy.NEIGHBOURING[kind], bayesdp.privacy.PUBLIC[kind],
                    bayesdp.privacy.PUBLIC_ALWAYS.lstrip("; ")):
@@ -917,7 +917,7 @@ def test_docs_example_file_loads(tmp_path):
     import pathlib
     import re
 
-    doc_md = pathlib.Path(__file__).resolve().parents[1] / "docs" / "release-format.md"
+    doc_md = pathlib.Path(__file__).resolve().parents[2] / "docs" / "release-format.md"
     if not doc_md.exists():
         pytest.skip("docs/release-format.md not present")
     text = re.search(r"```json\n(.*?)```", doc_md.read_text(), re.S).group(1)
