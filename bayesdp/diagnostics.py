@@ -243,8 +243,8 @@ def _rhat_ess(x):
     ArviZ 0.23 runs its definition entry by entry in Python, and its Geyer truncation loop runs
     once per lag until the autocorrelations die out: thousands of iterations per entry for a
     chain that mixes badly (the cost: docs/evidence/performance.md, "The convergence check").
-    The same formulas vectorised over entries give ArviZ's values
-    to rounding (tested against ``az.rhat`` / ``az.ess`` in ``tests/test_convergence.py``).
+    The same formulas vectorised over entries give ArviZ's values to rounding (tested against
+    ``az.rhat`` / ``az.ess`` in ``tests/inference/test_convergence.py``).
     With a single chain the chain is first cut in two halves, so r_hat compares its first and
     second half (ArviZ needs >= 2 chains)."""
     n_chain, n_draw, k = x.shape

@@ -28,7 +28,8 @@ CALIBRATIONS = ("exact", "classical", "paper-code")
 
 #: What each kind of release protects (``privacy.neighbouring`` in the file) and what it
 #: releases without noise (``privacy.public``), by how rows were assigned to holders
-#: (``provenance.split``; docs/privacy.md sections 3-3a and 8, checked by tests/test_release.py).
+#: (``provenance.split``; docs/privacy.md sections 3-3a and 8, checked by
+#: tests/releases/test_release.py).
 NEIGHBOURING = {
     "random": (
         "add/remove one row: each row's holder was drawn uniformly at random, independently of "

@@ -18,7 +18,7 @@ cell give releases with the same shapes (J, d), so their fits can run as one vec
 A method's record says whether it has such a path (:attr:`Method.run_batch`).
 
 The result for release r equals ``fit(releases[r], seed=seeds[r])`` up to floating-point
-rounding (the batched program may order sums differently; tests/test_batch.py checks 1e-10
+rounding (the batched program may order sums differently; tests/inference/test_batch.py checks 1e-10
 relative). Methods without a batched path (NUTS) are fitted one by one. Options, seeds and
 priors are checked by ``fit``'s own :func:`.fit.prepare_fit` and the InferenceData made by
 :func:`.fit.finish_fit`.

@@ -27,11 +27,12 @@ releases of one shape in ``bayesdp.inference.fit_batch`` (:func:`run_bs_batch`).
 
 What the sweep targets. Step 3 is an exact Gibbs step of :func:`bayesdp.paper.bs_model.bs_model`: it
 draws each ss_j from that model's conditional given (Sigma_x, theta, sigma_y^2, ss_hat_j)
-(tests/test_bs.py checks it against the model's log density). Steps 1 and 4 are not conditionals
-of ``bs_model``: they are the conditionals of the exact Gaussian-row model (x_i ~ N(0, Sigma_x),
-y_i ~ N(x_i^T theta, sigma_y^2), the NIG prior) given the statistics sum_j ss_j as if they were
-that model's sufficient statistics, with S replaced by nearest_psd(S) + shift I. Under
-``bs_model`` the conditionals of Sigma_x and of (theta, sigma_y^2) also carry the central-limit
+(tests/paper/test_bs.py checks it against the model's log density). Steps 1 and 4 are not
+conditionals of ``bs_model``: they are the conditionals of the exact Gaussian-row model
+(x_i ~ N(0, Sigma_x), y_i ~ N(x_i^T theta, sigma_y^2), the NIG prior) given the statistics
+sum_j ss_j as if they were that model's sufficient statistics, with S replaced by
+nearest_psd(S) + shift I. Under ``bs_model`` the conditionals of Sigma_x and of
+(theta, sigma_y^2) also carry the central-limit
 factors N(ss_j; n_j mu, n_j Sigma), whose mean and covariance depend on all three, so the sweep
 does not leave ``bs_model``'s posterior invariant; it is the sampler of appendix C.1 as
 published, kept for comparison.
