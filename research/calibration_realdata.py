@@ -65,7 +65,7 @@ def load(name, q=0.995, test_share=0.1):
     """(X_train, y_train, X_test, y_test, bounds) of a data set, prepared as the module says;
     None when the file is not there."""
     import bayesdp
-    from bayesdp import datasets
+    from bayesdp.paper import datasets
 
     if name == "simulation":
         sim = bayesdp.simulate(n=100_000, d=5, seed=1)

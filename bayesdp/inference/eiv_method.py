@@ -62,8 +62,8 @@ def run(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_
 def likelihood(release, priors, result):
     """Each holder's log-likelihood of an "eiv" fit (:mod:`.log_likelihood`):
     :func:`eiv_model` on each holder's statistics alone, at the fit's scale_min, sigma_y2_max
-    and plug-in theta: log N(z_hat_j; S_hat_j theta, sigma_y^2 S_+,j + Var(e_z,j - E_j t)),
-    plus y^T y's factor log N(yty_hat_j; mean_j, var_j) when the release has y^T y."""
+    and plug-in theta: log N(z_hat_j; S_hat_j theta, sigma_y^2 S_+,j + Var(e_z,j - E_j t)).
+    A release's y^T y is left out of the entries (they are z_hat's alone)."""
     import jax
 
     data = result.eiv_data
@@ -72,12 +72,11 @@ def likelihood(release, priors, result):
                                          scale_min=float(np.ravel(data.scale_min)[0]),
                                          sigma_y2_max=float(data.sigma_y2_max),
                                          theta_plugin=result.plugin_theta,
-                                         per_slope=per_slope))
+                                         per_slope=per_slope)._replace(yty_hat=None, yty_var=None))
            for j in range(release.J)]
     stacked = jax.tree.map(lambda *xs: jax.numpy.stack(xs), *per)
     samples = {k: result.posterior[k] for k in ("theta_scale", "theta", "sigma_y2")}
-    sites = ("z_hat",) if release.yty_hat is None else ("z_hat", "yty_hat")
-    return Likelihood(R.eiv_model, stacked, samples, sites, ("z_hat",), per_holder=True)
+    return Likelihood(R.eiv_model, stacked, samples, ("z_hat",), ("z_hat",), per_holder=True)
 
 
 register_method(

@@ -123,15 +123,14 @@ def test_eiv_entries_against_a_monte_carlo_noise_covariance(rel):
             assert ll[i, j] == pytest.approx(want, abs=5 * se)
 
 
-def test_eiv_entries_with_yty_add_its_factor():
-    """With y^T y in the release, holder j's eiv entry is the entry without it plus y^T y's
-    factor of eiv_model: log N(yty_hat_j; mean, var) with eiv_yty_moments at theta's
-    conditional given z_hat_j in the draw's cell (sigma_y^2, r), the holder's own statistics."""
-    from bayesdp.inference import eiv
+def test_eiv_entries_with_yty_are_z_hats():
+    """With y^T y in the release (and in the fit's likelihood), holder j's eiv entry is still
+    z_hat_j's alone: N(z_hat_j; S_hat_j theta, sigma_y^2 S_+,j + Var(e_z - E t)), checked
+    against scipy at d = 4."""
     from bayesdp.inference.log_likelihood import one_holder
     from bayesdp.models import regression
 
-    sim = bayesdp.simulate(n=40_000, d=3, seed=3)
+    sim = bayesdp.simulate(n=40_000, d=4, seed=3)
     rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=3,
                           seed=5, include_yty=True)
     idata = _fit(rel, "eiv", num_samples=20, num_chains=1)
@@ -139,22 +138,14 @@ def test_eiv_entries_with_yty_add_its_factor():
     assert a["eiv_uses_yty"]
     ll = _flat(idata, "log_likelihood", "release")
     theta, s2 = _flat(idata, "posterior", "theta"), _flat(idata, "posterior", "sigma_y2")
-    r = _flat(idata, "posterior", "theta_scale")
     t = np.asarray(a["eiv_theta_plugin"], dtype=float)
-    pri = bayesdp.Priors().resolve(rel)
     for j in (0, 2):
-        data = regression.eiv_model_data(one_holder(rel, j), pri, scale_min=a["eiv_scale_min"],
+        data = regression.eiv_model_data(one_holder(rel, j), bayesdp.Priors().resolve(rel),
+                                         scale_min=a["eiv_scale_min"],
                                          sigma_y2_max=a["sigma_y2_max"], theta_plugin=t)
         for i in (0, 13):
             M = s2[i] * data.S_plus + regression.eiv_noise_covariance(data, t)
-            z_part = stats.multivariate_normal.logpdf(data.z_hat, data.S_hat @ theta[i], M)
-            P = eiv.cell_precision(data, t, s2[i], r[i])
-            cov = np.linalg.inv(P)
-            C = regression.eiv_prior_covariance(data, r[i])
-            mu = cov @ (data.S_hat @ np.linalg.solve(M, data.z_hat) + np.linalg.solve(C, data.m))
-            mean, var = regression.eiv_yty_moments(data, s2[i], mu, cov, M,
-                                                   regression.eiv_yty_noise(data, t))
-            want = z_part + stats.norm.logpdf(data.yty_hat, mean, np.sqrt(var))
+            want = stats.multivariate_normal.logpdf(data.z_hat, data.S_hat @ theta[i], M)
             assert ll[i, j] == pytest.approx(want, rel=1e-8)
 
 
