@@ -357,6 +357,7 @@ def test_one_set_params_and_one_scikit_learn_version():
     assert "closed form" not in inspect.getsource(demo.run_demo)
 
 
+@pytest.mark.slow
 def test_without_scikit_learn_the_conventions_hold_by_hand(tmp_path):
     """scikit-learn is optional: with its import blocked, the estimator still fits, predicts,
     scores, refuses unknown parameters and records its cost (in a fresh interpreter)."""

@@ -203,6 +203,7 @@ def test_bad_arguments(fast, nonprivate):
 # -- BayesDPRegressor --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_regressor_recovers_theta_on_a_large_data_set_at_big_epsilon():
     """n = 100000 rows, x ~ N(0, I) (a well-conditioned design; the paper's simulation draws
     Sigma_x with eigenvalues down to 1e-3, where theta is hard to estimate at any epsilon),

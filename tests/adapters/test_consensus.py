@@ -441,6 +441,7 @@ def test_calibration_s_noise_eiv_and_control():
 
 
 # ---------------------------------------------------------------- methods on an adapted release
+@pytest.mark.slow
 def test_fixeds_matches_fast_and_normalx_warns():
     """MCMC-fixedS with sigma_y^2 held fixed reproduces Bayes-fixedS-fast on a consensus release
     for the recommended treatment of the S noise ("eiv") and the old one, which differ here;

@@ -504,6 +504,7 @@ def test_cli_subprocess_no_traceback(tmp_path, csv_data):
 # issue 12 item 5: what `bayesdp fit` prints
 
 
+@pytest.mark.slow
 def test_fit_normalx_prints_theta_and_sigma_y2_and_one_line_per_matrix(tmp_path, capsys,
                                                                        monkeypatch):
     import bayesdp.inference

@@ -37,6 +37,7 @@ def _fits_of_new_shapes(rel, method, sizes):
                     progress_bar=False)
 
 
+@pytest.mark.slow
 def test_fixeds_new_shapes_do_not_grow_memory_maps(rel, monkeypatch):
     monkeypatch.setattr(mcmc_mod, "MCMC_CACHE_SIZE", 1)
     _fits_of_new_shapes(rel, "fixeds", range(10, 12))  # fill the cache, start evicting

@@ -167,6 +167,7 @@ def test_yty_moments_match_monte_carlo():
     assert np.any(np.abs(corr(bad, pivot)) > 4 / np.sqrt(reps)), corr(bad, pivot)
 
 
+@pytest.mark.slow
 def test_yty_pins_sigma_y2_down():
     """A release with y^T y determines sigma_y^2: its 90% interval holds the rows' residual
     variance (about 1) and is less than a fifth as wide as that of the same rows' release
@@ -242,7 +243,7 @@ def test_zero_noise_and_a_singular_s_give_finite_draws():
     assert abs(np.mean(th[:, 0] + th[:, 2]) - 1.0) < 0.05
 
 
-@pytest.mark.parametrize("include_yty", [False, True])
+@pytest.mark.parametrize("include_yty", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_grid_runner_matches_nuts_on_the_model(include_yty):
     """The runner's posterior is the numpyro model's (eiv_model with the runner's plug-in
     theta_0, with and without y^T y's factor): NUTS on the model agrees on theta's mean within
@@ -347,6 +348,7 @@ def test_per_slope_target_is_the_models_density():
         assert float(joint) == pytest.approx(parts, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_per_slope_sampler_matches_the_enumerated_grid_posterior():
     """With an intercept and two slopes the sampler's grid posterior can be enumerated: every
     (r_1, r_2, sigma_y^2) of the grids weighted by log_marginal and the priors, theta's mean and

@@ -99,6 +99,7 @@ def test_fixeds_takes_s_noise_from_provenance(corr_release):
                     s_noise="eiv")
 
 
+@pytest.mark.slow
 def test_nuts_fixeds_agrees_with_fixeds_on_general_noise(corr_release):
     a = bayesdp.fit(corr_release, method="fixeds", seed=5, num_samples=2000, num_warmup=1000,
                     num_chains=2, progress_bar=False, priors=PRIORS)
@@ -134,6 +135,7 @@ def _wishart_approx_warnings(record):
             if issubclass(w.category, UserWarning) and re.search(WISHART_APPROX, str(w.message))]
 
 
+@pytest.mark.slow
 def test_normalx_warns_on_approximate_wishart(small_release):
     rel = dataclasses.replace(small_release, provenance={"protocol": "consensus",
                                                          "wishart_S": "approximate"})

@@ -328,6 +328,7 @@ def _exact_log_sigma_y2_posterior(rel, priors, S, sigma_z, grid):
     return w / w.sum()
 
 
+@pytest.mark.slow
 def test_fixeds_sigma_y2_matches_its_exact_posterior_where_the_release_barely_measures_it():
     """n = 1e5, J = 2, eps = 10: the 6 numbers of z_hat (noise sd ~50) barely measure
     sigma_y^2 (its posterior sd on the log scale is ~0.9). The fixedS kernel's draws of

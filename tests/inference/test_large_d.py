@@ -258,6 +258,7 @@ def _measure(method, d):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_d200_fast_memory_bounded():
     """fit(method="fast") at d = 200, J = 2, incl. fit's S-noise check: peak growth (traced
     allocations and resident set) below MEMORY_BOUND, where the dense path needed > 3 x 3.2 GB."""

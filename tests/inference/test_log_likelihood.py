@@ -188,6 +188,7 @@ def test_fast_entries_with_a_nonzero_shift_of_the_noise_mean():
     assert np.abs(shifts[0]).max() > 0.1  # the path under test: a shift far from zero
 
 
+@pytest.mark.slow
 def test_bs_entries_are_the_marginal_gaussian_of_each_holders_statistics():
     """bs: holder j's entry is log N(ss_hat_j; n_j mu, n_j Sigma + V_j) at the draw's row
     moments (mu, Sigma) (bs_model with the sums integrated out, tests/paper/test_bs.py), and the
@@ -212,6 +213,7 @@ def test_bs_entries_are_the_marginal_gaussian_of_each_holders_statistics():
     assert _flat(idata, "posterior_predictive", "z_hat").shape == (30, rel.J, 2)
 
 
+@pytest.mark.slow
 def test_normalx_entries_with_an_intercept():
     """With an intercept (appendix B.2's model, S_j built from xbar_j and W_j) holder j's entry
     is still log p(S_hat_j | S_j) + log p(z_hat_j | S_j, theta, sigma_y^2) at the drawn S_j,

@@ -95,7 +95,7 @@ def test_interval_coverage_is_the_probability_under_the_reference():
 S_NOISE_WARNING = "the noise on S it leaves out makes theta's 90% intervals too narrow"
 
 
-@pytest.mark.parametrize("method", ["fixeds", "normalx"])
+@pytest.mark.parametrize("method", ["fixeds", pytest.param("normalx", marks=pytest.mark.slow)])
 def test_fit_records_the_check_for_fixeds_only(method):
     rel = noisy_release(np.random.default_rng(4), 100.0)
     with warnings.catch_warnings(record=True) as caught:

@@ -87,6 +87,7 @@ def test_fixeds_with_sigma_fixed_matches_closed_form(rel):
     assert np.all(np.abs(emp - cov) < Z_MAX * se), (emp, cov)
 
 
+@pytest.mark.slow
 def test_fixeds_agrees_with_nuts(rel):
     a = bayesdp.fit(rel, method="fixeds", seed=3, num_samples=2000, num_warmup=1000,
                     progress_bar=False)
@@ -157,6 +158,7 @@ def test_default_normalx_agrees_with_the_handwritten_kernel(rel, normalx_replica
     _assert_agrees_with_replicates(b, normalx_replicates)
 
 
+@pytest.mark.slow
 def test_repeated_fits_reuse_the_sampler_and_stay_reproducible(rel, sim):
     """fit caches its numpyro MCMC object per (method, options, shapes): a cached sampler must
     not carry anything over from the previous release or seed."""
@@ -189,7 +191,8 @@ def test_normalx_agrees_with_nuts_at_small_n(rel, normalx_nuts_fit):
     assert np.all(np.abs(z_mean) < Z_MAX) and np.all(np.abs(z_sd) < Z_MAX), (z_mean, z_sd)
 
 
-@pytest.mark.parametrize("method", ["fixeds", pytest.param("normalx", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["fixeds", "normalx"])
 def test_dp_posterior_approaches_nonprivate_as_eps_grows(method):
     sim = bayesdp.simulate(n=4000, d=2, seed=21)
     pri = bayesdp.Priors(a=3.0, b=3.0, C=np.eye(2))  # sigma_y^2 = 1 is plausible a priori
@@ -230,6 +233,7 @@ def test_bad_settings_give_clear_errors(rel):
         bayesdp.fit(rel, method="fixeds", fixed_s="nearest", num_samples=5, num_warmup=5)
 
 
+@pytest.mark.slow
 def test_fixeds_authors_plus_identity_option(rel):
     idata = bayesdp.fit(rel, method="fixeds", fixed_s="psd+I", seed=1, num_samples=50,
                         num_warmup=50, num_chains=1, progress_bar=False)
@@ -262,6 +266,7 @@ def test_cli_diagnose(normalx_fit, tmp_path, capsys):
     assert "r_hat" in out and (tmp_path / "plots" / "trace.png").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux /proc")
 def test_repeated_fits_do_not_leak_compiled_code(sim):
     """numpyro compiles its collection loop afresh on every run, and ``mcmc._run_mcmc`` drops
@@ -290,6 +295,7 @@ def test_repeated_fits_do_not_leak_compiled_code(sim):
     assert n_maps() - before < 300, (before, n_maps())  # a leak adds ~700 over these 6 fits
 
 
+@pytest.mark.slow
 def test_compilation_cache_env_writes_the_cache(tmp_path):
     """BAYESDP_COMPILATION_CACHE=dir makes fit store its compiled programs in dir (run in a
     subprocess: the setting is process-wide)."""
@@ -308,6 +314,7 @@ def test_compilation_cache_env_writes_the_cache(tmp_path):
     assert cache.is_dir() and any(cache.iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting", ["default", "off"])
 def test_the_command_keeps_its_compiled_programs_on_disk_unless_told_not_to(tmp_path, setting):
     """``bayesdp fit`` (the console entry point, in a subprocess) turns JAX's compilation
@@ -334,6 +341,7 @@ def test_the_command_keeps_its_compiled_programs_on_disk_unless_told_not_to(tmp_
         assert cache.is_dir() and any(cache.iterdir())
 
 
+@pytest.mark.slow
 def test_compiled_nuts_init_equals_numpyros_and_retraces_when_its_static_arguments_change():
     """normalx's NUTS compiles numpyro's HMC init (nuts._compiled_init). It must return what
     numpyro's own (op-by-op) init returns, and, because init sets variables of its closure from
@@ -434,6 +442,7 @@ def test_nuts_runs_chains_in_parallel_when_there_is_a_device_per_chain(monkeypat
     assert _nuts_chain_method(4, "vectorized") == "vectorized"
 
 
+@pytest.mark.slow
 def test_the_command_runs_normalx_chains_in_parallel_on_the_same_posterior(rel, normalx_nuts_fit,
                                                                            tmp_path):
     """The ``bayesdp`` command asks JAX for a CPU device per chain before JAX starts

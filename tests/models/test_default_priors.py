@@ -147,6 +147,7 @@ def _binomial_range(p, n, alpha=1e-3):
     return stats.binom.ppf(alpha / 2, n, p) / n, stats.binom.isf(alpha / 2, n, p) / n
 
 
+@pytest.mark.slow
 def test_fast_intervals_cover_like_90_percent_with_the_default_priors(demo_problems):
     """20 seeds x 5 coefficients. Measured (research/prior_coverage.py): oracle S: default
     0.94, paper 0.18; release: default 0.34, paper 0.13. The fast method's plug-in

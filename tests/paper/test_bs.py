@@ -88,6 +88,7 @@ def test_inv_wishart_mean():
     assert np.allclose(draws.mean(0), Psi / (df - 3), rtol=0.03, atol=0.005)
 
 
+@pytest.mark.slow
 def test_bs_posterior_matches_nonprivate_at_large_epsilon():
     sim = bayesdp.simulate(n=20_000, d=2, seed=1)
     rel = bayesdp.release(sim.X, sim.y, epsilon=1e7, delta=1e-5, bounds=sim.bounds, nodes=2,
@@ -185,6 +186,7 @@ def test_stats_step_draws_the_model_conditional():
             assert np.allclose(np.cov(W.T), np.eye(W.shape[1]), atol=0.05)
 
 
+@pytest.mark.slow
 def test_holders_sharing_their_factor_give_the_same_draws(monkeypatch):
     """Step 3 factors V_j + n_j Sigma once per group of holders with the same (n_j, V_j): an
     even split (rows 4, 4, 3, as the contiguous split makes them)
@@ -219,6 +221,7 @@ def test_holders_sharing_their_factor_give_the_same_draws(monkeypatch):
                                    atol=0)
 
 
+@pytest.mark.slow
 def test_batch_of_releases_with_different_groupings_matches_single_fits():
     """fit_batch stacks the releases' inputs, so when their numbers of shared factors differ
     (a contiguous split: 2 groups; a random split: one per holder) none are shared; each release's

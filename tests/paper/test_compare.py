@@ -24,6 +24,7 @@ def _methods():
     return ["fast", "bs", "adassp", "nonprivate"]
 
 
+@pytest.mark.slow
 def test_paper_mcmc_methods_when_registered(tmp_path):
     extra = [m for m in ("normalx", "fixeds") if m in bayesdp.METHODS]
     if not extra:
@@ -42,6 +43,7 @@ def test_paper_mcmc_methods_when_registered(tmp_path):
     assert "## converged" in (tmp_path / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_short_run_every_method_and_metric(tmp_path):
     methods = _methods()
     df = compare("simulated", methods=methods, out_dir=tmp_path, **SMALL)
@@ -112,6 +114,7 @@ def test_cli_register(tmp_path):
     assert (tmp_path / "results.csv").exists() and (tmp_path / "summary.md").exists()
 
 
+@pytest.mark.slow
 def test_data_file_paper_code(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((400, 3))
@@ -135,6 +138,7 @@ def test_parallel_workers_match_serial(tmp_path):
     pd.testing.assert_frame_equal(a, b)
 
 
+@pytest.mark.slow
 def test_parallel_batched_workers_stay_quiet_and_share_every_cell(capfd):
     """Spawned workers do not inherit the caller's warning filters: the releases and fits of a
     batched cell are silenced there as in-process (paper-code releases warn on every call);
@@ -322,6 +326,7 @@ def test_process_pool_executor_matches_serial_and_resumes(tmp_path):
         _resume_recomputes_only_deleted(tmp_path, serial, executor=ex)
 
 
+@pytest.mark.slow
 def test_dask_executor_matches_serial_and_resumes(tmp_path):
     """A dask.distributed LocalCluster (worker processes) through Client.get_executor():
     the in-process results, resume, and batched replications on it too."""
@@ -357,6 +362,7 @@ def test_batch_reps_bs_matches_one_by_one():
     assert not np.allclose(_no_seconds(other)["value"], _no_seconds(serial)["value"], rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_batch_reps_matches_one_by_one_and_resumes(tmp_path):
     """batch_reps=True: one task per (epsilon, J), the batchable methods (fast, fixeds) fitted
     for all replications at once; the rows equal the one-by-one run's; resume recomputes only

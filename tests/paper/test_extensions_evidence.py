@@ -54,6 +54,7 @@ def test_fast_with_an_intercept_matches_the_nonprivate_posterior(evidence):
     assert mean[0] == pytest.approx(1.5, abs=4 * evidence["sd_ref"][0])
 
 
+@pytest.mark.slow
 def test_fixeds_with_an_intercept_matches_the_nonprivate_posterior(evidence):
     """MCMC: |mean - non-private mean| < 4 MCSE + 0.05 sd (MCSE = sd / sqrt(bulk ESS))."""
     idata = bayesdp.fit(evidence["with"], method="fixeds", seed=2, progress_bar=False)
@@ -82,7 +83,8 @@ def _uci_file(name):
     return f
 
 
-@pytest.mark.parametrize("name", ["bike_sharing", "air_quality"])
+@pytest.mark.parametrize("name", ["bike_sharing",
+                                  pytest.param("air_quality", marks=pytest.mark.slow)])
 def test_compare_over_average_rows_on_uci_data(name, tmp_path):
     """The measurement of docs/reproduction.md in miniature: ``compare`` runs with and without
     averaging on the paper's data (skipped cleanly when the data folder is absent). Each run

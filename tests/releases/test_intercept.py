@@ -214,6 +214,7 @@ def _nuts_fit(num, chains, method="nuts-normalx"):
     return X, y, bounds, r, idata
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["normalx", "nuts-normalx"])
 def test_nuts_runs_the_intercept_model(method):
     """normalx (non-centred) and nuts-normalx (centred) on an intercept release run the
