@@ -48,6 +48,7 @@ def test_fixeds_new_shapes_do_not_grow_memory_maps(rel, monkeypatch):
     assert grown < 50, grown  # code of evicted shapes kept: about 24 maps per shape, 96 here
 
 
+@pytest.mark.slow
 def test_bs_new_shapes_do_not_grow_memory_maps(rel, monkeypatch):
     monkeypatch.setattr(bs_mod, "SAMPLER_CACHE_SIZE", 1, raising=False)
     _fits_of_new_shapes(rel, "bs", [10])  # the cache (size 1) is full

@@ -243,7 +243,8 @@ def test_zero_noise_and_a_singular_s_give_finite_draws():
     assert abs(np.mean(th[:, 0] + th[:, 2]) - 1.0) < 0.05
 
 
-@pytest.mark.parametrize("include_yty", [False, pytest.param(True, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("include_yty", [False, True])
 def test_grid_runner_matches_nuts_on_the_model(include_yty):
     """The runner's posterior is the numpyro model's (eiv_model with the runner's plug-in
     theta_0, with and without y^T y's factor): NUTS on the model agrees on theta's mean within
