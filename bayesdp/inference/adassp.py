@@ -26,7 +26,7 @@ from ..releases.holders import node_labels, unique_in_order
 from ..releases.mechanism import symmetric_noise
 from ..releases.rows import check_rows, resolve_bounds
 
-ADASSP_BUDGETS = ("paper", "paper-code")
+_ADASSP_BUDGETS = ("paper", "paper-code")
 
 
 def adassp(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, p=0.05, budget="paper",
@@ -39,8 +39,8 @@ def adassp(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, p=0.05, budget="
     the eigenvalue bound (0.05 as in the paper). ``budget``: "paper" or "paper-code".
     """
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
-    if budget not in ADASSP_BUDGETS:
-        raise BayesdpInputError(f"budget must be one of {ADASSP_BUDGETS}, got {budget!r}")
+    if budget not in _ADASSP_BUDGETS:
+        raise BayesdpInputError(f"budget must be one of {_ADASSP_BUDGETS}, got {budget!r}")
     if not 0 < p < 1:
         raise BayesdpInputError(f"p must lie in (0, 1), got {p}")
     X, y = check_rows(X, y)

@@ -20,7 +20,7 @@ from ..errors import BayesdpInputError
 from ..releases.layout import S_NOISE, z_given_s_noise
 from ..releases.layout import z_noise_covariances  # noqa: F401 (read from here by starts.py)
 
-SIGMA_Y_RULES = ("paper", "paper-code")
+_SIGMA_Y_RULES = ("paper", "paper-code")
 
 
 def nearest_psd(S):
@@ -49,7 +49,7 @@ def plugin_sigma_y2(release, rule="paper"):
         return (by / 3.0) ** 2
     if rule == "paper-code":
         return by / 3.0
-    raise BayesdpInputError(f"sigma_y_rule must be one of {SIGMA_Y_RULES}, got {rule!r}")
+    raise BayesdpInputError(f"sigma_y_rule must be one of {_SIGMA_Y_RULES}, got {rule!r}")
 
 
 def require_wishart_valid(release, method):
@@ -75,8 +75,8 @@ def require_wishart_valid(release, method):
             f"approximately for this release ({where})", UserWarning, stacklevel=3)
 
 
-DEGENERATE_RTOL = 1e-13
-"""Eigenvalues of sigma_y^2 S_j + Sigma_j below DEGENERATE_RTOL times the largest are null
+_DEGENERATE_RTOL = 1e-13
+"""Eigenvalues of sigma_y^2 S_j + Sigma_j below _DEGENERATE_RTOL times the largest are null
 directions of the z_hat likelihood (see :func:`complete_degenerate_noise`): a few hundred times
 float64 rounding, so only matrices whose Cholesky factor would be meaningless are completed
 (e.g. diag(1e13, 5), condition 2e12, is left alone and keeps its information)."""
@@ -97,7 +97,7 @@ def complete_degenerate_noise(S, z_centred, sigma_y2, Sigma_z):
     constant N(N^T z_hat; 0, c I), so every posterior is unchanged (exact, not a jitter).
 
     ``z_centred`` is z_hat minus any shift; ``sigma_y2`` a typical value (the null space is
-    found from sigma_y2 S_j + Sigma_j with a relative tolerance DEGENERATE_RTOL). If z_hat has
+    found from sigma_y2 S_j + Sigma_j with a relative tolerance _DEGENERATE_RTOL). If z_hat has
     a component along N the release is inconsistent with its stated noise (the model gives it
     probability zero): a :class:`BayesdpInputError` names the holder. Returns the (J, d, d)
     completed covariances (a copy; unchanged where K_j is regular)."""
@@ -110,7 +110,7 @@ def complete_degenerate_noise(S, z_centred, sigma_y2, Sigma_z):
         top = float(np.max(np.abs(w)))
         if top == 0.0:
             top = 1.0
-        null = w <= DEGENERATE_RTOL * top
+        null = w <= _DEGENERATE_RTOL * top
         if not null.any():
             continue
         N = E[:, null]
@@ -252,7 +252,7 @@ def nonprivate_posterior(X, y, priors, Lambda0=None):
     """
     X = np.asarray(X, dtype=float)
     y = np.asarray(y, dtype=float)
-    return nig_posterior(X.T @ X, X.T @ y, float(y @ y), X.shape[0], priors, Lambda0)
+    return _nig_posterior(X.T @ X, X.T @ y, float(y @ y), X.shape[0], priors, Lambda0)
 
 
 def nig_precision(priors):
@@ -261,7 +261,7 @@ def nig_precision(priors):
     return priors.nig_precision()
 
 
-def nig_posterior(S, z, yty, n, priors, Lambda0=None):
+def _nig_posterior(S, z, yty, n, priors, Lambda0=None):
     """NIG posterior parameters from sufficient statistics (S = X^T X, z = X^T y, yty, n)."""
     from scipy import linalg  # here, not on import (slow to import)
 

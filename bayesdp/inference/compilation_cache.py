@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 import sys
 
-COMPILATION_CACHE_ENV = "BAYESDP_COMPILATION_CACHE"
+_COMPILATION_CACHE_ENV = "BAYESDP_COMPILATION_CACHE"
 #: Values of BAYESDP_COMPILATION_CACHE that turn the cache off (also for the ``bayesdp`` command)
-COMPILATION_CACHE_OFF = ("0", "off", "no", "false")
+_COMPILATION_CACHE_OFF = ("0", "off", "no", "false")
 
 
 def default_compilation_cache_dir():
@@ -43,7 +43,7 @@ def enable_compilation_cache(path=None, min_compile_time_secs=0.5):
     import jax
 
     if path is None:
-        path = os.environ.get(COMPILATION_CACHE_ENV) or default_compilation_cache_dir()
+        path = os.environ.get(_COMPILATION_CACHE_ENV) or default_compilation_cache_dir()
     os.makedirs(path, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_secs))
@@ -53,10 +53,10 @@ def enable_compilation_cache(path=None, min_compile_time_secs=0.5):
 def _cache_env():
     """BAYESDP_COMPILATION_CACHE: None when unset or empty, "off" for the values that turn the
     cache off, else the directory."""
-    value = os.environ.get(COMPILATION_CACHE_ENV, "").strip()
+    value = os.environ.get(_COMPILATION_CACHE_ENV, "").strip()
     if not value:
         return None
-    return "off" if value.lower() in COMPILATION_CACHE_OFF else value
+    return "off" if value.lower() in _COMPILATION_CACHE_OFF else value
 
 
 def compilation_cache_from_env():

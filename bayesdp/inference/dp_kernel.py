@@ -18,7 +18,7 @@ from numpyro.util import is_prng_key
 from .kernels.adaptation import adapt
 
 
-class ChainState(NamedTuple):
+class _ChainState(NamedTuple):
     """State carried by :class:`DPKernel` through numpyro's MCMC loop.
 
     ``z`` is the position as a dict of constrained values (the draw numpyro collects);
@@ -33,9 +33,9 @@ class ChainState(NamedTuple):
     rng_key: object
 
 
-def chain_start(init, step, rng_key, data, position, log_alpha, log_step, step_kwargs=None,
-                info_shapes=None):
-    """The :class:`ChainState` a chain of the kernel ``(init, step)`` starts from at
+def _chain_start(init, step, rng_key, data, position, log_alpha, log_step, step_kwargs=None,
+                 info_shapes=None):
+    """The :class:`_ChainState` a chain of the kernel ``(init, step)`` starts from at
     ``position``; returns it, the kernel's state class and the shapes of its Info (pass them
     back as ``info_shapes`` to skip tracing a sweep for them)."""
     J, d = data.z_hat.shape
@@ -45,11 +45,11 @@ def chain_start(init, step, rng_key, data, position, log_alpha, log_step, step_k
         info_shapes = jax.eval_shape(
             lambda k: step(k, state, data, tuning, **(step_kwargs or {}))[1], rng_key)
     info = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), info_shapes)
-    return (ChainState(jnp.zeros((), jnp.int32), state._asdict(), tuning, info, rng_key),
+    return (_ChainState(jnp.zeros((), jnp.int32), state._asdict(), tuning, info, rng_key),
             type(state), info_shapes)
 
 
-def chain_sweep(step, state_cls, targets, num_warmup, state: ChainState, data, step_kwargs=None):
+def _chain_sweep(step, state_cls, targets, num_warmup, state: _ChainState, data, step_kwargs=None):
     """One sweep of the kernel ``step`` from ``state``, then the Robbins-Monro adaptation of its
     tuning (:func:`.kernels.adaptation.adapt`) while ``state.i < num_warmup``."""
     key, sub = jax.random.split(state.rng_key)
@@ -59,7 +59,7 @@ def chain_sweep(step, state_cls, targets, num_warmup, state: ChainState, data, s
     adapted = adapt(state.tuning, info, state.i, *targets, min_log_alpha=math.log(d + 1.0))
     warm = state.i < num_warmup
     tuning = jax.tree.map(lambda a, b: jnp.where(warm, a, b), adapted, state.tuning)
-    return ChainState(state.i + 1, new._asdict(), tuning, info, key)
+    return _ChainState(state.i + 1, new._asdict(), tuning, info, key)
 
 
 @functools.partial(jax.jit, static_argnames=("init", "step", "targets", "num_warmup",
@@ -75,14 +75,14 @@ def run_chains_batched(keys, data, position, log_alpha, log_step, *, init, step,
     ``tuning`` of sweeps num_warmup + 1 .. num_warmup + num_samples, shaped (R, [C,] K, ...)."""
 
     def one_chain(key, data, position, la, ls):
-        state, state_cls, _ = chain_start(init, step, key, data, position, la, ls)
+        state, state_cls, _ = _chain_start(init, step, key, data, position, la, ls)
 
         def sweep(s, _):
-            s = chain_sweep(step, state_cls, targets, num_warmup, s, data)
+            s = _chain_sweep(step, state_cls, targets, num_warmup, s, data)
             return s, None
 
         def keep(s, _):
-            s = chain_sweep(step, state_cls, targets, num_warmup, s, data)
+            s = _chain_sweep(step, state_cls, targets, num_warmup, s, data)
             return s, (s.z, s.info, s.tuning)
 
         state, _ = jax.lax.scan(sweep, state, None, length=num_warmup)
@@ -134,7 +134,7 @@ class DPKernel(MCMCKernel):
         return ("z",)
 
     def _init_one(self, rng_key, data):
-        state, self._state_cls, shapes = chain_start(
+        state, self._state_cls, shapes = _chain_start(
             self._init, self._step, rng_key, data, self._init_position, self._log_alpha_init,
             self._log_step_init, self._step_kwargs,
             None if self._info_shapes is None or self._info_shapes[0] != data.z_hat.shape
@@ -143,8 +143,8 @@ class DPKernel(MCMCKernel):
         return state
 
     def _sample_one(self, state, data):
-        return chain_sweep(self._step, self._state_cls, self._targets, self._num_warmup, state,
-                           data, self._step_kwargs)
+        return _chain_sweep(self._step, self._state_cls, self._targets, self._num_warmup, state,
+                            data, self._step_kwargs)
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         self._num_warmup = int(num_warmup)

@@ -52,13 +52,13 @@ from .closed_form import complete_degenerate_noise
 #: down to a hundredth of it, so the release can shrink coefficients it cannot see, as adaSSP's
 #: ridge does, but not to zero.
 SCALE_MIN = 1e-2
-COARSE = (16, 6)  # grid points of log sigma_y^2 and log r, first pass (over the prior's range)
-FINE = (40, 20)  # second pass, over the cells holding the mass
-MASS_LOG_RATIO = 30.0  # cells whose weight is within e^30 of the largest hold the mass
-ITERATIONS = 60  # fixed-point iterations of theta_0 at most, per pass (damped by a half)
-COARSE_TOL, TOL = 1e-4, 1e-7  # relative change of theta_0 that ends them, per pass
+_COARSE = (16, 6)  # grid points of log sigma_y^2 and log r, first pass (over the prior's range)
+_FINE = (40, 20)  # second pass, over the cells holding the mass
+_MASS_LOG_RATIO = 30.0  # cells whose weight is within e^30 of the largest hold the mass
+_ITERATIONS = 60  # fixed-point iterations of theta_0 at most, per pass (damped by a half)
+_COARSE_TOL, _TOL = 1e-4, 1e-7  # relative change of theta_0 that ends them, per pass
 SCALE_GRID = 32  # grid points of each log r_k in the per-slope sampler
-ADAPT_EVERY = 50  # warm-up sweeps between updates of the per-slope sampler's theta_0
+_ADAPT_EVERY = 50  # warm-up sweeps between updates of the per-slope sampler's theta_0
 SCALES = ("common", "per-slope")  # theta's prior scale: one for all (default) or one per slope
 
 
@@ -102,16 +102,16 @@ def eiv_posterior(release, priors, *, scale_min=SCALE_MIN, sigma_y2_max=None, yt
     if not yty:
         data = data._replace(yty_hat=None, yty_var=None)
     lo = min(float(stats.invgamma.ppf(1e-12, priors.a, scale=priors.b)), sigma_y2_max / 1e6)
-    log_s2 = np.linspace(np.log(lo), np.log(sigma_y2_max), COARSE[0])
-    log_r = np.linspace(np.log(scale_min), 0.0, COARSE[1])
+    log_s2 = np.linspace(np.log(lo), np.log(sigma_y2_max), _COARSE[0])
+    log_r = np.linspace(np.log(scale_min), 0.0, _COARSE[1])
     theta0, grid, _, _ = _fixed_point(data, np.asarray(priors.m, dtype=float), log_s2, log_r,
-                                      COARSE_TOL)
-    log_s2 = _refine(log_s2, grid["log_weight"].max(axis=1), FINE[0])
-    log_r = _refine(log_r, grid["log_weight"].max(axis=0), FINE[1])
-    theta0, grid, iterations, converged = _fixed_point(data, theta0, log_s2, log_r, TOL)
+                                      _COARSE_TOL)
+    log_s2 = _refine(log_s2, grid["log_weight"].max(axis=1), _FINE[0])
+    log_r = _refine(log_r, grid["log_weight"].max(axis=0), _FINE[1])
+    theta0, grid, iterations, converged = _fixed_point(data, theta0, log_s2, log_r, _TOL)
     if data.yty_hat is not None:  # y^T y pins sigma_y^2 down: a third, finer pass over it
-        log_s2 = _refine(log_s2, grid["log_weight"].max(axis=1), FINE[0])
-        theta0, grid, it3, converged = _fixed_point(data, theta0, log_s2, log_r, TOL)
+        log_s2 = _refine(log_s2, grid["log_weight"].max(axis=1), _FINE[0])
+        theta0, grid, it3, converged = _fixed_point(data, theta0, log_s2, log_r, _TOL)
         iterations += it3
     grid.update(data=data._replace(theta_plugin=theta0), theta_plugin=theta0,
                 iterations=iterations, converged=converged)
@@ -121,13 +121,13 @@ def eiv_posterior(release, priors, *, scale_min=SCALE_MIN, sigma_y2_max=None, yt
 def _fixed_point(data, theta0, log_s2, log_r, tol):
     """theta0 = the posterior mean with the S noise pushed through theta0, by damped
     iteration; returns (theta0, its grid, iterations, converged)."""
-    for it in range(1, ITERATIONS + 1):
+    for it in range(1, _ITERATIONS + 1):
         grid = _grid(data, theta0, log_s2, log_r)
         new = grid["theta_mean"]
         if np.linalg.norm(new - theta0) <= tol * (1.0 + np.linalg.norm(new)):
             return theta0, grid, it, True
         theta0 = 0.5 * (theta0 + new)  # damped: the undamped map oscillates
-    return theta0, _grid(data, theta0, log_s2, log_r), ITERATIONS, False
+    return theta0, _grid(data, theta0, log_s2, log_r), _ITERATIONS, False
 
 
 def _z_cholesky(data, theta0, s2):
@@ -148,7 +148,7 @@ def _z_cholesky(data, theta0, s2):
 def _refine(points, log_w, size):
     """``size`` points evenly over the cells of ``points`` whose weight is within e^30 of the
     largest, one cell wider on each side (clipped to the prior's range)."""
-    keep = np.flatnonzero(log_w >= log_w.max() - MASS_LOG_RATIO)
+    keep = np.flatnonzero(log_w >= log_w.max() - _MASS_LOG_RATIO)
     a, b = points[max(keep[0] - 1, 0)], points[min(keep[-1] + 1, len(points) - 1)]
     return np.linspace(a, b, size)
 
@@ -260,7 +260,7 @@ def per_slope_draws(post, rng, num_chains, num_warmup, num_samples):
     a grid (``SCALE_GRID`` points of log r over [log scale_min, 0]; ``post``'s grid of
     sigma_y^2); then theta | r, sigma_y^2 is the Gaussian of the module docstring with
     D_r = diag(r). The S noise is pushed through a plug-in theta_0: ``post``'s (the
-    common-scale mean) at first, then, every ``ADAPT_EVERY`` warm-up sweeps, halfway to the
+    common-scale mean) at first, then, every ``_ADAPT_EVERY`` warm-up sweeps, halfway to the
     mean of theta's conditional means over those sweeps; fixed after warm-up, so the kept draws
     come from one Markov chain with one target. The scale of an intercept does not enter the
     likelihood: it is drawn from its prior.
@@ -294,14 +294,14 @@ def per_slope_draws(post, rng, num_chains, num_warmup, num_samples):
     at = np.repeat(k[:, None], d, axis=1)  # (chains, d): grid index of each log r_k
     keep_at = np.empty((num_samples, num_chains, d), dtype=int)
     keep_g = np.empty((num_samples, num_chains), dtype=int)
-    window_at = np.empty((ADAPT_EVERY, num_chains, d), dtype=int)
-    window_g = np.empty((ADAPT_EVERY, num_chains), dtype=int)
+    window_at = np.empty((_ADAPT_EVERY, num_chains, d), dtype=int)
+    window_g = np.empty((_ADAPT_EVERY, num_chains), dtype=int)
     cand = np.arange(SCALE_GRID)
     diagonal = np.count_nonzero(data.C - np.diag(np.diag(data.C))) == 0
     for it in range(num_warmup + num_samples):
         if it < num_warmup:  # warm-up: keep the window since theta_0's last update
-            window_at[it % ADAPT_EVERY], window_g[it % ADAPT_EVERY] = at, g
-            if (it + 1) % ADAPT_EVERY == 0:  # theta_0 <- (theta_0 + the window's mean) / 2
+            window_at[it % _ADAPT_EVERY], window_g[it % _ADAPT_EVERY] = at, g
+            if (it + 1) % _ADAPT_EVERY == 0:  # theta_0 <- (theta_0 + the window's mean) / 2
                 mu, _ = _theta_moments(data, L, window_g.ravel(),
                                        np.exp(log_r[window_at]).reshape(-1, d))
                 theta0 = 0.5 * (theta0 + mu.mean(axis=0))

@@ -27,11 +27,11 @@ def run(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_
     correlated ``noise_cov``, :func:`closed_form.z_given_s_noise`)."""
     post = closed_form.fast_posterior(release, priors, sigma_y2=sigma_y2,
                                       sigma_y_rule=sigma_y_rule, fixed_s=fixed_s, s_noise=s_noise)
-    return fast_result(post, seed, num_chains, num_samples,
-                       sigma_y_rule if sigma_y2 is None else "given", fixed_s)
+    return _fast_result(post, seed, num_chains, num_samples,
+                        sigma_y_rule if sigma_y2 is None else "given", fixed_s)
 
 
-def fast_result(post, seed, num_chains, num_samples, sigma_y_rule, fixed_s):
+def _fast_result(post, seed, num_chains, num_samples, sigma_y_rule, fixed_s):
     """The :class:`MethodResult` of "fast" from its posterior moments (``fast_posterior``'s
     dict): ``num_chains`` x ``num_samples`` iid Gaussian draws from ``seed``."""
     rng = np.random.default_rng(seed)
@@ -88,7 +88,7 @@ def run_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_warm
     """Bayes-fixedS-fast for many releases of one shape: the inputs of each
     (:func:`.closed_form.fast_inputs`, the z noise given S completed where singular as in
     :func:`.closed_form.gaussian_theta_posterior`), the moments of all at once, then each
-    release's draws from its seed (:func:`fast_result`). ``s_noise="eiv"`` (a fixed point per
+    release's draws from its seed (:func:`_fast_result`). ``s_noise="eiv"`` (a fixed point per
     release) is computed one release at a time by :func:`.closed_form.fast_posterior`."""
     enable_x64()
     rule = sigma_y_rule if sigma_y2 is None else "given"
@@ -114,7 +114,7 @@ def run_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_warm
         mean, cov = (np.asarray(a) for a in _fast_moments()(S, s2, data))
         for k, (i, *_) in enumerate(batch):
             posts[i].update(mean=mean[k], cov=cov[k])
-    return [fast_result(post, seed, num_chains, num_samples, rule, fixed_s)
+    return [_fast_result(post, seed, num_chains, num_samples, rule, fixed_s)
             for post, seed in zip(posts, seeds)]
 
 

@@ -137,12 +137,12 @@ def finish_fit(release, method, seed, priors, result, stacklevel=3):
     attrs = {
         "method": method,
         "seed": int(seed),
-        **release_attrs(release),
+        **_release_attrs(release),
         **priors.to_attrs(),
         **_versions(),
         **result.attrs,
     }
-    observed, constant, coords, dims = release_groups(release)
+    observed, constant, coords, dims = _release_groups(release)
     dims = {**dims, **result.dims, "release": ["holder"]}
     loglik, predictive = log_likelihood.groups(release, record, priors, result, seed)
     idata = diagnostics.to_inference_data(
@@ -230,7 +230,7 @@ def check_finite_posterior(posterior, method):
                 "(e.g. zero noise with a singular S_hat) or try another method")
 
 
-def release_attrs(release) -> dict:
+def _release_attrs(release) -> dict:
     return {
         "epsilon": release.epsilon,
         "delta": release.delta,
@@ -250,7 +250,7 @@ def release_attrs(release) -> dict:
     }
 
 
-def release_groups(release):
+def _release_groups(release):
     """observed_data, constant_data, coords and dims describing a release."""
     coords = {
         "feature": list(release.feature_names),

@@ -94,7 +94,7 @@ def with_fixed_s(result, fixed_s, s_noise, theta, fix_sigma_y2=None):
                                sigma_y2=None if fix_sigma_y2 is None else float(fix_sigma_y2))
 
 
-def fixeds_kernel():
+def _fixeds_kernel():
     """The hand-written kernel of "fixeds" (:mod:`.kernels.fixeds`)."""
     from .kernels import fixeds
 
@@ -120,8 +120,8 @@ def _kernel_run(kernel, release, priors, *, target_accept, sigma_y2_step, fix_si
 
 def run(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
         target_accept, sigma_y2_step, fix_sigma_y2, chain_method, fixed_s, s_noise,
-        kernel=fixeds_kernel, build_only=False):
-    """A fixedS kernel (``kernel()``, default :func:`fixeds_kernel`) on the release: options
+        kernel=_fixeds_kernel, build_only=False):
+    """A fixedS kernel (``kernel()``, default :func:`_fixeds_kernel`) on the release: options
     :data:`OPTIONS`; returns a :class:`~.methods.MethodResult` with what S was fixed at."""
     enable_x64()
     krun, s_noise, theta = _kernel_run(kernel(), release, priors, target_accept=target_accept,
@@ -137,7 +137,7 @@ def run(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_
 
 def run_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_warmup,
               progress_bar, target_accept, sigma_y2_step, fix_sigma_y2, chain_method, fixed_s,
-              s_noise, kernel=fixeds_kernel):
+              s_noise, kernel=_fixeds_kernel):
     """:func:`run` for many releases of one shape in one compiled program
     (:func:`.kernel_runner.run_kernel_batch`)."""
     enable_x64()

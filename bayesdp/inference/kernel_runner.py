@@ -37,7 +37,7 @@ class Kernel(NamedTuple):
     moves_S: bool
 
 
-class KernelRun(NamedTuple):
+class _KernelRun(NamedTuple):
     """A kernel's run on one release, its options checked (:func:`kernel_run`): the model the
     kernel targets, its data, the chains' start and the initial tuning, and the target
     acceptance rates (S moves, sigma_y^2 moves)."""
@@ -52,8 +52,8 @@ class KernelRun(NamedTuple):
 
 
 def kernel_run(kernel, model, data, pos, log_alpha, sigma_y2, *, target_accept,
-               target_accept_sigma_y2, sigma_y2_step) -> KernelRun:
-    """The :class:`KernelRun` of ``kernel`` from ``pos``, with its options checked.
+               target_accept_sigma_y2, sigma_y2_step) -> _KernelRun:
+    """The :class:`_KernelRun` of ``kernel`` from ``pos``, with its options checked.
 
     Parameters
     ----------
@@ -74,17 +74,17 @@ def kernel_run(kernel, model, data, pos, log_alpha, sigma_y2, *, target_accept,
         sigma_y2_step = 1.0 if kernel.slice_sigma_y2 else 0.1 * sigma_y2
     elif not float(sigma_y2_step) > 0:
         raise BayesdpInputError(f"sigma_y2_step must be > 0, got {sigma_y2_step!r}")
-    return KernelRun(kernel, model, data, pos, log_alpha, math.log(float(sigma_y2_step)),
-                     (ta, tsy))
+    return _KernelRun(kernel, model, data, pos, log_alpha, math.log(float(sigma_y2_step)),
+                      (ta, tsy))
 
 
-def run_kernel(run: KernelRun, *, seed, num_samples, num_chains, num_warmup, progress_bar,
+def run_kernel(run: _KernelRun, *, seed, num_samples, num_chains, num_warmup, progress_bar,
                chain_method, build_only=False):
     """Chains of ``run``'s kernel through ``numpyro.infer.MCMC``.
 
     Parameters
     ----------
-    run : KernelRun
+    run : _KernelRun
     seed, num_samples, num_chains, num_warmup, progress_bar : as in :func:`bayesdp.fit`
     chain_method : numpyro's (default "vectorized")
     build_only : bool
@@ -163,7 +163,7 @@ def run_kernel_batch(runs, *, seeds, num_samples, num_chains, num_warmup, chain_
             for r, run in enumerate(runs)]
 
 
-def _kernel_result(run: KernelRun, draws, info, tuning, chain_method, num_warmup):
+def _kernel_result(run: _KernelRun, draws, info, tuning, chain_method, num_warmup):
     """The :class:`MethodResult` of a kernel from its draws and its Info and Tuning per sweep,
     shaped (chain, draw, ...): the draws, the acceptance rates and proposal scales per draw,
     and attrs naming the sampler and its settings."""

@@ -52,7 +52,7 @@ from .compilation_cache import compilation_cache_from_env
 
 #: Draws are evaluated in chunks whose largest intermediate (one d x d covariance per holder and
 #: draw, a few copies) stays near this many bytes.
-CHUNK_BYTES = 64 * 2 ** 20
+_CHUNK_BYTES = 64 * 2 ** 20
 
 
 @dataclasses.dataclass
@@ -169,7 +169,7 @@ def _evaluate(setup: Likelihood, flat, J, d, seed):
     fn = _evaluator(setup.model, setup.sites, setup.predictive, setup.per_holder)
     N = next(iter(flat.values())).shape[0]
     width = d if setup.width is None else setup.width
-    chunk = int(max(1, min(N, CHUNK_BYTES // (8 * 4 * J * width * width))))
+    chunk = int(max(1, min(N, _CHUNK_BYTES // (8 * 4 * J * width * width))))
     keys = jax.random.split(jax.random.PRNGKey(seed % 2 ** 32), N)
     lls, pps = [], []
     for start in range(0, N, chunk):

@@ -22,7 +22,7 @@ from .starts import (initial_position, initial_sigma_y2, intercept_noncentred_po
                      intercept_position, noncentred_start, principal_basis)
 
 
-def check_release(release):
+def _check_release(release):
     """Raise BayesdpInputError if the normalX model cannot fit ``release``: S_j must be
     Wishart-distributed (a release of rows), its noise iid with sigma_s > 0, n_j >= d."""
     closed_form.require_wishart_valid(release, "normalx")
@@ -40,9 +40,9 @@ def check_release(release):
 
 
 def start_S(release):
-    """The S_j the chains start from, after :func:`check_release`: the authors' nearest PSD
+    """The S_j the chains start from, after :func:`_check_release`: the authors' nearest PSD
     matrix of S_hat_j plus the identity."""
-    check_release(release)
+    _check_release(release)
     return closed_form.fixed_s_estimate(release, "psd+I")
 
 

@@ -114,7 +114,7 @@ def _unconstrained_init(model, data, pos, num_chains):
     return u
 
 
-HESSIAN_BATCH = 4
+_HESSIAN_BATCH = 4
 
 
 def _laplace_inverse_mass(model, data, pos):
@@ -129,7 +129,7 @@ def _laplace_inverse_mass(model, data, pos):
     u0 = _unconstrained_init(model, data, pos, 1)
     hvp = _potential_hvp(model, tuple((k, np.shape(v)) for k, v in sorted(u0.items())))
     x = ravel_pytree(u0)[0]
-    k = HESSIAN_BATCH
+    k = _HESSIAN_BATCH
     eye = np.eye(x.size + (-x.size) % k)[:, :x.size]  # padded to whole batches
     H = np.concatenate([np.asarray(hvp(jnp.asarray(eye[i:i + k]), x, data))
                         for i in range(0, len(eye), k)])[:x.size]
@@ -142,7 +142,7 @@ def _laplace_inverse_mass(model, data, pos):
 
 @functools.lru_cache(maxsize=8)
 def _potential_hvp(model, shapes):
-    """jit of HESSIAN_BATCH Hessian-vector products of the model's potential over the flat
+    """jit of _HESSIAN_BATCH Hessian-vector products of the model's potential over the flat
     unconstrained vector of sites with these ``shapes`` ((name, shape) pairs, sorted); the
     Hessian is assembled from them a batch of columns at a time."""
     import jax

@@ -44,17 +44,17 @@ import numpy as np
 
 from ..errors import BayesdpInputError
 
-DEFAULTS = ("weakly-informative", "paper")
+_DEFAULTS = ("weakly-informative", "paper")
 
 #: Constants of the weakly-informative default (see the module docstring).
-SD_Y_PER_BOUND = 1.0 / 3.0  # sd_y = B_y / 3 (as the 'fast' plug-in sigma_y = B_y / 3)
-SD_X_PER_BOUND = 1.0 / 3.0  # sd_x = B_x / (3 sqrt(d))
-THETA_SCALE = 2.5  # s = 2.5 sd_y / sd_x (rstanarm, Gelman et al. 2008)
-SIGMA_SHAPE = 0.5  # a: one pseudo-observation
-SIGMA_SCALE_FRACTION = 1.0 / 20.0  # b = (sd_y / 20)^2
-KAPPA_EXTRA = 2.0  # kappa = d + 2: the smallest integer kappa with a finite prior mean
+_SD_Y_PER_BOUND = 1.0 / 3.0  # sd_y = B_y / 3 (as the 'fast' plug-in sigma_y = B_y / 3)
+_SD_X_PER_BOUND = 1.0 / 3.0  # sd_x = B_x / (3 sqrt(d))
+_THETA_SCALE = 2.5  # s = 2.5 sd_y / sd_x (rstanarm, Gelman et al. 2008)
+_SIGMA_SHAPE = 0.5  # a: one pseudo-observation
+_SIGMA_SCALE_FRACTION = 1.0 / 20.0  # b = (sd_y / 20)^2
+_KAPPA_EXTRA = 2.0  # kappa = d + 2: the smallest integer kappa with a finite prior mean
 
-NO_BOUNDS_WARNING = (
+_NO_BOUNDS_WARNING = (
     "priors: the release has no public bounds (B_x, B_y), so the weakly-informative default "
     "has no scale; using the paper's priors (a=20, b=0.5, C=b/(a-1) I, kappa=d+1, Lambda=I), "
     "which suit data rescaled to |y| <= 1 only. Pass bayesdp.Priors(...) with your own scale "
@@ -122,8 +122,8 @@ class Priors:
         else:
             raise BayesdpInputError(
                 f"priors.resolve: expected a Release or the dimension d, got {release_or_d!r}")
-        if self.default not in DEFAULTS:
-            raise BayesdpInputError(f"priors.default must be one of {DEFAULTS}, "
+        if self.default not in _DEFAULTS:
+            raise BayesdpInputError(f"priors.default must be one of {_DEFAULTS}, "
                                     f"got {self.default!r}")
         if intercept and d < 2:
             raise BayesdpInputError(f"priors: a release with an intercept needs d >= 2 (the "
@@ -135,18 +135,18 @@ class Priors:
         base = self.default
         if base == "weakly-informative" and bounds is None:
             if warn and not {"a", "b", "C", "Lambda", "kappa"} <= set(self.user_fields):
-                warnings.warn(NO_BOUNDS_WARNING, UserWarning, stacklevel=3)
+                warnings.warn(_NO_BOUNDS_WARNING, UserWarning, stacklevel=3)
             base = "paper (no public bounds)"
         if base == "weakly-informative":
             Bx, By = _check_bounds(bounds)
-            sd_y = SD_Y_PER_BOUND * By
-            sd_x = SD_X_PER_BOUND * Bx / math.sqrt(p)
-            a0 = SIGMA_SHAPE
-            b0 = (SIGMA_SCALE_FRACTION * sd_y) ** 2
-            C0 = (THETA_SCALE * sd_y / sd_x) ** 2
+            sd_y = _SD_Y_PER_BOUND * By
+            sd_x = _SD_X_PER_BOUND * Bx / math.sqrt(p)
+            a0 = _SIGMA_SHAPE
+            b0 = (_SIGMA_SCALE_FRACTION * sd_y) ** 2
+            C0 = (_THETA_SCALE * sd_y / sd_x) ** 2
             C00 = C0 * Bx**2  # intercept: s_0 = s B_x
             Lam0 = sd_x ** 2
-            kappa0 = p + KAPPA_EXTRA
+            kappa0 = p + _KAPPA_EXTRA
             mu0 = (column * Bx) ** 2 / p
             label = "weakly-informative (public bounds)"
         else:

@@ -50,7 +50,7 @@ from ..errors import BayesdpInputError
 from ..releases import layout
 
 
-PRIOR_FIELDS = ("a", "b", "m", "C", "Lambda", "kappa")
+_PRIOR_FIELDS = ("a", "b", "m", "C", "Lambda", "kappa")
 """The prior hyperparameters every model's data carries: theta ~ N(m, C),
 sigma_y^2 ~ InvGamma(a, b), Sigma_x ~ InvWishart(kappa, Lambda)."""
 
@@ -74,13 +74,13 @@ def _arrays(**values):
 
 
 def _prior_arrays(priors):
-    """The prior hyperparameters as arrays, and their :class:`PriorFactors`."""
-    return dict(_arrays(**{k: getattr(priors, k) for k in PRIOR_FIELDS}),
+    """The prior hyperparameters as arrays, and their :class:`_PriorFactors`."""
+    return dict(_arrays(**{k: getattr(priors, k) for k in _PRIOR_FIELDS}),
                 prior_factors=prior_factors(priors.m, priors.C, priors.Lambda))
 
 
 ModelData = _data_class("ModelData", ("S_hat", "z_hat", "n", "sigma_s", "Sigma_z", "S_fixed",
-                                      *PRIOR_FIELDS), """\
+                                      *_PRIOR_FIELDS), """\
 Everything the models condition on, as arrays (float64 under x64).
 
 ``S_hat`` / ``z_hat`` set to None make the models sample them (prior predictive), which the
@@ -96,7 +96,7 @@ a change of variables only, the joint density is the same. ``prior_factors``: th
 """)
 
 
-class PriorFactors(NamedTuple):
+class _PriorFactors(NamedTuple):
     """Factorisations of the fixed prior hyperparameters, computed once per fit (not in every
     gradient of the non-centred models): C^{-1}, C^{-1} m, m^T C^{-1} m + log|C| and
     chol(Lambda). A ModelData without them (None) computes them inside the model; after
@@ -108,8 +108,8 @@ class PriorFactors(NamedTuple):
     L_Lambda: object
 
 
-def prior_factors(m, C, Lambda) -> PriorFactors:
-    """:class:`PriorFactors` of the priors theta ~ N(m, C), Sigma_x ~ InvWishart(., Lambda)
+def prior_factors(m, C, Lambda) -> _PriorFactors:
+    """:class:`_PriorFactors` of the priors theta ~ N(m, C), Sigma_x ~ InvWishart(., Lambda)
     (numpy, then float64 JAX arrays)."""
     import jax.numpy as jnp
 
@@ -118,11 +118,11 @@ def prior_factors(m, C, Lambda) -> PriorFactors:
     C_inv = np.linalg.solve(L_C.T, np.linalg.solve(L_C, np.eye(len(m))))
     C_inv_m = C_inv @ m
     const = float(m @ C_inv_m + 2.0 * np.sum(np.log(np.diag(L_C))))
-    return PriorFactors(jnp.asarray(C_inv), jnp.asarray(C_inv_m), jnp.asarray(const),
-                        jnp.asarray(np.linalg.cholesky(Lambda)))
+    return _PriorFactors(jnp.asarray(C_inv), jnp.asarray(C_inv_m), jnp.asarray(const),
+                         jnp.asarray(np.linalg.cholesky(Lambda)))
 
 
-def _prior_factors_traced(data) -> PriorFactors:
+def _prior_factors_traced(data) -> _PriorFactors:
     """data.prior_factors, or the same computed from data inside the traced model."""
     if data.prior_factors is not None:
         return data.prior_factors
@@ -132,9 +132,9 @@ def _prior_factors_traced(data) -> PriorFactors:
     L_C = jnp.linalg.cholesky(data.C)
     C_inv = cho_solve((L_C, True), jnp.eye(data.m.shape[0]))
     C_inv_m = C_inv @ data.m
-    return PriorFactors(C_inv, C_inv_m,
-                        data.m @ C_inv_m + 2.0 * jnp.sum(jnp.log(jnp.diagonal(L_C))),
-                        jnp.linalg.cholesky(data.Lambda))
+    return _PriorFactors(C_inv, C_inv_m,
+                         data.m @ C_inv_m + 2.0 * jnp.sum(jnp.log(jnp.diagonal(L_C))),
+                         jnp.linalg.cholesky(data.Lambda))
 
 
 def model_data(release, priors, *, S_fixed=None, z_noise=None) -> ModelData:
@@ -591,7 +591,7 @@ def eiv_model(data: EivData):
 
 
 InterceptModelData = _data_class(
-    "InterceptModelData", ("S_hat", "z_hat", "n", "column", "sigma_s", "Sigma_z", *PRIOR_FIELDS,
+    "InterceptModelData", ("S_hat", "z_hat", "n", "column", "sigma_s", "Sigma_z", *_PRIOR_FIELDS,
                            "mu_mean", "mu_cov"), """\
 What the normalX intercept model conditions on (d = p + 1 with the intercept column).
 

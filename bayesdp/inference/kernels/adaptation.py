@@ -40,11 +40,11 @@ def adapt(tuning: Tuning, info, i, target_accept_S=0.2, target_accept_sigma_y2=0
         log_alpha = jnp.maximum(log_alpha, min_log_alpha)
     log_step = tuning.log_step + gamma * (info.accept_prob_sigma_y2 - target_accept_sigma_y2)
     if getattr(info, "jump_log_sigma_y2", None) is not None:  # slice width: 3 x the typical move
-        log_step = adapt_slice(tuning, info, gamma)
+        log_step = _adapt_slice(tuning, info, gamma)
     return Tuning(log_alpha, log_step)
 
 
-def adapt_slice(tuning, info, gamma):
+def _adapt_slice(tuning, info, gamma):
     """Slice width w <- w + gamma_i (3 |jump| - w): three times the mean move, averaged on the
     linear scale (a log-scale average is pulled down by the many short moves inside a narrow
     mode and leaves w too small to step across a long flat tail)."""

@@ -45,10 +45,10 @@ def chol(A):
     d = A.shape[-1]
     if d > SMALL_D:
         return jnp.linalg.cholesky(A)
-    return _assemble(chol_entries(lambda i, j: A[..., i, j], d), A)
+    return _assemble(_chol_entries(lambda i, j: A[..., i, j], d), A)
 
 
-def chol_entries(a, d):
+def _chol_entries(a, d):
     """Unrolled Cholesky of the symmetric matrix with lower entries a(i, j) (i >= j), as a
     nested list L[i][j] (None above the diagonal)."""
     L = [[None] * d for _ in range(d)]
@@ -114,10 +114,10 @@ def logdet_chol(L):
     return 2.0 * jnp.sum(jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1)), axis=-1)
 
 
-N_CANDIDATES = 2
+_N_CANDIDATES = 2
 
 
-def bartlett(rng_key, df, d, n_candidates=N_CANDIDATES):
+def bartlett(rng_key, df, d, n_candidates=_N_CANDIDATES):
     """Lower-triangular Bartlett factors A with A A^T ~ Wishart(df, I_d), one per entry of df,
     and a flag ``ok``.
 
@@ -142,7 +142,7 @@ def bartlett(rng_key, df, d, n_candidates=N_CANDIDATES):
     return bartlett_from(N, u, df, d, n_candidates)
 
 
-def bartlett_sizes(shape, d, n_candidates=N_CANDIDATES):
+def bartlett_sizes(shape, d, n_candidates=_N_CANDIDATES):
     """Numbers of normals and uniforms :func:`bartlett_from` needs for factors of this shape."""
     size = math.prod(shape)
     return size * d * (d + n_candidates), size * d * n_candidates
@@ -161,7 +161,7 @@ def draw(rng_key, n_normal, n_uniform):
     return np.sqrt(2.0) * jax.lax.erf_inv(x), f[n_normal:]
 
 
-def bartlett_from(N, u, df, d, nc=N_CANDIDATES):
+def bartlett_from(N, u, df, d, nc=_N_CANDIDATES):
     """:func:`bartlett` from flat standard normals N and uniforms u (:func:`bartlett_sizes`)."""
     N = N.reshape(df.shape + (d, d + nc))
     u = u.reshape(df.shape + (d, nc))

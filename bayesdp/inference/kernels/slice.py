@@ -14,12 +14,12 @@ from .common import (Totals, collapsed_loglik, log_invgamma, nan_to_reject, prio
 from .linalg import chol, logdet_chol, mm, mT, mv, sym, tri_inv
 
 
-SLICE_MAX_STEPS = 8  # stepping-out budget m of the slice sampler (Neal 2003, fig. 3); why 8:
+_SLICE_MAX_STEPS = 8  # stepping-out budget m of the slice sampler (Neal 2003, fig. 3); why 8:
 #                      docs/evidence/convergence.md, "`fixeds`: the slice sampler's settings"
-SLICE_MAX_SHRINK = 100  # shrinkage steps before giving up (never reached in float64)
-SLICE_UPDATES = 3  # slice updates of log sigma_y^2 per sweep (each costs O(J d) after one
+_SLICE_MAX_SHRINK = 100  # shrinkage steps before giving up (never reached in float64)
+_SLICE_UPDATES = 3  # slice updates of log sigma_y^2 per sweep (each costs O(J d) after one
 #                    eigendecomposition per holder, so repeating them is cheap)
-SLICE_N_UNIFORMS = SLICE_UPDATES * (3 + SLICE_MAX_SHRINK)  # uniforms one sweep's updates use
+SLICE_N_UNIFORMS = _SLICE_UPDATES * (3 + _SLICE_MAX_SHRINK)  # uniforms one sweep's updates use
 
 
 def slice_1d(u, x0, log_f, width):
@@ -43,7 +43,7 @@ def slice_1d(u, x0, log_f, width):
     Neal's reversibility argument pairs paths of equal length, so the cap keeps the kernel
     valid."""
     dtype = jnp.result_type(x0, float)
-    m = SLICE_MAX_STEPS
+    m = _SLICE_MAX_STEPS
 
     def lf(x):
         v, aux = log_f(x)
@@ -70,7 +70,7 @@ def slice_1d(u, x0, log_f, width):
 
     def shrinking(c):
         left, right, x1, f1, aux1, i = c
-        return (f1 <= log_y) & (i < SLICE_MAX_SHRINK)
+        return (f1 <= log_y) & (i < _SLICE_MAX_SHRINK)
 
     def shrink(c):
         left, right, x1, f1, aux1, i = c
@@ -87,7 +87,7 @@ def slice_1d(u, x0, log_f, width):
     return jnp.where(ok, x1, x0), aux, 2 * m + 1 + i
 
 
-class SpectralTerms(NamedTuple):
+class _SpectralTerms(NamedTuple):
     """The S_j and z_hat_j in a basis that diagonalises every K_j(s2) = s2 S_j + Sigma_z_j at
     once. With A_j = S_j + Sigma_z_j = L L^T (positive definite whenever some K_j(s2) is) and
     L^{-1} S_j L^{-T} = V diag(lam) V^T (0 <= lam <= 1), L^{-1} Sigma_z_j L^{-T} =
@@ -109,19 +109,19 @@ class SpectralTerms(NamedTuple):
     logdet_A: jax.Array  # (J,)
 
 
-def spectral_terms(S, data):
-    """:class:`SpectralTerms` of the S_j (J, d, d) under the release's z-noise covariances."""
+def _spectral_terms(S, data):
+    """:class:`_SpectralTerms` of the S_j (J, d, d) under the release's z-noise covariances."""
     La = chol(S + data.Sigma_z)
     La_inv = tri_inv(La)
     B = mm(La_inv, S)
     lam, V = jnp.linalg.eigh(sym(mm(B, mT(La_inv))))
     Vt = mT(V)
-    return SpectralTerms(jnp.clip(lam, 0.0, 1.0), mm(Vt, B),
-                         mv(Vt, mv(La_inv, data.z_hat)), logdet_chol(La))
+    return _SpectralTerms(jnp.clip(lam, 0.0, 1.0), mm(Vt, B),
+                          mv(Vt, mv(La_inv, data.z_hat)), logdet_chol(La))
 
 
-def spectral_totals(sp: SpectralTerms, sigma_y2, prior: "Totals"):
-    """:class:`Totals` at sigma_y^2 from :class:`SpectralTerms` (theta integrated out)."""
+def _spectral_totals(sp: _SpectralTerms, sigma_y2, prior: "Totals"):
+    """:class:`Totals` at sigma_y^2 from :class:`_SpectralTerms` (theta integrated out)."""
     q = sigma_y2 * sp.lam + (1.0 - sp.lam)
     D = 1.0 / q
     P = prior.P + jnp.einsum("jki,jk,jkl->il", sp.M, D, sp.M)
@@ -136,32 +136,32 @@ def fixed_s_prior_totals(data):
     return Totals(Cinv, Cm, mCm, jnp.zeros((), Cinv.dtype))
 
 
-def log_sigma_y2_marginal(log_s2, sp: SpectralTerms, data, prior):
+def log_sigma_y2_marginal(log_s2, sp: _SpectralTerms, data, prior):
     """log p(u | S, z_hat) + const for u = log sigma_y^2, theta integrated out:
     log InvGamma(e^u; a, b) + u (the Jacobian) + :func:`collapsed_loglik` at S, e^u
-    (``sp`` = :func:`spectral_terms` of S). Returns (log density, totals)."""
+    (``sp`` = :func:`_spectral_terms` of S). Returns (log density, totals)."""
     s2 = jnp.exp(log_s2)
-    tot = spectral_totals(sp, s2, prior)
+    tot = _spectral_totals(sp, s2, prior)
     return log_invgamma(s2, data.a, data.b) + log_s2 + collapsed_loglik(tot), tot
 
 
 def slice_sigma_y2_then_theta(u, eps, S, sigma_y2, data, prior, log_width):
-    """``SLICE_UPDATES`` slice updates of u = log sigma_y^2 | S from its theta-integrated
+    """``_SLICE_UPDATES`` slice updates of u = log sigma_y^2 | S from its theta-integrated
     marginal (:func:`log_sigma_y2_marginal`), then theta | S, sigma_y^2 exactly (eq. 12). Each
     update leaves the marginal invariant, so several in a row do too; they help where that
     marginal has a narrow mode and a long flat tail (at small eps the release barely bounds
     sigma_y^2 from above; docs/evidence/convergence.md, "`fixeds`: the slice sampler's
     settings"). ``u``: SLICE_N_UNIFORMS uniforms; ``eps``: d standard normals. Returns (theta,
     sigma_y2, mean |jump of log sigma_y2| per update, evaluations)."""
-    sp = spectral_terms(S, data)
+    sp = _spectral_terms(S, data)
     u0 = jnp.log(sigma_y2)
     width = jnp.exp(log_width)
-    per = u.shape[0] // SLICE_UPDATES
+    per = u.shape[0] // _SLICE_UPDATES
     x, jump, evals, tot = u0, 0.0, 0, None
-    for k in range(SLICE_UPDATES):
+    for k in range(_SLICE_UPDATES):
         x1, tot, ev = slice_1d(u[k * per:(k + 1) * per], x,
                                lambda v: log_sigma_y2_marginal(v, sp, data, prior), width)
         jump, evals, x = jump + jnp.abs(x1 - x), evals + ev, x1
-    return (theta_from_precision(tot.P, tot.h, eps), jnp.exp(x), jump / SLICE_UPDATES, evals)
+    return (theta_from_precision(tot.P, tot.h, eps), jnp.exp(x), jump / _SLICE_UPDATES, evals)
 
 
