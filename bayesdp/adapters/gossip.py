@@ -56,12 +56,8 @@ PROTOCOL = "gossip-sigo"
 PAPER = ("\"Estimating Unbiased Averages of Sensitive Attributes without Handshakes among Agents\", "
          "anonymous double-blind submission (authors, venue and year not given)")
 
-#: Paper defaults (appendix C.4).
-PAPER_DEFAULTS = dict(n=1024, epsilon=4.0, delta=2.0**-7, it_go=1024, theta=(4096.0, 1.0), l_reg=8.0,
-                      gamma=2.0, d_max=64, d_min=3)
-
-SENSITIVITIES = ("domain", "paper")
-CLIPS = ("none", "paper")
+_SENSITIVITIES = ("domain", "paper")
+_CLIPS = ("none", "paper")
 
 
 # -- graphs ----------------------------------------------------------------------------------------
@@ -474,10 +470,11 @@ def simulate_gossip(graph, X, y, *, epsilon, delta, bounds=None, it_go=1024, tol
     eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
     if calibration not in ("exact", "classical"):
         raise BayesdpInputError(f"calibration must be 'exact' or 'classical', got {calibration!r}")
-    if sensitivity not in SENSITIVITIES:
-        raise BayesdpInputError(f"sensitivity must be one of {SENSITIVITIES}, got {sensitivity!r}")
-    if clip not in CLIPS:
-        raise BayesdpInputError(f"clip must be one of {CLIPS}, got {clip!r}")
+    if sensitivity not in _SENSITIVITIES:
+        raise BayesdpInputError(f"sensitivity must be one of {_SENSITIVITIES}, "
+                                f"got {sensitivity!r}")
+    if clip not in _CLIPS:
+        raise BayesdpInputError(f"clip must be one of {_CLIPS}, got {clip!r}")
     deg = np.asarray(A.sum(axis=1)).ravel()
     if deg.min() < d_min or deg.max() > d_max:
         raise BayesdpInputError(

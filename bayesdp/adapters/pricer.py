@@ -599,7 +599,7 @@ class PricerRound:
     relay_v: Optional[np.ndarray] = None
 
 
-def sample_links(net, rng):
+def _sample_links(net, rng):
     """tau_e per edge (self links 1) with the reciprocity law, and tau_j (node -> PS)."""
     m = net.n_edges
     u = rng.random(m)
@@ -631,7 +631,7 @@ def simulate_round(stats, net, design, rng, *, keep_relays=False, links=None):
     if X.ndim != 2 or X.shape[0] != net.n:
         raise BayesdpInputError(f"stats must be ({net.n}, D), got {X.shape}")
     D = X.shape[1]
-    tau, tau_ps = sample_links(net, rng) if links is None else links
+    tau, tau_ps = _sample_links(net, rng) if links is None else links
     on = np.flatnonzero(tau)
     msg = design.alpha[on, None] * X[net.src[on]]
     msg += design.sigma[on, None] * rng.standard_normal((len(on), D))

@@ -10,7 +10,7 @@
     bayesdp predict posterior.nc new_rows.csv --out predictions.csv
 
 Each command group is one module with a ``register(subparsers)`` function that adds its
-sub-commands; :func:`build_parser` calls them in the order of ``GROUPS``.
+sub-commands; :func:`build_parser` calls them in the order of ``_GROUPS``.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from ..errors import BayesdpError
 from . import budget, compare, diagnose, fit, network, predict, release, simulate
 from .common import check_output_paths, use_help_formatter
 
-EPILOG = "Each command has its own --help. Docs: docs/ in the source tree."
+_EPILOG = "Each command has its own --help. Docs: docs/ in the source tree."
 
 #: the command groups, in the order ``bayesdp --help`` lists them
-GROUPS = (simulate, release, fit, diagnose, predict, compare, network, budget)
+_GROUPS = (simulate, release, fit, diagnose, predict, compare, network, budget)
 
-DEBUG_ENV = "BAYESDP_DEBUG"
+_DEBUG_ENV = "BAYESDP_DEBUG"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,10 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bayesdp",
         description="Differentially private Bayesian linear regression from noisy summary "
                     "statistics (Alparslan, Yildirim & Birbil, ICML 2023).",
-        epilog=EPILOG,
+        epilog=_EPILOG,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for group in GROUPS:
+    for group in _GROUPS:
         group.register(sub)
     use_help_formatter(parser)
     return parser
@@ -89,9 +89,9 @@ def main(argv=None):
         print(_one_line(f"{prefix} {where}{': ' if where else ''}{reason}"), file=sys.stderr)
         return 2
     except Exception as exc:
-        if os.environ.get(DEBUG_ENV):
+        if os.environ.get(_DEBUG_ENV):
             raise
         print(_one_line(f"{prefix} unexpected {type(exc).__name__}: {exc}") +
-              f" (set {DEBUG_ENV}=1 to see the traceback)", file=sys.stderr)
+              f" (set {_DEBUG_ENV}=1 to see the traceback)", file=sys.stderr)
         return 1
     return int(status or 0)

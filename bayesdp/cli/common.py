@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import BayesdpInputError, check_output_folder, check_output_file
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows every option's default, "(default: ...)", unless its help already says it (the word
     "default") or it has none to show (None, a flag's False). Lists print as typed: "1 5 10"."""
 
@@ -35,8 +35,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def use_help_formatter(parser):
-    """Set :class:`HelpFormatter` on ``parser`` and on every sub-command below it."""
-    parser.formatter_class = HelpFormatter
+    """Set :class:`_HelpFormatter` on ``parser`` and on every sub-command below it."""
+    parser.formatter_class = _HelpFormatter
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
@@ -60,8 +60,8 @@ def add_progress_option(p):
 
 # output options of every command, checked before any work is done (a long fit or comparison
 # must not fail at its end on a missing folder)
-OUT_FILES = ("out", "truth", "truth_out")
-OUT_DIRS = ("out_dir",)
+_OUT_FILES = ("out", "truth", "truth_out")
+_OUT_DIRS = ("out_dir",)
 
 
 def check_output_paths(args):
@@ -71,7 +71,7 @@ def check_output_paths(args):
     be a folder. Folders (``--out-dir``): created with any missing parents by every command, so
     the path and its nearest existing parent must not be files.
     """
-    for names, check in ((OUT_FILES, check_output_file), (OUT_DIRS, check_output_folder)):
+    for names, check in ((_OUT_FILES, check_output_file), (_OUT_DIRS, check_output_folder)):
         for name in names:
             value = getattr(args, name, None)
             if value is not None:
@@ -122,7 +122,7 @@ def _looks_like_rows(path, head):
                                             and not head.startswith((b"{", b"[", b"\x89HDF"))))
 
 
-def rows_kind(path, head):
+def _rows_kind(path, head):
     """What kind of file of rows ``path`` is, for messages: "a Parquet file" (named .parquet /
     .pq or starting with Parquet's magic bytes), "a TSV file" (named .tsv, or a first line with
     tabs and no comma), "a CSV file" or "a text file".
@@ -154,7 +154,7 @@ def check_release_argument(path):
     head = _first_bytes(path)
     if head and not head.startswith(b"{") and _looks_like_rows(path, head):
         raise BayesdpInputError(
-            f"{path}: this is {rows_kind(path, head)} of rows, not a release: make a release "
+            f"{path}: this is {_rows_kind(path, head)} of rows, not a release: make a release "
             f"first with 'bayesdp release {path} --epsilon E --delta D --bounds B_X B_Y --out "
             "release.json', then 'bayesdp fit release.json'")
 
@@ -169,6 +169,6 @@ def check_posterior_argument(path):
             "posterior.nc' first, then 'bayesdp predict posterior.nc ROWS.csv'")
     if head and _looks_like_rows(path, head) and not head.startswith(b"\x89HDF"):
         raise BayesdpInputError(
-            f"{path}: this is {rows_kind(path, head)} of rows, not a posterior: give the "
+            f"{path}: this is {_rows_kind(path, head)} of rows, not a posterior: give the "
             "posterior written by 'bayesdp fit release.json --out posterior.nc' first, then "
             "the rows")

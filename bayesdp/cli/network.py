@@ -8,7 +8,7 @@ synthetic data and write its adapted release (one holder per independent network
 The graphs come from the adapters (:mod:`bayesdp.adapters`), the rows from
 :func:`bayesdp.simulate.linear_rows`; docs/adapters/ describes each protocol. Each protocol is
 one ``_add_<protocol>(sub)`` function that adds its sub-command and points it at a
-``_cmd_<protocol>(args)`` function; add new ones to ``PROTOCOLS``.
+``_cmd_<protocol>(args)`` function; add new ones to ``_PROTOCOLS``.
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def _cmd_gossip(args):
     return _write_outputs(rels, truth, args)
 
 
-PROTOCOLS = [_add_gossip]
+_PROTOCOLS = [_add_gossip]
 
 
 # -- PriCER: private collaborative estimation via relaying (pricer.PAPERS) -------------------------
@@ -333,7 +333,7 @@ def _cmd_consensus(args):
     return _write_outputs(rels, truth, args)
 
 
-PROTOCOLS += [_add_pricer, _add_consensus]
+_PROTOCOLS += [_add_pricer, _add_consensus]
 
 
 def register(subparsers):
@@ -346,6 +346,6 @@ def register(subparsers):
                f"{consensus.PAPER}. docs/adapters/ (in the source tree) describes each protocol.")
     sub = p.add_subparsers(dest="protocol", metavar="PROTOCOL")
     sub.required = True
-    for add in PROTOCOLS:
+    for add in _PROTOCOLS:
         add(sub)
     return p

@@ -35,7 +35,7 @@ from ..errors import BayesdpInputError
 from ..releases import layout
 
 
-def joint_covariance(Sigma_x, theta, sigma_y2):
+def _joint_covariance(Sigma_x, theta, sigma_y2):
     """Covariance of u = [x; y] under x ~ N(0, Sigma_x), y = x^T theta + N(0, sigma_y2)."""
     import jax.numpy as jnp
 
@@ -52,7 +52,7 @@ def row_moments(Sigma_x, theta, sigma_y2):
     """
     d = Sigma_x.shape[-1]
     p, q = layout.stat_pairs(d, with_yty=True)
-    U = joint_covariance(Sigma_x, theta, sigma_y2)
+    U = _joint_covariance(Sigma_x, theta, sigma_y2)
     mean = U[p, q]
     cov = U[p[:, None], p[None, :]] * U[q[:, None], q[None, :]] \
         + U[p[:, None], q[None, :]] * U[q[:, None], p[None, :]]

@@ -62,7 +62,7 @@ CALIBRATIONS = ("exact", "paper-code")
 #: methods computed by compare itself rather than through ``fit``
 BASELINES = ("adassp", "nonprivate")
 #: methods whose simulated prediction metric uses the point estimate (as the authors did)
-POINT_ESTIMATE_METHODS = ("fast", "adassp", "nonprivate")
+_POINT_ESTIMATE_METHODS = ("fast", "adassp", "nonprivate")
 METRICS = ("estimation_mse", "prediction_mse", "mmd2", "mmd2_paper", "seconds")
 #: fit's own checks of a fit, kept beside the metrics: the convergence check of the MCMC methods
 #: (bayesdp.diagnostics.check_convergence), the fixedS methods' calibration check
@@ -71,14 +71,14 @@ METRICS = ("estimation_mse", "prediction_mse", "mmd2", "mmd2_paper", "seconds")
 CHECKS = ("converged", "max_r_hat", "min_ess_bulk", "s_noise_mean_coverage", "s_hat_max_abs_z",
           "s_hat_agrees")
 COLUMNS = ["method", "epsilon", "J", "rep", "metric", "value"]
-PAPER_ORDER = ("normalx", "fixeds", "fast", "bs", "adassp", "nonprivate")
+_PAPER_ORDER = ("normalx", "fixeds", "fast", "bs", "adassp", "nonprivate")
 
 
 def default_methods():
     """Every method the paper compares that is available now (normalX/fixedS once registered)."""
     from ..inference import METHODS
 
-    return [m for m in PAPER_ORDER if m in METHODS or m in BASELINES]
+    return [m for m in _PAPER_ORDER if m in METHODS or m in BASELINES]
 
 
 # -- the data of one run ------------------------------------------------------------------------
@@ -162,7 +162,7 @@ def _metrics_for(method, draws, ctx, ref_draws, spec, point=None):
     est = draws.mean(axis=0) if point is None else np.asarray(point, dtype=float)
     out = {"estimation_mse": metrics.estimation_mse(est, ctx["theta_ref"])}
     if ctx["Sigma_x"] is not None:
-        src = est if method in POINT_ESTIMATE_METHODS or draws.shape[0] == 1 else draws
+        src = est if method in _POINT_ESTIMATE_METHODS or draws.shape[0] == 1 else draws
         if "prediction_design" in ctx:
             theta_w, M = ctx["prediction_design"]
             src = np.atleast_2d(src)
@@ -247,8 +247,8 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitt
 
     ``modules``: modules to import first (those that registered the methods, for worker
     processes). ``fitted``: {method: (theta draws, point estimate or None, seconds, checks)} of
-    methods already fitted for this cell (by :func:`run_cells_batched`), with ``release`` the cell's
-    release they were fitted to. ``on_fit``: called as ``on_fit(method, "start")`` before and
+    methods already fitted for this cell (by :func:`_run_cells_batched`), with ``release`` the
+    cell's release they were fitted to. ``on_fit``: called as ``on_fit(method, "start")`` before and
     ``on_fit(method, "done")`` after each method (the progress bar between cells), or None.
     """
     import pandas as pd
@@ -348,7 +348,7 @@ def batchable(method):
     return method in METHODS and METHODS[method].run_batch is not None
 
 
-def run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
+def _run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
     """Run the replications ``reps`` = [(rep, methods), ...] of one (epsilon, J) cell: every
     method with a batched fit (:func:`batchable`) is fitted to all the replications that need
     it at once (:func:`bayesdp.inference.batch.fit_batch_results`, one compiled program), then
@@ -651,7 +651,7 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
                 f"num_warmup={num_warmup}, num_samples={num_samples}, seed={seed}"
         (out_dir / "summary.md").write_text(summary_markdown(df, title=title))
         if figures:
-            plot_results(df, out_dir)
+            _plot_results(df, out_dir)
     return df
 
 
@@ -756,7 +756,7 @@ def _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose, progr
 
         def task(e, J, r, todo):  # the function and arguments of one task
             if isinstance(r, tuple):
-                return run_cells_batched, (spec, e, J, todo, cells_dir, modules)
+                return _run_cells_batched, (spec, e, J, todo, cells_dir, modules)
             return run_cell, (spec, e, J, r, todo, cells_dir, modules)
 
         if executor is None and (n_jobs <= 1 or total == 1):
@@ -845,7 +845,7 @@ def summary_markdown(df: pd.DataFrame, title="") -> str:
     return "\n".join(out) + "\n"
 
 
-def plot_results(df: pd.DataFrame, out_dir) -> list:
+def _plot_results(df: pd.DataFrame, out_dir) -> list:
     """Figure 2/4-style plots: metric mean (log) vs epsilon (log), one panel per J, a line per
     method with 90% intervals (lower arms that would cross zero are omitted); non-private as a
     dashed line. With one epsilon, x is J instead."""

@@ -47,10 +47,10 @@ import pandas as pd
 
 from ..errors import BayesdpInputError
 
-PREPROCESSINGS = ("paper", "sound")
+_PREPROCESSINGS = ("paper", "sound")
 
 #: Canonical names -> (authors' file, UCI original file names), looked for in ``data_dir``.
-DATASETS = {
+_DATASETS = {
     "powerplant": ("power_plant_energy.csv", ("Folds5x2_pp.xlsx", "Folds5x2_pp.csv", "CCPP.csv")),
     "bikesharing": ("bike_sharing.csv", ("hour.csv",)),
     "airquality": ("air_quality.csv", ("AirQualityUCI.csv", "AirQualityUCI.xlsx")),
@@ -64,10 +64,10 @@ _ALIASES = {
 }
 #: identifier / date columns dropped from headered files
 _DROP_COLUMNS = {"instant", "dteday", "date", "time"}
-MISSING_CODE = -200.0
+_MISSING_CODE = -200.0
 
-DATA_BOUNDS_NOTE = ("bounds were computed from the training rows: a release made with them is "
-                    "NOT differentially private (as in the paper)")
+_DATA_BOUNDS_NOTE = ("bounds were computed from the training rows: a release made with them is "
+                     "NOT differentially private (as in the paper)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,17 +103,18 @@ class Dataset:
 
 
 def dataset_names():
-    return tuple(DATASETS)
+    return tuple(_DATASETS)
 
 
 def canonical_name(name: str) -> Optional[str]:
     key = str(name).strip().lower().replace("-", "_").replace(" ", "_")
-    if key in DATASETS:
+    if key in _DATASETS:
         return key
-    return _ALIASES.get(key) or (key.replace("_", "") if key.replace("_", "") in DATASETS else None)
+    plain = key.replace("_", "")
+    return _ALIASES.get(key) or (plain if plain in _DATASETS else None)
 
 
-def default_data_dir() -> Optional[Path]:
+def _default_data_dir() -> Optional[Path]:
     """``$BAYESDP_DATA_DIR`` if set, else None."""
     env = os.environ.get("BAYESDP_DATA_DIR")
     return Path(env) if env else None
@@ -123,12 +124,12 @@ def find_dataset_file(name, data_dir=None) -> Path:
     """The file of a named data set in ``data_dir`` (authors' CSV first, then UCI originals)."""
     canon = canonical_name(name)
     if canon is None:
-        raise BayesdpInputError(f"data: unknown data set {name!r}; known: {sorted(DATASETS)}")
-    folder = Path(data_dir) if data_dir is not None else default_data_dir()
+        raise BayesdpInputError(f"data: unknown data set {name!r}; known: {sorted(_DATASETS)}")
+    folder = Path(data_dir) if data_dir is not None else _default_data_dir()
     if folder is None:
         raise BayesdpInputError(
             f"data: no data_dir given and BAYESDP_DATA_DIR is not set; cannot find {canon!r}")
-    authors, originals = DATASETS[canon]
+    authors, originals = _DATASETS[canon]
     for fname in (authors, *originals):
         if (folder / fname).is_file():
             return folder / fname
@@ -139,7 +140,7 @@ def find_dataset_file(name, data_dir=None) -> Path:
 # -- reading -------------------------------------------------------------------------------------
 
 
-def read_xlsx_first_sheet(path) -> pd.DataFrame:
+def _read_xlsx_first_sheet(path) -> pd.DataFrame:
     """The first sheet of an .xlsx file as a DataFrame (first row = header).
 
     Uses pandas/openpyxl when installed, otherwise a small reader of the Office Open XML parts
@@ -219,7 +220,7 @@ def read_regression_file(path):
     notes = []
     suffix = path.suffix.lower()
     if suffix in (".xlsx", ".xlsm"):
-        df = read_xlsx_first_sheet(path)
+        df = _read_xlsx_first_sheet(path)
         fmt = "xlsx"
     else:
         line = _first_line(path)
@@ -268,15 +269,16 @@ def _looks_like_airquality(X, name):
 
 def load_dataset(data, *, preprocessing="paper", data_dir=None, seed=0, train_fraction=0.8,
                  round_airquality=None) -> Dataset:
-    """Load and preprocess a data set given by name (see ``DATASETS``) or file path.
+    """Load and preprocess a data set given by name (see :func:`dataset_names`) or file path.
 
     ``preprocessing``: "paper" (whole-file scaling, first 80% rows train, no shuffle) or
     "sound" (shuffled split with ``seed``, scaling fitted on training rows only); see module
     docstring. ``round_airquality``: round AirQuality values read from UCI originals to 2
     decimals (default: True with "paper"). The returned ``bounds`` are data-dependent (not private).
     """
-    if preprocessing not in PREPROCESSINGS:
-        raise BayesdpInputError(f"preprocessing must be one of {PREPROCESSINGS}, got {preprocessing!r}")
+    if preprocessing not in _PREPROCESSINGS:
+        raise BayesdpInputError(f"preprocessing must be one of {_PREPROCESSINGS}, "
+                                f"got {preprocessing!r}")
     if not 0 < float(train_fraction) < 1:
         raise BayesdpInputError(f"train_fraction must lie in (0, 1), got {train_fraction!r}")
     canon = canonical_name(data) if not Path(str(data)).suffix else None
@@ -309,13 +311,14 @@ def load_dataset(data, *, preprocessing="paper", data_dir=None, seed=0, train_fr
         Xtr, ytr, Xte, yte = Xs[:n_tr], ys[:n_tr], Xs[n_tr:], ys[n_tr:]
     else:
         if is_air:
-            miss = (Xa == MISSING_CODE) | np.isnan(Xa)
+            miss = (Xa == _MISSING_CODE) | np.isnan(Xa)
             keep = miss.mean(axis=0) <= 0.5
             if not keep.all():
                 notes.append(f"AirQuality: dropped mostly-missing columns "
                              f"{[f for f, k in zip(feature_names, keep) if not k]}")
             Xa, feature_names = Xa[:, keep], tuple(f for f, k in zip(feature_names, keep) if k)
-            bad = ((Xa == MISSING_CODE) | np.isnan(Xa)).any(axis=1) | (ya == MISSING_CODE) | np.isnan(ya)
+            bad = (((Xa == _MISSING_CODE) | np.isnan(Xa)).any(axis=1)
+                   | (ya == _MISSING_CODE) | np.isnan(ya))
             notes.append(f"AirQuality: -200 treated as missing; dropped {int(bad.sum())} rows")
             Xa, ya = Xa[~bad], ya[~bad]
         else:
@@ -342,7 +345,7 @@ def load_dataset(data, *, preprocessing="paper", data_dir=None, seed=0, train_fr
     theta_ols = np.linalg.lstsq(Xtr, ytr, rcond=None)[0]
     bx = float(np.sqrt(np.einsum("ij,ij->i", Xtr, Xtr)).max())
     by = float(np.abs(ytr).max())
-    notes.append(DATA_BOUNDS_NOTE)
+    notes.append(_DATA_BOUNDS_NOTE)
     return Dataset(name=name, X_train=Xtr, y_train=ytr, X_test=Xte, y_test=yte,
                    feature_names=feature_names, theta_ols=theta_ols, bounds=(bx, by),
                    preprocessing=preprocessing, source=str(path), file_format=fmt,

@@ -29,7 +29,7 @@ from . import bs
 # -- Algorithm 2: "fixeds-paper" ----------------------------------------------------------------
 
 
-def fixeds_paper_kernel():
+def _fixeds_paper_kernel():
     """Algorithm 2's kernel (:mod:`.kernels.fixeds_paper`)."""
     from .kernels import fixeds_paper
 
@@ -37,15 +37,15 @@ def fixeds_paper_kernel():
                   slice_sigma_y2=False, moves_S=False)
 
 
-def run_fixeds_paper(release, priors, **kw):
+def _run_fixeds_paper(release, priors, **kw):
     """MCMC-fixedS exactly as Algorithm 2: :func:`bayesdp.inference.fixeds.run` with its
     kernel (Gibbs theta, random-walk MH on sigma_y^2); options those of "fixeds"."""
-    return fixeds.run(release, priors, kernel=fixeds_paper_kernel, **kw)
+    return fixeds.run(release, priors, kernel=_fixeds_paper_kernel, **kw)
 
 
-def run_fixeds_paper_batch(releases, priors_list, **kw):
-    """:func:`run_fixeds_paper` for many releases of one shape in one compiled program."""
-    return fixeds.run_batch(releases, priors_list, kernel=fixeds_paper_kernel, **kw)
+def _run_fixeds_paper_batch(releases, priors_list, **kw):
+    """:func:`_run_fixeds_paper` for many releases of one shape in one compiled program."""
+    return fixeds.run_batch(releases, priors_list, kernel=_fixeds_paper_kernel, **kw)
 
 
 # -- Algorithm 1: "normalx-paper" ---------------------------------------------------------------
@@ -54,11 +54,11 @@ def run_fixeds_paper_batch(releases, priors_list, **kw):
 #: alpha_init: the initial alpha_j of the Wishart proposals (None: the authors' (n_j/10)^2, at
 #: least d + 1); sigma_y2_step: the initial random-walk step on sigma_y^2 (None: 0.1 times its
 #: start); numpyro's chain_method
-NORMALX_PAPER_OPTIONS = {"target_accept": TARGET_ACCEPT, "target_accept_sigma_y2": None,
-                         "alpha_init": None, "sigma_y2_step": None, "chain_method": None}
+_NORMALX_PAPER_OPTIONS = {"target_accept": TARGET_ACCEPT, "target_accept_sigma_y2": None,
+                          "alpha_init": None, "sigma_y2_step": None, "chain_method": None}
 
 
-def initial_log_alpha(release, alpha_init=None):
+def _initial_log_alpha(release, alpha_init=None):
     """log alpha_j of the Wishart proposals W(S_j/alpha_j, alpha_j): the authors' (n_j/10)^2 by
     default, at least d + 1 (the proposal needs alpha > d - 1)."""
     d = release.d
@@ -71,7 +71,7 @@ def initial_log_alpha(release, alpha_init=None):
     return np.log(alpha)
 
 
-def normalx_paper_kernel():
+def _normalx_paper_kernel():
     """Algorithm 1's kernel (:mod:`.kernels.normalx_paper`)."""
     from .kernels import normalx_paper
 
@@ -85,16 +85,16 @@ def _normalx_paper_run(release, priors, *, target_accept, target_accept_sigma_y2
     from the authors' S_j estimate (:func:`bayesdp.inference.normalx.start_S`)."""
     s2_0 = initial_sigma_y2(release, priors)
     pos = initial_position(release, priors, normalx.start_S(release), s2_0)
-    return kernel_run(normalx_paper_kernel(), R.normalx_model, R.model_data(release, priors),
-                      pos, initial_log_alpha(release, alpha_init), s2_0,
+    return kernel_run(_normalx_paper_kernel(), R.normalx_model, R.model_data(release, priors),
+                      pos, _initial_log_alpha(release, alpha_init), s2_0,
                       target_accept=target_accept, target_accept_sigma_y2=target_accept_sigma_y2,
                       sigma_y2_step=sigma_y2_step)
 
 
-def run_normalx_paper(release, priors, *, seed, num_samples, num_chains, num_warmup,
-                      progress_bar, chain_method, build_only=False, **options):
+def _run_normalx_paper(release, priors, *, seed, num_samples, num_chains, num_warmup,
+                       progress_bar, chain_method, build_only=False, **options):
     """MCMC-normalX exactly as Algorithm 1 (Gibbs Sigma_x, Wishart-proposal MH on each S_j,
-    Gibbs theta, random-walk MH on sigma_y^2); options :data:`NORMALX_PAPER_OPTIONS`."""
+    Gibbs theta, random-walk MH on sigma_y^2); options :data:`_NORMALX_PAPER_OPTIONS`."""
     enable_x64()
     run = _normalx_paper_run(release, priors, **options)
     return run_kernel(run, seed=seed, num_samples=num_samples, num_chains=num_chains,
@@ -102,9 +102,9 @@ def run_normalx_paper(release, priors, *, seed, num_samples, num_chains, num_war
                       chain_method=chain_method, build_only=build_only)
 
 
-def run_normalx_paper_batch(releases, priors_list, *, seeds, num_samples, num_chains,
-                            num_warmup, progress_bar, chain_method, **options):
-    """:func:`run_normalx_paper` for many releases of one shape in one compiled program."""
+def _run_normalx_paper_batch(releases, priors_list, *, seeds, num_samples, num_chains,
+                             num_warmup, progress_bar, chain_method, **options):
+    """:func:`_run_normalx_paper` for many releases of one shape in one compiled program."""
     enable_x64()
     runs = [_normalx_paper_run(r, p, **options) for r, p in zip(releases, priors_list)]
     return run_kernel_batch(runs, seeds=seeds, num_samples=num_samples, num_chains=num_chains,
@@ -114,9 +114,9 @@ def run_normalx_paper_batch(releases, priors_list, *, seeds, num_samples, num_ch
 # -- the NUTS cross-checks: "nuts-normalx", "nuts-fixeds" ---------------------------------------
 
 
-def run_nuts_normalx(release, priors, *, seed, num_samples, num_chains, num_warmup,
-                     progress_bar, target_accept_prob, max_tree_depth, chain_method,
-                     build_only=False):
+def _run_nuts_normalx(release, priors, *, seed, num_samples, num_chains, num_warmup,
+                      progress_bar, target_accept_prob, max_tree_depth, chain_method,
+                      build_only=False):
     """numpyro NUTS on the centred normalX model (:func:`bayesdp.inference.normalx.setup`);
     options :data:`bayesdp.inference.nuts.NUTS_OPTIONS`."""
     enable_x64()
@@ -129,14 +129,14 @@ def run_nuts_normalx(release, priors, *, seed, num_samples, num_chains, num_warm
 
 
 #: NUTS's options and those of the fixedS model's setup
-NUTS_FIXEDS_OPTIONS = {**NUTS_OPTIONS, **fixeds.FIXED_S_OPTIONS}
+_NUTS_FIXEDS_OPTIONS = {**NUTS_OPTIONS, **fixeds.FIXED_S_OPTIONS}
 
 
-def run_nuts_fixeds(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
-                    target_accept_prob, max_tree_depth, chain_method, fixed_s, s_noise,
-                    build_only=False):
+def _run_nuts_fixeds(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
+                     target_accept_prob, max_tree_depth, chain_method, fixed_s, s_noise,
+                     build_only=False):
     """numpyro NUTS on the fixedS model (:func:`bayesdp.inference.fixeds.setup`); options
-    :data:`NUTS_FIXEDS_OPTIONS`."""
+    :data:`_NUTS_FIXEDS_OPTIONS`."""
     enable_x64()
     model, data, pos, s_noise, theta = fixeds.setup(release, priors,
                                                     initial_sigma_y2(release, priors), fixed_s,
@@ -151,32 +151,32 @@ def run_nuts_fixeds(release, priors, *, seed, num_samples, num_chains, num_warmu
 
 # -- the records --------------------------------------------------------------------------------
 
-NORMALX_SAMPLES = ("theta, sigma_y^2, Sigma_x and every S_j (the normalX model: x ~ N(0, "
-                   "Sigma_x), S_j ~ Wishart(n_j, Sigma_x))")
-FIXEDS_SAMPLES = "theta and sigma_y^2; S_j fixed at the nearest PSD matrix of S_hat_j"
+_NORMALX_SAMPLES = ("theta, sigma_y^2, Sigma_x and every S_j (the normalX model: x ~ N(0, "
+                    "Sigma_x), S_j ~ Wishart(n_j, Sigma_x))")
+_FIXEDS_SAMPLES = "theta and sigma_y^2; S_j fixed at the nearest PSD matrix of S_hat_j"
 
 register_method(
-    "normalx-paper", run_normalx_paper,
+    "normalx-paper", _run_normalx_paper,
     "MCMC-normalX exactly as Algorithm 1 (Gibbs Sigma_x, Wishart-proposal MH on each S_j, "
     "Gibbs theta, RW-MH sigma_y^2), for reproducing the paper",
-    model=R.normalx_model, samples=NORMALX_SAMPLES, intercept=False,
-    options=NORMALX_PAPER_OPTIONS, run_batch=run_normalx_paper_batch, checks=("s_hat",),
+    model=R.normalx_model, samples=_NORMALX_SAMPLES, intercept=False,
+    options=_NORMALX_PAPER_OPTIONS, run_batch=_run_normalx_paper_batch, checks=("s_hat",),
     log_likelihood=normalx.likelihood)
 register_method(
-    "fixeds-paper", run_fixeds_paper,
+    "fixeds-paper", _run_fixeds_paper,
     "MCMC-fixedS exactly as Algorithm 2 (Gibbs theta, RW-MH sigma_y^2), for reproducing the "
     "paper; 'fixeds' samples the same posterior and mixes better",
-    model=R.fixeds_model, samples=FIXEDS_SAMPLES, intercept=True, options=fixeds.OPTIONS,
-    run_batch=run_fixeds_paper_batch, checks=("s_noise",), log_likelihood=fixeds.likelihood)
+    model=R.fixeds_model, samples=_FIXEDS_SAMPLES, intercept=True, options=fixeds.OPTIONS,
+    run_batch=_run_fixeds_paper_batch, checks=("s_noise",), log_likelihood=fixeds.likelihood)
 register_method(
-    "nuts-normalx", run_nuts_normalx,
+    "nuts-normalx", _run_nuts_normalx,
     "numpyro NUTS on the centred normalX model (a cross-check of 'normalx')",
-    model=R.normalx_model, samples=NORMALX_SAMPLES, intercept=True, options=NUTS_OPTIONS,
+    model=R.normalx_model, samples=_NORMALX_SAMPLES, intercept=True, options=NUTS_OPTIONS,
     checks=("s_hat",), log_likelihood=normalx.likelihood)
 register_method(
-    "nuts-fixeds", run_nuts_fixeds,
+    "nuts-fixeds", _run_nuts_fixeds,
     "numpyro NUTS on the fixedS model (a cross-check of 'fixeds')",
-    model=R.fixeds_model, samples=FIXEDS_SAMPLES, intercept=True, options=NUTS_FIXEDS_OPTIONS,
+    model=R.fixeds_model, samples=_FIXEDS_SAMPLES, intercept=True, options=_NUTS_FIXEDS_OPTIONS,
     checks=("s_noise",), log_likelihood=fixeds.likelihood)
 register_method(
     "bs", bs.run_bs,

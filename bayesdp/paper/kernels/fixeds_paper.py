@@ -25,14 +25,14 @@ def fixeds_paper_step(rng_key, state: FixedSState, data, tuning: Tuning):
     S = data.S_fixed
     J = S.shape[0]
     theta = sample_theta(k_theta, S, state.sigma_y2, data)
-    sigma_y2, acc_sy, accept_sy = rw_sigma_y2(
+    sigma_y2, acc_sy, accept_sy = _rw_sigma_y2(
         k_sy, state.sigma_y2, lambda s2: sigma_y2_log_target(s2, S, theta, data), tuning.log_step
     )
     zeros = jnp.zeros((J,), dtype=theta.dtype)
     return FixedSState(theta, sigma_y2), Info(zeros, zeros > 0, acc_sy, accept_sy)
 
 
-def rw_sigma_y2(rng_key, sigma_y2, log_target, log_step):
+def _rw_sigma_y2(rng_key, sigma_y2, log_target, log_step):
     """Random-walk MH on sigma_y^2 itself (as in the paper and the authors' code):
     sigma_y2' = sigma_y2 + exp(log_step) N(0, 1); proposals <= 0 are rejected (target 0)."""
     k1, k2 = jax.random.split(rng_key)
