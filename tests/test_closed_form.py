@@ -148,7 +148,7 @@ def test_fit_fast_inference_data(sim_release):
     theta = idata.posterior["theta"]
     assert theta.dims == ("chain", "draw", "feature")
     assert list(theta.coords["feature"].values) == ["a", "b", "c"]
-    mean, cov = bayesdp.closed_form_moments(idata)
+    mean, cov = bayesdp.inference.closed_form_moments(idata)
     post = closed_form.fast_posterior(r, bayesdp.Priors().resolve(r))  # the default priors
     assert idata.posterior.attrs["priors"] == "weakly-informative (public bounds)"
     np.testing.assert_allclose(mean, post["mean"], rtol=1e-12)
@@ -228,7 +228,7 @@ def test_fit_nonprivate_matches_nig():
     idata = bayesdp.fit_nonprivate(pd.DataFrame(X, columns=["u", "v", "w"]), y,
                                    priors=bayesdp.Priors.paper(a=a, b=b, m=m), seed=4,
                                    num_samples=5000, num_chains=2)
-    mean_cf, cov_cf = bayesdp.closed_form_moments(idata)
+    mean_cf, cov_cf = bayesdp.inference.closed_form_moments(idata)
     np.testing.assert_allclose(mean_cf, mu, rtol=1e-10)
     np.testing.assert_allclose(cov_cf, cov, rtol=1e-10)
     th = idata.posterior["theta"]

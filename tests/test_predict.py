@@ -243,8 +243,8 @@ def test_regressor_parameters_follow_scikit_learn():
     est = bayesdp.BayesDPRegressor(epsilon=2.0, bounds=(3.0, 4.0))
     params = est.get_params()
     assert sorted(params) == sorted(["epsilon", "delta", "bounds", "method", "nodes", "seed",
-                                     "calibration", "priors", "num_samples", "num_chains",
-                                     "num_warmup", "method_options"])
+                                     "calibration", "include_yty", "priors", "num_samples",
+                                     "num_chains", "num_warmup", "method_options"])
     assert params["epsilon"] == 2.0 and params["method"] == "eiv" and params["seed"] is None
     assert est.set_params(method="fast", nodes=3) is est
     assert (est.method, est.nodes) == ("fast", 3)
