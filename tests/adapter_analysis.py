@@ -1,8 +1,8 @@
 """The network adapters' analysis code that only the tests use (docs/adapters/): PriCER's exact
 moments, MSE bounds and realised privacy, and [J]'s Adam design solver; the consensus protocol's
 spectral gap and exact cost of privacy; the gossip protocol's graph invariants, limits and the
-paper's corrected error formula. Imported by the adapter tests (pytest puts this folder on
-sys.path)."""
+paper's corrected error formula. Imported by the adapter tests (pyproject.toml's pytest
+pythonpath puts this folder on sys.path)."""
 
 import math
 

@@ -1,5 +1,5 @@
 """Shared helpers for the privacy / release / closed-form / adaSSP tests (imported by them;
-pytest puts this folder on sys.path)."""
+pyproject.toml's pytest pythonpath puts this folder on sys.path)."""
 
 import math
 

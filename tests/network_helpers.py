@@ -1,6 +1,7 @@
 """Shared helpers for the network-adapter tests (gossip, PriCER, consensus; imported by them;
-pytest puts this folder on sys.path): the coverage loop and binomial band of the calibration
-tests, and the check that MCMC-fixedS with sigma_y^2 held fixed reproduces the closed form."""
+pyproject.toml's pytest pythonpath puts this folder on sys.path): the coverage loop and
+binomial band of the calibration tests, and the check that MCMC-fixedS with sigma_y^2 held
+fixed reproduces the closed form."""
 
 import numpy as np
 from scipy import stats
