@@ -352,15 +352,19 @@ def test_cli_fit_then_predict(tmp_path, capsys, sim):
 
 
 def test_readme_and_docs_prediction_example_runs(tmp_path, monkeypatch):
-    """The Python example of docs/prediction.md runs as written."""
+    """Every Python example of docs/prediction.md runs as written, in order, as a reader would
+    run them (later examples use names of earlier ones)."""
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "prediction.md").read_text()
-    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) >= 2  # the first example and the y^T y one
     monkeypatch.chdir(tmp_path)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", bayesdp.ConvergenceWarning)
-        exec(compile(code, "docs/prediction.md", "exec"), {})
+    namespace = {}
+    for code in blocks:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", bayesdp.ConvergenceWarning)
+            exec(compile(code, "docs/prediction.md", "exec"), namespace)
 
 
 def test_include_yty_calibrates_the_predictive_sd():
