@@ -210,11 +210,21 @@ def _nuts_class():
             the identity); numpyro reads it when the run initialises the kernel."""
             self._inverse_mass_matrix = inverse_mass
 
+        def init(self, rng_key, num_warmup, init_params=None, model_args=(), model_kwargs={}):
+            # numpyro's init wraps _sample_fn in vmap for vectorised chains every time it
+            # runs; on a reused kernel that would map twice once JAX's caches are cleared
+            # (jax.clear_caches, or this package's eviction), so each init starts again from
+            # the unbatched sample function
+            if getattr(self, "_unbatched_sample_fn", None) is not None:
+                self._sample_fn = self._unbatched_sample_fn
+            return super().init(rng_key, num_warmup, init_params, model_args, model_kwargs)
+
         def _init_state(self, rng_key, model_args, model_kwargs, init_params):
             new = self._init_fn is None
             out = super()._init_state(rng_key, model_args, model_kwargs, init_params)
             if new and self._init_fn is not None:
                 self._init_fn = _compiled_init(self._init_fn)
+                self._unbatched_sample_fn = self._sample_fn
             return out
 
     return CompiledInitNUTS

@@ -499,3 +499,17 @@ def test_laplace_inverse_mass_is_the_marginal_variance():
     conditional = 1.0 / np.diag(np.linalg.inv(np.asarray(cov)))
     assert not np.allclose(imm[:2], conditional, rtol=0.1)
     assert nuts._laplace_inverse_mass(kinked, jnp.zeros(1), {**pos, "c": jnp.array(0.0)}) is None
+
+
+def test_a_reused_nuts_sampler_runs_after_jax_clears_its_caches(rel):
+    """A cached NUTS sampler with vectorised chains, run again after ``jax.clear_caches()`` (what
+    the package's own cache eviction calls): numpyro's init must not wrap the sample function in
+    a second vmap (it did, and the run failed with "vmap ... rank should be at least 1")."""
+    import jax
+
+    kw = dict(method="normalx", num_samples=20, num_warmup=20, num_chains=2,
+              chain_method="vectorized", progress_bar=False)
+    a = bayesdp.fit(rel, seed=1, **kw)
+    jax.clear_caches()
+    b = bayesdp.fit(rel, seed=1, **kw)
+    assert np.array_equal(a.posterior["theta"].values, b.posterior["theta"].values)
