@@ -119,7 +119,7 @@ class BayesDPRegressor(*_BASES):
         Release y^T y as well (same budget, :func:`bayesdp.release`); the default method then
         estimates sigma_y^2 from it, which calibrates ``predict``'s intervals and
         ``return_std`` (docs/prediction.md, "Calibrated prediction intervals: release y^T y
-        too"). Default False.
+        too"). Default True, as :func:`bayesdp.release`.
     method_options : dict or None
         Further keyword arguments of :func:`bayesdp.fit` (e.g. ``{"sigma_y2": 1.0}`` for
         ``fast``).
@@ -179,7 +179,7 @@ class BayesDPRegressor(*_BASES):
     """
 
     def __init__(self, epsilon=1.0, delta=1e-5, bounds=None, method="eiv", nodes=1, seed=None,
-                 calibration="exact", include_yty=False, priors=None, num_samples=1000,
+                 calibration="exact", include_yty=True, priors=None, num_samples=1000,
                  num_chains=4, num_warmup=1000, method_options=None):
         self.epsilon = epsilon
         self.delta = delta

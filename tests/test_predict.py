@@ -385,6 +385,7 @@ def test_include_yty_calibrates_the_predictive_sd():
     with warnings.catch_warnings():
         warnings.simplefilter("error", bayesdp.CalibrationWarning)
         bayesdp.predict(with_yty.idata_, X_new, seed=0)
-    without = bayesdp.BayesDPRegressor(epsilon=1.0, bounds=sim.bounds, nodes=4, seed=0).fit(X, y)
+    without = bayesdp.BayesDPRegressor(epsilon=1.0, bounds=sim.bounds, nodes=4,
+                                       include_yty=False, seed=0).fit(X, y)
     with pytest.warns(bayesdp.CalibrationWarning, match="include_yty=True"):
         bayesdp.predict(without.idata_, X_new, seed=0)

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import argparse
 import warnings
 
 from ..errors import BayesdpError, BayesdpInputError
@@ -131,8 +132,10 @@ def register(subparsers):
                         "the --node-column)")
     p.add_argument("--no-header", action="store_true", help="the CSV has no header row (a first row of numbers is refused "
                         "without this flag, so no data value becomes a column name)")
-    p.add_argument("--include-yty", action="store_true",
-                   help="also release a noisy y^T y (for MCMC-B&S; larger sensitivity)")
+    p.add_argument("--include-yty", action=argparse.BooleanOptionalAction, default=True,
+                   help="also release a noisy y^T y in the same mechanism (default; the default "
+                        "fit estimates the noise variance from it, which calibrates prediction "
+                        "intervals); --no-include-yty gives the paper's release of S and z only")
     p.add_argument("--intercept", action="store_true",
                    help="release the statistics of [1, x] (appendix B.2): S_hat holds n and "
                         "sum x, z_hat sum y; theta's first coordinate is 'intercept'. Use it "

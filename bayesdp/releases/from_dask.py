@@ -152,7 +152,7 @@ def _merge(*parts):
 
 def release_dask(data, y=None, *, epsilon=None, delta=None, bounds=None, nodes=1,
                  y_column=None, node_column=None, seed=None, calibration="exact",
-                 include_yty=False, holder_name=None, intercept=False, average_rows=1,
+                 include_yty=True, holder_name=None, intercept=False, average_rows=1,
                  noise="float", split_every=8, scheduler=None, spec=None) -> Release:
     """Release noisy (S_hat_j, z_hat_j, n_j) from a Dask DataFrame (or Dask arrays X, y),
     computed where the data are.

@@ -26,7 +26,7 @@ from .spec import spec_of_call
 
 
 def release(X, y, *, epsilon=None, delta=None, bounds=None, nodes=1, seed=None,
-            calibration="exact", include_yty=False, feature_names=None, split="random",
+            calibration="exact", include_yty=True, feature_names=None, split="random",
             holder_name=None, intercept=False, average_rows=1, noise="float",
             bounds_share=None, bounds_range=None, spec=None) -> Release:
     """Release noisy (S_hat_j, z_hat_j, n_j) for each data holder with (eps, delta)-DP.
@@ -74,7 +74,11 @@ def release(X, y, *, epsilon=None, delta=None, bounds=None, nodes=1, seed=None,
     calibration : "exact" | "classical" | "paper-code"
         "paper-code" reproduces the authors' buggy MATLAB sigma and is NOT (eps, delta)-DP.
     include_yty : bool
-        Also release a noisy y^T y with the larger sensitivity of appendix C.1 (for MCMC-B&S).
+        Also release a noisy y^T y, in the same Gaussian mechanism as [vech(S), z] with the
+        larger sensitivity of appendix C.1 (Delta^2 gains B_y^4). Default True: the default
+        method ``eiv`` then estimates sigma_y^2 from it, which calibrates prediction intervals
+        (docs/prediction.md); MCMC-B&S needs it. False gives the paper's release of eqs. (2)-(3)
+        (its reproduction uses False).
     holder_name : str or None
         The name of the single holder (``nodes=1``), e.g. ``"hospital_a"``; it names the
         holder's coordinates after :func:`combine_releases`, which refuses the same name in two
@@ -106,9 +110,9 @@ def release(X, y, *, epsilon=None, delta=None, bounds=None, nodes=1, seed=None,
         be left out). The release keeps it as ``Release.spec``, so
         ``release(X2, y2, spec=rel.spec)`` releases other rows by the same mechanism.
 
-    Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
-    Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2) (eps * (1 - bounds_share)
-    in place of eps with private bounds).
+    Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3) (and yty_hat_j =
+    y_j^T y_j + sigma u_j), sigma = Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2
+    (+ B_y^4 with y^T y)) (eps * (1 - bounds_share) in place of eps with private bounds).
     """
     spec = spec_of_call(spec, epsilon=epsilon, delta=delta, bounds=bounds, seed=seed,
                         calibration=calibration, include_yty=include_yty, split=split,
@@ -144,7 +148,7 @@ def release(X, y, *, epsilon=None, delta=None, bounds=None, nodes=1, seed=None,
 
 def release_file(path, *, epsilon=None, delta=None, bounds=None, nodes=1, y_column=None,
                  node_column=None, header="infer", seed=None, calibration="exact",
-                 include_yty=False, chunksize=100_000, split="random", holder_name=None,
+                 include_yty=True, chunksize=100_000, split="random", holder_name=None,
                  progress=None, intercept=False, average_rows=1, noise="float",
                  bounds_share=None, bounds_range=None, spec=None) -> Release:
     """Release from a CSV or Parquet file far larger than memory, in constant memory.

@@ -374,10 +374,11 @@ class PartialStatistics:
 
     # --- the one noisy release ----------------------------------------------------------
 
-    def release(self, *, epsilon, delta, seed=None, calibration="exact", include_yty=False,
+    def release(self, *, epsilon, delta, seed=None, calibration="exact", include_yty=True,
                 holder_name=None):
         """The (eps, delta)-DP :class:`~bayesdp.releases.release_object.Release` of these
-        statistics: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3), sigma =
+        statistics: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3) and, with
+        ``include_yty`` (the default, as in :func:`bayesdp.release`), yty_hat_j, sigma =
         Delta * sigma(eps, delta), as :func:`bayesdp.release` makes it (same noise for the same
         seed). With a secure-noise grid the noise is the discrete Gaussian (no seed). Can be
         called once."""

@@ -51,7 +51,8 @@ class ReleaseSpec:
     average_rows : int >= 1
         Sum each holder's rows in random groups of this many (appendix B.1).
     include_yty : bool
-        Also release a noisy y^T y (appendix C.1).
+        Also release a noisy y^T y (appendix C.1), in the same Gaussian mechanism (default
+        True: ``eiv`` estimates sigma_y^2 from it; False for the paper's release of eqs. 2-3).
     split : "random" | "contiguous"
         How a holder count assigns rows to holders.
     seed : int >= 0 or None
@@ -79,7 +80,7 @@ class ReleaseSpec:
     noise: str = "float"
     intercept: bool = False
     average_rows: int = 1
-    include_yty: bool = False
+    include_yty: bool = True
     split: str = "random"
     seed: Optional[int] = None
     holder_name: Optional[str] = None

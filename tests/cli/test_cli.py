@@ -228,7 +228,8 @@ def test_fit_help_lists_the_methods_and_compare_its_default_methods(capsys):
 
 
 def test_fit_bs_without_yty_names_the_cli_flag(tmp_path, capsys):
-    r = bayesdp.release(np.ones((4, 2)), np.ones(4), epsilon=1, delta=1e-5, bounds=(2, 2), seed=0)
+    r = bayesdp.release(np.ones((4, 2)), np.ones(4), epsilon=1, delta=1e-5, bounds=(2, 2), seed=0,
+                        include_yty=False)
     rel = r.save(tmp_path / "r.json")
     assert main(["fit", str(rel), "--method", "bs"]) == 2
     err = capsys.readouterr().err

@@ -71,7 +71,8 @@ def test_release_stats_order_matches_row_stats():
 def test_bs_needs_yty():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((100, 2))
-    rel = bayesdp.release(X, X[:, 0], epsilon=1, delta=1e-5, bounds=(5, 5), seed=0)
+    rel = bayesdp.release(X, X[:, 0], epsilon=1, delta=1e-5, bounds=(5, 5), seed=0,
+                          include_yty=False)
     with pytest.raises(BayesdpInputError, match="include_yty"):
         bayesdp.fit(rel, method="bs", seed=0, num_samples=10, num_warmup=0, num_chains=1)
 

@@ -62,7 +62,8 @@ def _release(**kw):
 
     rng = np.random.default_rng(2024)
     X, y = rows_in_ball(rng, 80, 3, *BOUNDS)
-    for key, v in (("epsilon", EPS), ("delta", DELTA), ("bounds", BOUNDS), ("seed", 0)):
+    for key, v in (("epsilon", EPS), ("delta", DELTA), ("bounds", BOUNDS), ("seed", 0),
+                   ("include_yty", False)):
         kw.setdefault(key, v)
     if kw["seed"] is None:
         del kw["seed"]

@@ -396,7 +396,8 @@ def test_secure_release_is_on_its_grid_and_recorded(tmp_path):
 
 def test_float_release_is_unchanged():
     X, y = _data()
-    rel = bayesdp.release(X, y, epsilon=1.0, delta=1e-5, bounds=(2.0, 3.0), seed=3)
+    rel = bayesdp.release(X, y, epsilon=1.0, delta=1e-5, bounds=(2.0, 3.0), seed=3,
+                          include_yty=False)
     assert rel.noise_mechanism == "gaussian" and rel.noise_grid is None
     assert rel.to_dict()["noise"]["mechanism"] == "gaussian"
     assert rel.sensitivity == delta_sz(2.0, 3.0)

@@ -141,7 +141,7 @@ def test_release_statistics_are_the_group_sums():
     rng = np.random.default_rng(3)
     n, k = 53, 5
     X, y = rows_in_ball(rng, n, 3, *BOUNDS)
-    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=11, average_rows=k)
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=11, average_rows=k, include_yty=False)
     r = bayesdp.release(X, y, **kw)
     r0 = bayesdp.release(np.zeros_like(X), np.zeros_like(y), **kw)  # same noise, S = z = 0
     perm = np.random.default_rng([11, GROUPING_STREAM]).permutation(n)
@@ -157,7 +157,7 @@ def test_release_statistics_are_the_group_sums():
     assert "average_rows=5" in r.dp_claim_note and "5 x the per-row" in r.dp_claim_note
     # the noise draws do not depend on the grouping: same seed, same noise as without averaging
     plain0 = bayesdp.release(np.zeros_like(X), np.zeros_like(y), epsilon=EPS, delta=DELTA,
-                             bounds=BOUNDS, seed=11)
+                             bounds=BOUNDS, seed=11, include_yty=False)
     np.testing.assert_allclose(r0.S_hat / r0.sigma_s[0], plain0.S_hat / plain0.sigma_s[0],
                                rtol=1e-12)
 
@@ -258,7 +258,8 @@ def test_averaging_with_an_intercept():
     is max(k Delta_1, the swap bound)."""
     rng = np.random.default_rng(8)
     X, y = rows_in_ball(rng, 42, 2, *BOUNDS)
-    kw = dict(epsilon=1e12, delta=DELTA, bounds=BOUNDS, seed=3, average_rows=4, intercept=True)
+    kw = dict(epsilon=1e12, delta=DELTA, bounds=BOUNDS, seed=3, average_rows=4, intercept=True,
+              include_yty=False)
     r = bayesdp.release(X, y, **kw)
     assert r.S_hat[0, 0, 0] == pytest.approx(10 * 4, abs=1e-3)
     perm = np.random.default_rng([3, GROUPING_STREAM]).permutation(42)[:40]

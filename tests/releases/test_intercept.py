@@ -37,7 +37,7 @@ def test_release_holds_n_sums_and_cross_products():
     size is the difference of the noiseless statistics, whose [0, 0] entries are both n."""
     rng = np.random.default_rng(1)
     X, y = rows_in_ball(rng, 40, 3, *BOUNDS)
-    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=3, intercept=True)
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=3, intercept=True, include_yty=False)
     r = bayesdp.release(X, y, **kw)
     r0 = bayesdp.release(np.zeros_like(X), np.zeros_like(y), **kw)
     W = augmented(X)
@@ -84,7 +84,7 @@ def test_add_or_remove_one_row_changes_whole_release_by_at_most_the_sensitivity(
     y[0] = BOUNDS[1]
     Xa, ya = rows_in_ball(rng, 3, 2, *BOUNDS)
     sens = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=J, seed=5,
-                           intercept=True).sensitivity
+                           intercept=True, include_yty=False).sensitivity
     neighbours = removals_and_adds(X, y, Xa, ya, [0, n // 2, n], J)
     change = coupled_changes(X, y, J, neighbours, BOUNDS, intercept=True)
     assert change.max() <= sens * (1 + 1e-9)

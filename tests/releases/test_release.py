@@ -49,7 +49,8 @@ def noise_free(X, y, **kw):
 
 def test_sigma_is_sensitivity_times_calibration(data):
     X, y = data
-    r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=3, seed=1)
+    r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=3, seed=1,
+                        include_yty=False)
     expected = delta_sz(*BOUNDS) * bayesdp.privacy.analytic_gaussian_sigma(EPS, DELTA)
     np.testing.assert_allclose(r.sigma_s, expected, rtol=1e-12)
     np.testing.assert_allclose(r.sigma_z, expected, rtol=1e-12)
@@ -110,8 +111,14 @@ def test_yty_release(data):
                                rtol=1e-12)
     np.testing.assert_allclose(r.sigma_yty, r.sigma_s, rtol=0)
     assert r.yty_hat.shape == (2,)
-    r_plain = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=2, seed=4)
+    r_plain = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=2, seed=4,
+                              include_yty=False)
     assert r_plain.yty_hat is None and r_plain.sigma_yty is None
+    assert r_plain.sensitivity == pytest.approx(delta_sz(*BOUNDS), rel=1e-14)
+    # the default releases y^T y (the default fit estimates sigma_y^2 from it)
+    r_default = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=2, seed=4)
+    assert r_default.spec.include_yty and r_default.sensitivity == r.sensitivity
+    np.testing.assert_array_equal(r_default.yty_hat, r.yty_hat)
 
 
 @pytest.mark.slow
@@ -228,7 +235,7 @@ def test_paper_code_calibration_flags_release(data):
     X, y = data
     with pytest.warns(UserWarning, match="NOT satisfy"):
         r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=0,
-                            calibration="paper-code")
+                            calibration="paper-code", include_yty=False)
     assert r.dp_claim_valid is False and r.calibration == "paper-code"
     np.testing.assert_allclose(
         r.sigma_s, delta_sz(*BOUNDS) * bayesdp.privacy.paper_code_gaussian_sigma(EPS, DELTA),
@@ -288,7 +295,7 @@ def test_nodes_count_random_split():
     holders whatever the data) and of the noise; holders are named 0..J-1 in that order."""
     rng = np.random.default_rng(2)
     X, y = rows_in_ball(rng, 200, 2, *BOUNDS)
-    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=5, seed=3)
+    kw = dict(epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=5, seed=3, include_yty=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         r = bayesdp.release(X, y, **kw)
@@ -743,7 +750,8 @@ def test_combine_refuses_mismatched_d(data):
 @pytest.fixture
 def good_doc(data):
     X, y = data
-    r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=2, seed=1)
+    r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, nodes=2, seed=1,
+                        include_yty=False)  # the optional fields' tests add y^T y themselves
     return r.to_dict(include_clip_counts=True)
 
 
