@@ -46,7 +46,8 @@ def release_compiled_code():
     numpyro jits its pieces anew inside each run, so there is no one jitted function whose
     ``clear_cache`` would release them; this clears all of JAX's caches instead (the cost is
     paid only on eviction); samplers still held in bayesdp's caches recompile on their next use
-    (or load from the persistent cache when BAYESDP_COMPILATION_CACHE is set)."""
+    (or load them from the persistent compilation cache,
+    :mod:`bayesdp.inference.compilation_cache`)."""
     import sys
 
     jax = sys.modules.get("jax")

@@ -1,40 +1,67 @@
-"""JAX's persistent compilation cache for bayesdp's samplers.
+"""JAX's persistent compilation cache for bayesdp's samplers: on by default, bounded in size.
 
-``numpyro.infer.MCMC.run`` lowers its sampling loop afresh on every call, so every ``fit`` of an
-MCMC method compiles it again; with the cache on, the identical program of a release of the same
-shape is loaded from disk instead (what it saves: docs/evidence/performance.md, "The hand-written
-kernels: where the time goes, compilation"). The ``bayesdp`` command turns the cache on
-(:func:`command_compilation_cache`); in Python it is off unless :func:`enable_compilation_cache`
-is called or the environment variable ``BAYESDP_COMPILATION_CACHE`` names a directory.
+A sampler compiled once is kept on disk, so a new process (a second ``bayesdp fit``, a new Python
+session) loads the program of a release of the same shape instead of compiling it again (what it
+saves: docs/evidence/performance.md, "Compile once per shape"). Within one process the compiled
+samplers are kept in memory anyway (:func:`bayesdp.inference.mcmc._cached_mcmc`).
+
+The cache is on for the ``bayesdp`` command and in Python, in
+``$XDG_CACHE_HOME/bayesdp/jax/<cpu>`` (else ``~/.cache/...``): one folder per CPU type, so a home
+folder shared by machines with different instruction sets never hands one machine another's
+machine code. JAX prunes it to :data:`MAX_BYTES`, least recently used programs first.
+
+- ``BAYESDP_COMPILATION_CACHE=off`` (or ``0``, ``no``, ``false``) turns it off;
+  ``BAYESDP_COMPILATION_CACHE=/some/dir`` puts it there.
+- A cache directory the user gave JAX (``jax.config.update("jax_compilation_cache_dir", ...)`` or
+  ``JAX_COMPILATION_CACHE_DIR``) is left alone.
+- Where the folder cannot be made (a read-only home), bayesdp runs without it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import platform
 import sys
 
 _COMPILATION_CACHE_ENV = "BAYESDP_COMPILATION_CACHE"
-#: Values of BAYESDP_COMPILATION_CACHE that turn the cache off (also for the ``bayesdp`` command)
+#: Values of BAYESDP_COMPILATION_CACHE that turn the cache off
 _COMPILATION_CACHE_OFF = ("0", "off", "no", "false")
+#: The size JAX prunes the cache to, least recently used programs first (bytes)
+MAX_BYTES = 1 << 30
+
+
+def _cpu_signature():
+    """A short name for this machine's CPU type: its architecture and, on Linux, a hash of the
+    model name and instruction-set flags of /proc/cpuinfo."""
+    text = platform.machine() or "cpu"
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [ln for ln in f if ln.startswith(("model name", "flags", "Features"))]
+        text += "".join(sorted(set(lines)))
+    except OSError:
+        pass
+    return f"{platform.machine() or 'cpu'}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
 def default_compilation_cache_dir():
-    """``$XDG_CACHE_HOME/bayesdp/jax``, else ``~/.cache/bayesdp/jax``."""
+    """``$XDG_CACHE_HOME/bayesdp/jax/<cpu>``, else ``~/.cache/bayesdp/jax/<cpu>``."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "bayesdp", "jax")
+    return os.path.join(base, "bayesdp", "jax", _cpu_signature())
 
 
-def enable_compilation_cache(path=None, min_compile_time_secs=0.5):
+def enable_compilation_cache(path=None, min_compile_time_secs=0.0, max_bytes=MAX_BYTES):
     """Turn on JAX's persistent compilation cache (a process-wide JAX setting).
 
     Parameters
     ----------
     path : str or None
         Its directory; default ``$BAYESDP_COMPILATION_CACHE``, else
-        :func:`default_compilation_cache_dir`. JAX does not limit its size; delete the folder
-        to clear it.
+        :func:`default_compilation_cache_dir`.
     min_compile_time_secs : float
-        Programs that compile faster than this are not stored.
+        Programs that compile faster than this are not stored (default: all are).
+    max_bytes : int
+        JAX prunes the folder to this size, least recently used programs first (-1: never).
 
     Returns
     -------
@@ -43,10 +70,11 @@ def enable_compilation_cache(path=None, min_compile_time_secs=0.5):
     import jax
 
     if path is None:
-        path = os.environ.get(_COMPILATION_CACHE_ENV) or default_compilation_cache_dir()
+        path = _cache_env() or default_compilation_cache_dir()
     os.makedirs(path, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_secs))
+    jax.config.update("jax_compilation_cache_max_size", int(max_bytes))
     return str(path)
 
 
@@ -59,44 +87,43 @@ def _cache_env():
     return "off" if value.lower() in _COMPILATION_CACHE_OFF else value
 
 
-def compilation_cache_from_env():
-    """Turn the cache on in ``$BAYESDP_COMPILATION_CACHE`` when that names a directory and JAX
-    has no cache directory yet (called before every sampler runs)."""
+def default_compilation_cache():
+    """The default of every sampler (called before it compiles): the cache on (module
+    docstring) unless BAYESDP_COMPILATION_CACHE turns it off or JAX already has a cache
+    directory. Returns the directory, or None when the cache is not bayesdp's to set."""
     import jax
 
     value = _cache_env()
-    if value not in (None, "off") and not jax.config.jax_compilation_cache_dir:
-        enable_compilation_cache(value)
+    if value == "off" or jax.config.jax_compilation_cache_dir:
+        return None
+    try:
+        return enable_compilation_cache(value)
+    except OSError:
+        return None
 
 
 def command_compilation_cache():
-    """The ``bayesdp`` command's default: JAX's compilation cache on disk, in
-    ``$BAYESDP_COMPILATION_CACHE`` or :func:`default_compilation_cache_dir`, unless that
-    variable turns it off ("0", "off", ...); every program is stored, however quick to compile.
-
-    JAX is not imported here: when it has not been imported yet, the setting goes into the
-    environment variables JAX reads when it is imported (``JAX_COMPILATION_CACHE_DIR``,
-    ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``; values the user already set there are left
-    alone), so that commands that never use JAX do not load it. Processes the command starts
-    inherit the setting.
+    """:func:`default_compilation_cache` for the ``bayesdp`` command, without importing JAX:
+    when JAX is not imported yet, the setting goes into the environment variables JAX reads when
+    it is imported (``JAX_COMPILATION_CACHE_DIR``, ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``,
+    ``JAX_COMPILATION_CACHE_MAX_SIZE``; values the user already set there are left alone), so
+    that commands that never use JAX do not load it. Processes the command starts inherit it.
 
     Returns
     -------
-    The directory, or None when the cache is off or the directory cannot be made (the command
-    then runs without the cache).
+    The directory, or None when the cache is off or the directory cannot be made.
     """
     value = _cache_env()
     if value == "off":
         return None
-    min_secs = 0.0
+    if "jax" in sys.modules:
+        return default_compilation_cache()
+    path = os.environ.get("JAX_COMPILATION_CACHE_DIR") or value or default_compilation_cache_dir()
     try:
-        if "jax" in sys.modules:
-            return enable_compilation_cache(value, min_compile_time_secs=min_secs)
-        path = os.environ.get("JAX_COMPILATION_CACHE_DIR") or value or \
-            default_compilation_cache_dir()
         os.makedirs(path, exist_ok=True)
     except OSError:
         return None
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(path))
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", str(min_secs))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(MAX_BYTES))
     return str(path)

@@ -16,7 +16,7 @@ import numpy as np
 
 from .._jax import enable_x64
 from ..errors import BayesdpInputError
-from .compilation_cache import compilation_cache_from_env
+from .compilation_cache import default_compilation_cache
 from .mcmc import (_cached_mcmc, _chain_method, _check_target, _data_shapes, _jax_versions,
                    _keys, _progress, _run_mcmc)
 from .methods import MethodResult
@@ -95,7 +95,7 @@ def run_kernel(run: _KernelRun, *, seed, num_samples, num_chains, num_warmup, pr
     :class:`MethodResult` (:func:`_kernel_result`).
     """
     enable_x64()
-    compilation_cache_from_env()
+    default_compilation_cache()
     from numpyro.infer import MCMC
 
     from .dp_kernel import DPKernel
@@ -117,9 +117,7 @@ def run_kernel(run: _KernelRun, *, seed, num_samples, num_chains, num_warmup, pr
            int(num_chains), cm, pb, _data_shapes(run.data))
     mcmc = _cached_mcmc(key, make)
     mcmc.sampler.set_initial_values(pos, la, log_step0)
-    _run_mcmc(mcmc, seed, run.data, ("info", "tuning"))
-    draws = mcmc.get_samples(group_by_chain=True)
-    extra = mcmc.get_extra_fields(group_by_chain=True)
+    draws, extra = _run_mcmc(mcmc, seed, run.data, ("info", "tuning"))
     return _kernel_result(run, draws, extra["info"], extra["tuning"], mcmc.chain_method,
                           num_warmup)
 
@@ -131,6 +129,7 @@ def run_kernel_batch(runs, *, seeds, num_samples, num_chains, num_warmup, chain_
     ``chain_method`` is checked and recorded; the chains of each release are vectorised.
     Returns a list of :class:`MethodResult`."""
     enable_x64()
+    default_compilation_cache()
     import jax
 
     from .dp_kernel import run_chains_batched

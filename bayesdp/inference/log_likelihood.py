@@ -48,7 +48,7 @@ import numpy as np
 
 from .._jax import enable_x64
 from ..releases import layout
-from .compilation_cache import compilation_cache_from_env
+from .compilation_cache import default_compilation_cache
 
 #: Draws are evaluated in chunks whose largest intermediate (one d x d covariance per holder and
 #: draw, a few copies) stays near this many bytes.
@@ -107,7 +107,7 @@ def groups(release, method, priors, result, seed):
     if method.log_likelihood is None:
         return None, None
     enable_x64()
-    compilation_cache_from_env()  # BAYESDP_COMPILATION_CACHE: reuse the compiled evaluator
+    default_compilation_cache()
     setup = method.log_likelihood(release, priors, result)
     chains, draws = next(iter(setup.samples.values())).shape[:2]
     flat = {k: np.asarray(v, dtype=np.float64).reshape(chains * draws, *np.shape(v)[2:])

@@ -49,17 +49,132 @@ def _cached_mcmc(key, make):
 
 
 def _run_mcmc(mcmc, seed, data, extra_fields, init_params=None):
-    """``mcmc.run`` from ``seed``, then drop what that run left in JAX's compilation cache of
-    numpyro's ``_fori_collect_loop``: numpyro jits that function with a new loop body as a
-    static argument on every run, so each run adds an executable that is never used again
-    (and keeps its machine code mapped)."""
-    mcmc.run(_keys(seed), data, extra_fields=extra_fields, init_params=init_params)
-    try:
-        import jax
-        from numpyro.util import _fori_collect_loop
-    except ImportError:  # a numpyro without it does not have this leak
-        return
-    jax.jit(_fori_collect_loop, static_argnums=(0, 1), donate_argnums=3).clear_cache()
+    """Run the chains of ``mcmc`` (a ``numpyro.infer.MCMC``, not run) from ``seed`` on ``data``:
+    its kernel's ``init`` and ``num_warmup + num_samples`` calls of its ``sample``, exactly the
+    iterations ``mcmc.run`` makes, as ONE program compiled the first time and kept on the MCMC
+    object, so a later fit with the same object (the same kernel, options and data shapes:
+    :func:`_cached_mcmc`) compiles nothing. (``mcmc.run`` jits numpyro's collection loop with a
+    new loop body as a static argument on every call, so every call compiles it again.)
+
+    The chains run as ``mcmc.chain_method`` says: ``"vectorized"`` (``jax.vmap``),
+    ``"sequential"`` (``jax.lax.map``) or ``"parallel"`` (``jax.pmap``, one device per chain).
+    Each chain's key is numpyro's (``random.split(key, num_chains)``), so the draws are those of
+    ``mcmc.run`` with the same seed up to floating-point rounding.
+
+    Parameters
+    ----------
+    mcmc : numpyro.infer.MCMC
+    seed : int
+    data : the model's only argument (a NamedTuple of arrays)
+    extra_fields : tuple of str
+        Fields of the kernel's state to keep per draw besides the sample field, as numpyro
+        names them (``"adapt_state.step_size"`` for a nested one).
+    init_params : dict or None
+        The chains' start in the kernel's coordinates (a leading chain axis when there are
+        several chains), or None for the kernel's own.
+
+    Returns
+    -------
+    ``(draws, extra)``: dicts of numpy arrays shaped (chain, draw, ...), as
+    ``mcmc.get_samples(group_by_chain=True)`` and ``mcmc.get_extra_fields(group_by_chain=True)``.
+    """
+    import jax
+
+    keys = _keys(seed)
+    if mcmc.num_chains > 1:
+        keys = jax.random.split(keys, mcmc.num_chains)
+    if init_params is not None:
+        init_params = jax.tree.map(lambda x: jax.numpy.asarray(x), init_params)
+    run = getattr(mcmc, "_bayesdp_run", None)
+    if run is None:
+        run = mcmc._bayesdp_run = _compiled_run(mcmc, tuple(extra_fields),
+                                                init_params is not None)
+    total = (mcmc.num_warmup + mcmc.num_samples) * (
+        1 if mcmc.num_chains == 1 or mcmc.chain_method == "vectorized" else mcmc.num_chains)
+    from ..progress import bar
+
+    with bar(total, desc="sample", progress=bool(mcmc.progress_bar)) as b:
+        run.progress["bar"] = b
+        try:
+            draws, extra = run(keys, init_params, data)
+            draws, extra = jax.tree.map(np.asarray, (draws, extra))
+            b.update(total - b.n)  # the iterations after the last multiple of _PROGRESS_EVERY
+        finally:
+            run.progress["bar"] = None
+    if mcmc.num_chains == 1:
+        draws, extra = jax.tree.map(lambda a: a[None], (draws, extra))
+    return draws, extra
+
+
+#: Iterations between two updates of the progress bar of a compiled run
+_PROGRESS_EVERY = 20
+
+
+def _compiled_run(mcmc, extra_fields, has_init_params):
+    """The compiled ``run(keys, init_params, data) -> (draws, extra)`` of :func:`_run_mcmc` for
+    this MCMC object's kernel and settings; ``run.progress["bar"]`` is the bar a call updates
+    (every ``_PROGRESS_EVERY`` iterations, when ``mcmc.progress_bar``)."""
+    import jax
+    from numpyro.util import nested_attrgetter
+
+    sampler, W, K = mcmc.sampler, int(mcmc.num_warmup), int(mcmc.num_samples)
+    C, cm, show = int(mcmc.num_chains), mcmc.chain_method, bool(mcmc.progress_bar)
+    progress = {"bar": None}
+    getter = nested_attrgetter(*extra_fields)
+
+    def tick(n):
+        if progress["bar"] is not None:
+            progress["bar"].update(int(n))
+
+    def report(i):
+        if show:
+            jax.lax.cond((i + 1) % _PROGRESS_EVERY == 0,
+                         lambda: jax.debug.callback(tick, _PROGRESS_EVERY), lambda: None)
+
+    def chains(keys, init_params, data, vectorised):
+        """The chains of ``keys`` (one key, or a batch when ``vectorised``): init, W warm-up
+        iterations, K kept ones."""
+        def init(key, ip):
+            return sampler.init(key, W, ip, (data,), {})
+
+        def step(s):
+            return sampler.sample(s, (data,), {})
+
+        def keep(s):  # the draw in the model's coordinates (after init made the transforms)
+            return sampler.postprocess_fn((data,), {})(getattr(s, sampler.sample_field)), getter(s)
+
+        if vectorised:
+            init, step, keep = jax.vmap(init), jax.vmap(step), jax.vmap(keep)
+        states = init(keys, init_params)
+
+        def warm(s, i):
+            report(i)
+            return step(s), None
+
+        def sample(s, i):
+            report(W + i)
+            s = step(s)
+            return s, keep(s)
+
+        states, _ = jax.lax.scan(warm, states, np.arange(W))
+        _, (draws, extra) = jax.lax.scan(sample, states, np.arange(K))
+        if vectorised:  # (draw, chain, ...) -> (chain, draw, ...)
+            draws, extra = jax.tree.map(lambda a: jax.numpy.swapaxes(a, 0, 1), (draws, extra))
+        return draws, dict(zip(extra_fields, extra))
+
+    if C == 1 or cm == "vectorized":
+        fn = jax.jit(lambda k, ip, data: chains(k, ip, data, C > 1))
+    elif cm == "sequential":
+        fn = jax.jit(lambda k, ip, data: jax.lax.map(lambda a: chains(a[0], a[1], data, False),
+                                                     (k, ip)))
+    else:  # parallel: one device per chain
+        fn = jax.pmap(lambda k, ip, data: chains(k, ip, data, False), in_axes=(0, 0, None))
+
+    def run(keys, init_params, data):
+        return fn(keys, init_params if has_init_params else None, data)
+
+    run.progress = progress
+    return run
 
 
 def build_mcmc(method, release, priors, *, num_samples, num_warmup, num_chains=1, **options):

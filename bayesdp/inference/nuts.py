@@ -10,7 +10,7 @@ import functools
 import numpy as np
 
 from .._jax import enable_x64
-from .compilation_cache import compilation_cache_from_env
+from .compilation_cache import default_compilation_cache
 from .mcmc import (_cached_mcmc, _chain_method, _check_target, _data_shapes, _jax_versions,
                    _progress, _run_mcmc)
 from .methods import MethodResult
@@ -45,7 +45,7 @@ def run_nuts(model, data, pos, *, seed, num_samples, num_chains, num_warmup, pro
     statistics per draw (divergences, acceptance, steps, step size) and attrs.
     """
     enable_x64()
-    compilation_cache_from_env()
+    default_compilation_cache()
     from numpyro.infer import MCMC, init_to_value
 
     tap = _check_target("target_accept_prob", target_accept_prob)
@@ -68,11 +68,9 @@ def run_nuts(model, data, pos, *, seed, num_samples, num_chains, num_warmup, pro
            int(num_chains), cm, pb, _data_shapes(data))
     mcmc = _cached_mcmc(key, make)
     mcmc.sampler.set_initial_inverse_mass(inverse_mass)
-    _run_mcmc(mcmc, seed, data,
-              ("diverging", "accept_prob", "num_steps", "adapt_state.step_size"),
-              init_params=_unconstrained_init(model, data, pos, num_chains))
-    draws = mcmc.get_samples(group_by_chain=True)
-    extra = mcmc.get_extra_fields(group_by_chain=True)
+    draws, extra = _run_mcmc(
+        mcmc, seed, data, ("diverging", "accept_prob", "num_steps", "adapt_state.step_size"),
+        init_params=_unconstrained_init(model, data, pos, num_chains))
     posterior = {k: np.asarray(v) for k, v in draws.items()
                  if not k.startswith("W_") and k not in ("theta_std", "L_x", "v")}
     stats = {

@@ -47,6 +47,7 @@ import numpy as np
 from .._jax import enable_x64
 from ..errors import BayesdpInputError
 from ..inference import closed_form
+from ..inference.compilation_cache import default_compilation_cache
 from ..inference.log_likelihood import Likelihood
 from ..inference.methods import MethodResult
 from ..releases import layout
@@ -271,6 +272,7 @@ def run_bs(release, priors, *, seed, num_samples, num_chains, num_warmup, progre
     """Run MCMC-B&S on a release made with ``include_yty=True`` (see module docstring), options
     :data:`OPTIONS`; numpyro's progress bar is not drawn (one compiled loop)."""
     enable_x64()
+    default_compilation_cache()
     init, data, attrs = _setup(release, priors, psd_shift, init_sigma_y2, Lambda0)
     num_iter = num_warmup + num_samples
     sampler = _cached_sampler((release.d, num_iter, num_samples, False))
@@ -284,6 +286,7 @@ def run_bs_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_w
     chains of release r start from its own inputs and key (those :func:`run_bs` gives it for
     seeds[r]), vmapped over the releases. Options as :func:`run_bs`, the same for all."""
     enable_x64()
+    default_compilation_cache()
     import jax
 
     setups = [_setup(r, p, psd_shift, init_sigma_y2, Lambda0)

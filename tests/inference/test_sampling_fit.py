@@ -314,31 +314,54 @@ def test_compilation_cache_env_writes_the_cache(tmp_path):
     assert cache.is_dir() and any(cache.iterdir())
 
 
+_PY_FIT = ("import warnings, sys; warnings.simplefilter('ignore'); import bayesdp, jax\n"
+           "rel = bayesdp.load_release(sys.argv[1])\n"
+           "bayesdp.fit(rel, method='normalx', seed=0, num_samples=20, num_warmup=20, "
+           "num_chains=1, progress_bar=False)\n"
+           "print(jax.config.jax_compilation_cache_max_size)\n")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("setting", ["default", "off"])
-def test_the_command_keeps_its_compiled_programs_on_disk_unless_told_not_to(tmp_path, setting):
-    """``bayesdp fit`` (the console entry point, in a subprocess) turns JAX's compilation
-    cache on in $XDG_CACHE_HOME/bayesdp/jax; BAYESDP_COMPILATION_CACHE=off keeps it off."""
+@pytest.mark.parametrize("how", ["command", "python"])
+@pytest.mark.parametrize("setting", ["default", "off", "jax's own"])
+def test_fits_keep_their_compiled_programs_on_disk_unless_told_not_to(tmp_path, how, setting):
+    """``bayesdp fit`` and ``bayesdp.fit`` in Python (each in a subprocess: the setting is
+    process-wide) turn JAX's compilation cache on in $XDG_CACHE_HOME/bayesdp/jax/<cpu>, pruned
+    to compilation_cache.MAX_BYTES; BAYESDP_COMPILATION_CACHE=off keeps it off, and a cache
+    directory the user gave JAX is left alone."""
     import subprocess
     import sys
+
+    from bayesdp.inference import compilation_cache
 
     sim = bayesdp.simulate(n=600, d=2, seed=1)
     rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=2,
                           seed=2)
     path = rel.save(tmp_path / "release.json")
-    env = {k: v for k, v in os.environ.items() if k != "BAYESDP_COMPILATION_CACHE"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("BAYESDP_COMPILATION_CACHE", "JAX_COMPILATION_CACHE_DIR")}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache-home")
     if setting == "off":
         env["BAYESDP_COMPILATION_CACHE"] = "off"
-    subprocess.run([sys.executable, "-m", "bayesdp.cli", "fit", str(path), "--method",
-                    "normalx", "--num-samples", "20", "--num-warmup", "20", "--num-chains", "1",
-                    "--seed", "0", "--no-progress"], env=env, check=True, timeout=600,
-                   capture_output=True)
-    cache = tmp_path / "cache-home" / "bayesdp" / "jax"
-    if setting == "off":
-        assert not cache.exists()
+    elif setting == "jax's own":
+        env["JAX_COMPILATION_CACHE_DIR"] = str(tmp_path / "users-own")
+    if how == "command":
+        cmd = [sys.executable, "-m", "bayesdp.cli", "fit", str(path), "--method", "normalx",
+               "--num-samples", "20", "--num-warmup", "20", "--num-chains", "1", "--seed", "0",
+               "--no-progress"]
     else:
-        assert cache.is_dir() and any(cache.iterdir())
+        cmd = [sys.executable, "-c", _PY_FIT, str(path)]
+    out = subprocess.run(cmd, env=env, check=True, timeout=600, capture_output=True, text=True)
+    cache = tmp_path / "cache-home" / "bayesdp" / "jax"
+    if setting == "default":
+        assert [p.name for p in cache.iterdir()] == [compilation_cache._cpu_signature()]
+        assert any((cache / compilation_cache._cpu_signature()).iterdir())
+        if how == "python":
+            assert int(out.stdout.split()[-1]) == compilation_cache.MAX_BYTES
+    else:
+        assert not cache.exists()
+        if setting == "jax's own":
+            assert any((tmp_path / "users-own").iterdir())
 
 
 @pytest.mark.slow

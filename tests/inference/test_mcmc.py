@@ -1,0 +1,95 @@
+"""bayesdp's compiled MCMC run (``bayesdp.inference.mcmc._run_mcmc``): the draws of
+``numpyro.infer.MCMC.run`` for the same seed, and compiled once per sampler and shapes (JAX's
+own counter of compiled programs, never a time)."""
+
+import warnings
+
+import jax
+import numpy as np
+import pytest
+
+import bayesdp
+from bayesdp.inference import kernel_runner, mcmc, nuts
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+KW = dict(num_samples=30, num_warmup=30, num_chains=2, progress_bar=False)
+
+
+@pytest.fixture(scope="module")
+def releases():
+    sim = bayesdp.simulate(n=600, d=2, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds,
+                                nodes=2, seed=s) for s in (2, 3)]
+
+
+class _CompileCounter:
+    """Counts the programs JAX compiles (backend compiles) while it is registered."""
+
+    def __init__(self):
+        self.n = 0
+        jax.monitoring.register_event_duration_secs_listener(self._on)
+
+    def _on(self, event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            self.n += 1
+
+
+_COUNTER = _CompileCounter()
+
+
+def _compiles_during(fn):
+    before = _COUNTER.n
+    fn()
+    return _COUNTER.n - before
+
+
+@pytest.mark.parametrize("method", ["fixeds", "normalx"])
+def test_a_second_fit_of_the_same_shapes_compiles_nothing(releases, method):
+    a, b = releases
+    _compiles_during(lambda: bayesdp.fit(a, method=method, seed=0, **KW))
+    assert _compiles_during(lambda: bayesdp.fit(b, method=method, seed=1, **KW)) == 0
+    # negative control: another number of draws is another program, and the counter sees it
+    other = dict(KW, num_samples=31)
+    assert _compiles_during(lambda: bayesdp.fit(b, method=method, seed=1, **other)) > 0
+
+
+def _numpyro_run(m, seed, data, extra_fields, init_params=None):
+    """What bayesdp ran before: numpyro's own MCMC.run and its getters."""
+    m.run(mcmc._keys(seed), data, extra_fields=extra_fields, init_params=init_params)
+    return ({k: np.asarray(v) for k, v in m.get_samples(group_by_chain=True).items()},
+            jax.tree.map(np.asarray, m.get_extra_fields(group_by_chain=True)))
+
+
+@pytest.mark.parametrize("method, chain_method", [
+    ("fixeds", "vectorized"), ("normalx", "vectorized"),
+    pytest.param("normalx", "sequential", marks=pytest.mark.slow)])
+def test_the_compiled_run_draws_what_numpyros_run_draws(releases, monkeypatch, method,
+                                                        chain_method):
+    """Same seed, same draws and sampler statistics (to floating-point rounding: NUTS amplifies
+    differences in the last bits over many iterations, so few are run)."""
+    kw = dict(KW, num_samples=10, num_warmup=10, chain_method=chain_method)
+    ours = bayesdp.fit(releases[0], method=method, seed=5, **kw)
+    mcmc._MCMC_CACHE.clear()
+    monkeypatch.setattr(nuts, "_run_mcmc", _numpyro_run)
+    monkeypatch.setattr(kernel_runner, "_run_mcmc", _numpyro_run)
+    theirs = bayesdp.fit(releases[0], method=method, seed=5, **kw)
+    mcmc._MCMC_CACHE.clear()
+    for v in ours.posterior.data_vars:
+        np.testing.assert_allclose(ours.posterior[v].values, theirs.posterior[v].values,
+                                   rtol=1e-8, atol=1e-10, err_msg=v)
+    for v in ours.sample_stats.data_vars:
+        np.testing.assert_allclose(ours.sample_stats[v].values, theirs.sample_stats[v].values,
+                                   rtol=1e-8, atol=1e-10, err_msg=v)
+    # negative control: another seed gives other draws
+    other = bayesdp.fit(releases[0], method=method, seed=6, **kw)
+    assert not np.allclose(other.posterior["theta"].values, ours.posterior["theta"].values)
+
+
+def test_the_progress_bar_counts_every_iteration(releases, capsys):
+    bayesdp.fit(releases[0], method="fixeds", seed=0, **dict(KW, num_samples=25,
+                                                             progress_bar=True))
+    err = capsys.readouterr().err
+    assert "20/55" in err and "55/55" in err, err[-300:]  # 30 + 25 iterations, chains vectorised
