@@ -146,18 +146,22 @@ def _compiled_run(mcmc, extra_fields, has_init_params):
         if vectorised:
             init, step, keep = jax.vmap(init), jax.vmap(step), jax.vmap(keep)
         states = init(keys, init_params)
+        # one loop over warm-up and sampling, so the kernel is traced and compiled once: every
+        # iteration writes its draw at max(i - W, 0) (the warm-up's are overwritten by the
+        # first kept one), as numpyro's fori_collect does
+        kept = jax.tree.map(lambda a: jax.numpy.zeros((K,) + a.shape, a.dtype),
+                            jax.eval_shape(keep, states))
 
-        def warm(s, i):
+        def iteration(carry, i):
+            s, kept = carry
             report(i)
-            return step(s), None
-
-        def sample(s, i):
-            report(W + i)
             s = step(s)
-            return s, keep(s)
+            at = jax.numpy.maximum(i - W, 0)
+            kept = jax.tree.map(lambda b, x: jax.lax.dynamic_update_index_in_dim(b, x, at, 0),
+                                kept, keep(s))
+            return (s, kept), None
 
-        states, _ = jax.lax.scan(warm, states, np.arange(W))
-        _, (draws, extra) = jax.lax.scan(sample, states, np.arange(K))
+        (_, (draws, extra)), _ = jax.lax.scan(iteration, (states, kept), np.arange(W + K))
         if vectorised:  # (draw, chain, ...) -> (chain, draw, ...)
             draws, extra = jax.tree.map(lambda a: jax.numpy.swapaxes(a, 0, 1), (draws, extra))
         return draws, dict(zip(extra_fields, extra))
