@@ -41,7 +41,7 @@ def _listen():
     jax.monitoring.register_event_duration_secs_listener(on_duration)
 
 
-def _numpyro_run(mcmc, seed, data, extra_fields, init_params=None):
+def _numpyro_run(mcmc, seed, data, extra_fields, init_params=None, progress_bar=False):
     """The baseline: numpyro's own ``MCMC.run`` (what bayesdp called before), same outputs."""
     import jax
     from bayesdp.inference import mcmc as M

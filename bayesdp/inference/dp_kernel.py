@@ -125,6 +125,16 @@ class DPKernel(MCMCKernel):
         self._log_alpha_init = log_alpha_init
         self._log_step_init = float(log_step_init)
 
+    def run_inputs(self):
+        """What ``init`` reads besides its arguments (:func:`.mcmc._run_mcmc`)."""
+        return {"position": self._init_position, "log_alpha": self._log_alpha_init,
+                "log_step": self._log_step_init}
+
+    def set_run_inputs(self, inputs):
+        self._init_position = inputs["position"]
+        self._log_alpha_init = inputs["log_alpha"]
+        self._log_step_init = inputs["log_step"]
+
     @property
     def model(self):
         return self._model

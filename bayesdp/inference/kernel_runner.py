@@ -117,7 +117,7 @@ def run_kernel(run: _KernelRun, *, seed, num_samples, num_chains, num_warmup, pr
            int(num_chains), cm, pb, _data_shapes(run.data))
     mcmc = _cached_mcmc(key, make)
     mcmc.sampler.set_initial_values(pos, la, log_step0)
-    draws, extra = _run_mcmc(mcmc, seed, run.data, ("info", "tuning"))
+    draws, extra = _run_mcmc(mcmc, seed, run.data, ("info", "tuning"), progress_bar=pb)
     return _kernel_result(run, draws, extra["info"], extra["tuning"], mcmc.chain_method,
                           num_warmup)
 

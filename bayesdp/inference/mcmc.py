@@ -48,7 +48,7 @@ def _cached_mcmc(key, make):
     return mcmc
 
 
-def _run_mcmc(mcmc, seed, data, extra_fields, init_params=None):
+def _run_mcmc(mcmc, seed, data, extra_fields, init_params=None, progress_bar=False):
     """Run the chains of ``mcmc`` (a ``numpyro.infer.MCMC``, not run) from ``seed`` on ``data``:
     its kernel's ``init`` and ``num_warmup + num_samples`` calls of its ``sample``, exactly the
     iterations ``mcmc.run`` makes, as ONE program compiled the first time and kept on the MCMC
@@ -72,6 +72,13 @@ def _run_mcmc(mcmc, seed, data, extra_fields, init_params=None):
     init_params : dict or None
         The chains' start in the kernel's coordinates (a leading chain axis when there are
         several chains), or None for the kernel's own.
+    progress_bar : bool
+        Draw a bar (bayesdp's rule, :func:`bayesdp.progress.show`; numpyro's own turns itself
+        off under CI). Part of the compiled program, so of the sampler's cache key.
+
+    A kernel whose ``init`` reads inputs set on it before the run (a starting point, a starting
+    mass matrix) has ``run_inputs()`` (a pytree of them) and ``set_run_inputs(inputs)``: they
+    are passed to the compiled program as an argument, so a later run uses its own.
 
     Returns
     -------
@@ -85,18 +92,21 @@ def _run_mcmc(mcmc, seed, data, extra_fields, init_params=None):
         keys = jax.random.split(keys, mcmc.num_chains)
     if init_params is not None:
         init_params = jax.tree.map(lambda x: jax.numpy.asarray(x), init_params)
+    # the kernel's inputs of this run (a starting point, a mass matrix) are arguments of the
+    # compiled program, not constants of its first trace
+    inputs = mcmc.sampler.run_inputs() if hasattr(mcmc.sampler, "run_inputs") else None
     run = getattr(mcmc, "_bayesdp_run", None)
     if run is None:
         run = mcmc._bayesdp_run = _compiled_run(mcmc, tuple(extra_fields),
-                                                init_params is not None)
+                                                init_params is not None, bool(progress_bar))
     total = (mcmc.num_warmup + mcmc.num_samples) * (
         1 if mcmc.num_chains == 1 or mcmc.chain_method == "vectorized" else mcmc.num_chains)
     from ..progress import bar
 
-    with bar(total, desc="sample", progress=bool(mcmc.progress_bar)) as b:
+    with bar(total, desc="sample", progress=run.show) as b:
         run.progress["bar"] = b
         try:
-            draws, extra = run(keys, init_params, data)
+            draws, extra = run(keys, init_params, inputs, data)
             draws, extra = jax.tree.map(np.asarray, (draws, extra))
             b.update(total - b.n)  # the iterations after the last multiple of _PROGRESS_EVERY
         finally:
@@ -110,15 +120,15 @@ def _run_mcmc(mcmc, seed, data, extra_fields, init_params=None):
 _PROGRESS_EVERY = 20
 
 
-def _compiled_run(mcmc, extra_fields, has_init_params):
-    """The compiled ``run(keys, init_params, data) -> (draws, extra)`` of :func:`_run_mcmc` for
+def _compiled_run(mcmc, extra_fields, has_init_params, show):
+    """The compiled ``run(keys, init_params, inputs, data) -> (draws, extra)`` of :func:`_run_mcmc` for
     this MCMC object's kernel and settings; ``run.progress["bar"]`` is the bar a call updates
-    (every ``_PROGRESS_EVERY`` iterations, when ``mcmc.progress_bar``)."""
+    (every ``_PROGRESS_EVERY`` iterations, when ``show``)."""
     import jax
     from numpyro.util import nested_attrgetter
 
     sampler, W, K = mcmc.sampler, int(mcmc.num_warmup), int(mcmc.num_samples)
-    C, cm, show = int(mcmc.num_chains), mcmc.chain_method, bool(mcmc.progress_bar)
+    C, cm = int(mcmc.num_chains), mcmc.chain_method
     progress = {"bar": None}
     getter = nested_attrgetter(*extra_fields)
 
@@ -131,7 +141,7 @@ def _compiled_run(mcmc, extra_fields, has_init_params):
             jax.lax.cond((i + 1) % _PROGRESS_EVERY == 0,
                          lambda: jax.debug.callback(tick, _PROGRESS_EVERY), lambda: None)
 
-    def chains(keys, init_params, data, vectorised):
+    def chains(keys, init_params, inputs, data, vectorised):
         """The chains of ``keys`` (one key, or a batch when ``vectorised``): init, W warm-up
         iterations, K kept ones."""
         def init(key, ip):
@@ -145,7 +155,15 @@ def _compiled_run(mcmc, extra_fields, has_init_params):
 
         if vectorised:
             init, step, keep = jax.vmap(init), jax.vmap(step), jax.vmap(keep)
-        states = init(keys, init_params)
+        if inputs is None:
+            states = init(keys, init_params)
+        else:  # the kernel's init reads this run's (traced) inputs; its own are put back
+            saved = sampler.run_inputs()
+            sampler.set_run_inputs(inputs)
+            try:
+                states = init(keys, init_params)
+            finally:
+                sampler.set_run_inputs(saved)
         # one loop over warm-up and sampling, so the kernel is traced and compiled once: every
         # iteration writes its draw at max(i - W, 0) (the warm-up's are overwritten by the
         # first kept one), as numpyro's fori_collect does
@@ -166,18 +184,22 @@ def _compiled_run(mcmc, extra_fields, has_init_params):
             draws, extra = jax.tree.map(lambda a: jax.numpy.swapaxes(a, 0, 1), (draws, extra))
         return draws, dict(zip(extra_fields, extra))
 
-    if C == 1 or cm == "vectorized":
-        fn = jax.jit(lambda k, ip, data: chains(k, ip, data, C > 1))
-    elif cm == "sequential":
-        fn = jax.jit(lambda k, ip, data: jax.lax.map(lambda a: chains(a[0], a[1], data, False),
-                                                     (k, ip)))
-    else:  # parallel: one device per chain
-        fn = jax.pmap(lambda k, ip, data: chains(k, ip, data, False), in_axes=(0, 0, None))
+    def run_chains(k, ip, inp, data):
+        if C == 1 or cm == "vectorized":
+            return chains(k, ip, inp, data, C > 1)
+        if cm == "sequential":
+            return jax.lax.map(lambda a: chains(a[0], a[1], inp, data, False), (k, ip))
+        return chains(k, ip, inp, data, False)  # parallel: one device per chain, under pmap
 
-    def run(keys, init_params, data):
-        return fn(keys, init_params if has_init_params else None, data)
+    if cm == "parallel" and C > 1:
+        fn = jax.pmap(run_chains, in_axes=(0, 0, None, None))
+    else:
+        fn = jax.jit(run_chains)
 
-    run.progress = progress
+    def run(keys, init_params, inputs, data):
+        return fn(keys, init_params if has_init_params else None, inputs, data)
+
+    run.progress, run.show = progress, bool(show)
     return run
 
 

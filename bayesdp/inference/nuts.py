@@ -70,7 +70,7 @@ def run_nuts(model, data, pos, *, seed, num_samples, num_chains, num_warmup, pro
     mcmc.sampler.set_initial_inverse_mass(inverse_mass)
     draws, extra = _run_mcmc(
         mcmc, seed, data, ("diverging", "accept_prob", "num_steps", "adapt_state.step_size"),
-        init_params=_unconstrained_init(model, data, pos, num_chains))
+        init_params=_unconstrained_init(model, data, pos, num_chains), progress_bar=pb)
     posterior = {k: np.asarray(v) for k, v in draws.items()
                  if not k.startswith("W_") and k not in ("theta_std", "L_x", "v")}
     stats = {
@@ -207,6 +207,13 @@ def _nuts_class():
             """The diagonal inverse mass matrix the next run's warm-up starts from (None:
             the identity); numpyro reads it when the run initialises the kernel."""
             self._inverse_mass_matrix = inverse_mass
+
+        def run_inputs(self):
+            """What ``init`` reads besides its arguments (:func:`.mcmc._run_mcmc`)."""
+            return {"inverse_mass": self._inverse_mass_matrix}
+
+        def set_run_inputs(self, inputs):
+            self._inverse_mass_matrix = inputs["inverse_mass"]
 
         def init(self, rng_key, num_warmup, init_params=None, model_args=(), model_kwargs={}):
             # numpyro's init wraps _sample_fn in vmap for vectorised chains every time it

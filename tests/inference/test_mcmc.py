@@ -29,34 +29,40 @@ class _CompileCounter:
     """Counts the programs JAX compiles (backend compiles) while it is registered."""
 
     def __init__(self):
-        self.n = 0
+        self.names = []
         jax.monitoring.register_event_duration_secs_listener(self._on)
 
     def _on(self, event, duration, **kwargs):
         if event == "/jax/core/compile/backend_compile_duration":
-            self.n += 1
+            self.names.append(kwargs.get("fun_name", "?"))
 
 
 _COUNTER = _CompileCounter()
 
 
 def _compiles_during(fn):
-    before = _COUNTER.n
+    """The names of the programs JAX compiled while ``fn()`` ran."""
+    before = len(_COUNTER.names)
     fn()
-    return _COUNTER.n - before
+    return _COUNTER.names[before:]
 
 
 @pytest.mark.parametrize("method", ["fixeds", "normalx"])
-def test_a_second_fit_of_the_same_shapes_compiles_nothing(releases, method):
+def test_a_second_fit_of_the_same_shapes_does_not_compile_its_sampler_again(releases, method):
+    """The sampler's program (init, warm-up and sampling of every chain: ``run_chains``) is
+    compiled by the first fit only. (Alone, the second fit compiles nothing at all; after many
+    other tests in one process JAX may recompile a few one-operation programs it dropped.)"""
     a, b = releases
     _compiles_during(lambda: bayesdp.fit(a, method=method, seed=0, **KW))
-    assert _compiles_during(lambda: bayesdp.fit(b, method=method, seed=1, **KW)) == 0
+    assert "jit(run_chains)" not in _compiles_during(
+        lambda: bayesdp.fit(b, method=method, seed=1, **KW))
     # negative control: another number of draws is another program, and the counter sees it
     other = dict(KW, num_samples=31)
-    assert _compiles_during(lambda: bayesdp.fit(b, method=method, seed=1, **other)) > 0
+    assert "jit(run_chains)" in _compiles_during(
+        lambda: bayesdp.fit(b, method=method, seed=1, **other))
 
 
-def _numpyro_run(m, seed, data, extra_fields, init_params=None):
+def _numpyro_run(m, seed, data, extra_fields, init_params=None, progress_bar=False):
     """What bayesdp ran before: numpyro's own MCMC.run and its getters."""
     m.run(mcmc._keys(seed), data, extra_fields=extra_fields, init_params=init_params)
     return ({k: np.asarray(v) for k, v in m.get_samples(group_by_chain=True).items()},
@@ -68,9 +74,12 @@ def _numpyro_run(m, seed, data, extra_fields, init_params=None):
     pytest.param("normalx", "sequential", marks=pytest.mark.slow)])
 def test_the_compiled_run_draws_what_numpyros_run_draws(releases, monkeypatch, method,
                                                         chain_method):
-    """Same seed, same draws and sampler statistics (to floating-point rounding: NUTS amplifies
-    differences in the last bits over many iterations, so few are run)."""
-    kw = dict(KW, num_samples=10, num_warmup=10, chain_method=chain_method)
+    """Same seed, same draws and sampler statistics, to floating-point rounding: the compiled
+    program is not numpyro's (the starting mass matrix is an argument here, a constant there), so
+    the last bits differ, and NUTS amplifies such differences over its iterations (measured:
+    relative 1e-6 after 20 iterations of normalx); 10 iterations are run, and another seed
+    (negative control) differs in the leading digits."""
+    kw = dict(KW, num_samples=5, num_warmup=5, chain_method=chain_method)
     ours = bayesdp.fit(releases[0], method=method, seed=5, **kw)
     mcmc._MCMC_CACHE.clear()
     monkeypatch.setattr(nuts, "_run_mcmc", _numpyro_run)
@@ -79,10 +88,10 @@ def test_the_compiled_run_draws_what_numpyros_run_draws(releases, monkeypatch, m
     mcmc._MCMC_CACHE.clear()
     for v in ours.posterior.data_vars:
         np.testing.assert_allclose(ours.posterior[v].values, theirs.posterior[v].values,
-                                   rtol=1e-8, atol=1e-10, err_msg=v)
+                                   rtol=1e-6, atol=1e-10, err_msg=v)
     for v in ours.sample_stats.data_vars:
         np.testing.assert_allclose(ours.sample_stats[v].values, theirs.sample_stats[v].values,
-                                   rtol=1e-8, atol=1e-10, err_msg=v)
+                                   rtol=1e-6, atol=1e-10, err_msg=v)
     # negative control: another seed gives other draws
     other = bayesdp.fit(releases[0], method=method, seed=6, **kw)
     assert not np.allclose(other.posterior["theta"].values, ours.posterior["theta"].values)
@@ -93,3 +102,22 @@ def test_the_progress_bar_counts_every_iteration(releases, capsys):
                                                              progress_bar=True))
     err = capsys.readouterr().err
     assert "20/55" in err and "55/55" in err, err[-300:]  # 30 + 25 iterations, chains vectorised
+
+
+def test_each_fit_starts_from_its_own_inputs(releases):
+    """The compiled run of a cached sampler takes each fit's own start (the hand-written
+    kernels' starting point, here a sigma_y^2 held fixed) and NUTS's own starting mass matrix
+    as arguments: a second fit with another fixed sigma_y^2 must hold its own, not the first
+    fit's (the compiled program once baked the first fit's in)."""
+    kw = dict(KW, num_samples=5, num_warmup=5, method="fixeds")
+    for s2 in (0.5, 2.0):
+        idata = bayesdp.fit(releases[0], seed=0, fix_sigma_y2=s2, **kw)
+        np.testing.assert_array_equal(idata.posterior["sigma_y2"].values, s2)
+    # NUTS: a fit after another release's gives what it gives from an empty cache
+    kw = dict(KW, num_samples=5, num_warmup=5, method="normalx")
+    bayesdp.fit(releases[0], seed=0, **kw)
+    after = bayesdp.fit(releases[1], seed=0, **kw)
+    mcmc._MCMC_CACHE.clear()
+    alone = bayesdp.fit(releases[1], seed=0, **kw)
+    np.testing.assert_allclose(after.posterior["theta"].values, alone.posterior["theta"].values,
+                               rtol=1e-6)
