@@ -1,5 +1,6 @@
-"""Running ``numpyro.infer.MCMC`` for the MCMC methods: one cached MCMC object per sampler and
-shapes, the run, and the checks of the options every MCMC method shares.
+"""Running the MCMC methods' kernels: one cached ``numpyro.infer.MCMC`` object per sampler and
+shapes, its chains run as one program compiled once (:func:`_run_mcmc`, in place of
+``MCMC.run``), and the checks of the options every MCMC method shares.
 
 :mod:`.nuts` (numpyro's NUTS) and :mod:`.kernel_runner` (the hand-written kernels) build their
 MCMC objects through :func:`_cached_mcmc` and run them with :func:`_run_mcmc`.
@@ -24,9 +25,9 @@ MCMC_CACHE_SIZE = 4
 def _cached_mcmc(key, make):
     """The ``numpyro.infer.MCMC`` object for ``key``, made by ``make()`` on a miss.
 
-    numpyro caches, per MCMC object, the jitted pieces of a run (the kernel's init and sample
-    functions, with the model data as a traced argument), so running the same object again on
-    data of the same shapes reuses them. ``key`` must hold everything that is baked into the
+    :func:`_run_mcmc` keeps the compiled program of the object's runs on it (the model data, the
+    start and the kernel's inputs are its arguments), so running the same object again on data
+    of the same shapes compiles nothing. ``key`` must hold everything that is baked into the
     compiled functions: the kernel and its static options, the data's shapes, and the run
     settings. Each thread has its own objects (an MCMC object holds the state of the run in
     progress). The least recently used objects beyond ``MCMC_CACHE_SIZE`` are dropped, together
