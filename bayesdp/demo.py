@@ -16,7 +16,7 @@ from .simulate import simulate
 #: The share of the true coefficients inside the 90% intervals of "eiv" and "fast" on 20 data
 #: sets like the demo's, printed under its table (docs/evidence/coverage-simulation.md, "`eiv`
 #: against `fast` on the demo's setting", with the command that measures it).
-DEMO_EVIDENCE = {"eiv": "79%", "fast": "33%"}
+DEMO_EVIDENCE = {"eiv": "77%", "fast": "40%"}
 
 
 def run_demo(*, n=100_000, d=5, nodes=5, epsilon=1.0, delta=1e-5, seed=0,
