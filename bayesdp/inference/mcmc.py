@@ -96,10 +96,11 @@ def _run_mcmc(mcmc, seed, data, extra_fields, init_params=None, progress_bar=Fal
     # the kernel's inputs of this run (a starting point, a mass matrix) are arguments of the
     # compiled program, not constants of its first trace
     inputs = mcmc.sampler.run_inputs() if hasattr(mcmc.sampler, "run_inputs") else None
-    run = getattr(mcmc, "_bayesdp_run", None)
-    if run is None:
-        run = mcmc._bayesdp_run = _compiled_run(mcmc, tuple(extra_fields),
-                                                init_params is not None, bool(progress_bar))
+    runs = mcmc.__dict__.setdefault("_bayesdp_runs", {})
+    how = (tuple(extra_fields), init_params is not None, bool(progress_bar))
+    if how not in runs:
+        runs[how] = _compiled_run(mcmc, *how)
+    run = runs[how]
     total = (mcmc.num_warmup + mcmc.num_samples) * (
         1 if mcmc.num_chains == 1 or mcmc.chain_method == "vectorized" else mcmc.num_chains)
     from ..progress import bar
@@ -122,16 +123,19 @@ _PROGRESS_EVERY = 20
 
 
 def _compiled_run(mcmc, extra_fields, has_init_params, show):
-    """The compiled ``run(keys, init_params, inputs, data) -> (draws, extra)`` of :func:`_run_mcmc` for
-    this MCMC object's kernel and settings; ``run.progress["bar"]`` is the bar a call updates
-    (every ``_PROGRESS_EVERY`` iterations, when ``show``)."""
+    """The compiled ``run(keys, init_params, inputs, data) -> (draws, extra)`` of
+    :func:`_run_mcmc` for this MCMC object's kernel and settings; ``run.progress["bar"]`` is the
+    bar a call updates (every ``_PROGRESS_EVERY`` iterations, when ``show``)."""
     import jax
     from numpyro.util import nested_attrgetter
 
     sampler, W, K = mcmc.sampler, int(mcmc.num_warmup), int(mcmc.num_samples)
     C, cm = int(mcmc.num_chains), mcmc.chain_method
     progress = {"bar": None}
-    getter = nested_attrgetter(*extra_fields)
+    getters = [nested_attrgetter(f) for f in extra_fields]
+
+    def getter(s):  # a tuple however many fields (numpyro's getter unpacks a single one)
+        return tuple(g(s) for g in getters)
 
     def tick(n):
         if progress["bar"] is not None:
@@ -152,7 +156,8 @@ def _compiled_run(mcmc, extra_fields, has_init_params, show):
             return sampler.sample(s, (data,), {})
 
         def keep(s):  # the draw in the model's coordinates (after init made the transforms)
-            return sampler.postprocess_fn((data,), {})(getattr(s, sampler.sample_field)), getter(s)
+            z = getattr(s, sampler.sample_field)
+            return sampler.postprocess_fn((data,), {})(z), getter(s)
 
         if vectorised:
             init, step, keep = jax.vmap(init), jax.vmap(step), jax.vmap(keep)

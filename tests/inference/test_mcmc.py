@@ -121,3 +121,14 @@ def test_each_fit_starts_from_its_own_inputs(releases):
     alone = bayesdp.fit(releases[1], seed=0, **kw)
     np.testing.assert_allclose(after.posterior["theta"].values, alone.posterior["theta"].values,
                                rtol=1e-6)
+
+
+def test_one_or_no_extra_field(releases):
+    """The run keeps any number of the kernel state's fields per draw, one and none included."""
+    from bayesdp.inference import mcmc as M
+
+    m, data = M.build_mcmc("fixeds", releases[0], bayesdp.Priors().resolve(2), num_samples=4,
+                           num_warmup=3, num_chains=2)
+    for fields in (("tuning",), ()):
+        draws, extra = M._run_mcmc(m, 0, data, fields)
+        assert sorted(extra) == sorted(fields) and draws["theta"].shape == (2, 4, 2)
