@@ -43,9 +43,9 @@ def release_compiled_code():
     ``_cached_compilation`` LRU of up to 2048 executables) keep the machine code of every shape
     ever compiled, so a process that fits ever new shapes would grow until it reaches the
     kernel's limit on memory maps (docs/evidence/performance.md, "Compiled samplers: memory").
-    numpyro jits its pieces anew inside each run, so there is no one jitted function whose
-    ``clear_cache`` would release them; this clears all of JAX's caches instead (the cost is
-    paid only on eviction); samplers still held in bayesdp's caches recompile on their next use
+    The executables of one sampler are many (its run, its init, the model's eager pieces), with
+    no one jitted function whose ``clear_cache`` would release them all; this clears all of
+    JAX's caches instead (the cost is paid only on eviction); samplers still held in bayesdp's caches recompile on their next use
     (or load them from the persistent compilation cache,
     :mod:`bayesdp.inference.compilation_cache`)."""
     import sys

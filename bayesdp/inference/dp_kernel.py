@@ -121,9 +121,8 @@ class DPKernel(MCMCKernel):
     def set_initial_values(self, init_position, log_alpha_init, log_step_init):
         """New starting values for the next ``init`` (they are not part of the compiled
         sweep, so a cached kernel can be reused for another release of the same shape)."""
-        self._init_position = init_position
-        self._log_alpha_init = log_alpha_init
-        self._log_step_init = float(log_step_init)
+        self.set_run_inputs({"position": init_position, "log_alpha": log_alpha_init,
+                             "log_step": float(log_step_init)})
 
     def run_inputs(self):
         """What ``init`` reads besides its arguments (:func:`.mcmc._run_mcmc`)."""

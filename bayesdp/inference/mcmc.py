@@ -92,7 +92,7 @@ def _run_mcmc(mcmc, seed, data, extra_fields, init_params=None, progress_bar=Fal
     if mcmc.num_chains > 1:
         keys = jax.random.split(keys, mcmc.num_chains)
     if init_params is not None:
-        init_params = jax.tree.map(lambda x: jax.numpy.asarray(x), init_params)
+        init_params = jax.tree.map(jax.numpy.asarray, init_params)
     # the kernel's inputs of this run (a starting point, a mass matrix) are arguments of the
     # compiled program, not constants of its first trace
     inputs = mcmc.sampler.run_inputs() if hasattr(mcmc.sampler, "run_inputs") else None

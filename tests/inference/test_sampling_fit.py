@@ -536,3 +536,14 @@ def test_a_reused_nuts_sampler_runs_after_jax_clears_its_caches(rel):
     jax.clear_caches()
     b = bayesdp.fit(rel, seed=1, **kw)
     assert np.array_equal(a.posterior["theta"].values, b.posterior["theta"].values)
+    # fit runs the chains through its own compiled program, whose init sees one chain at a
+    # time; numpyro's MCMC.run on the MCMC object of build_mcmc (the benchmarks' and the
+    # reproduction's way) takes the vectorised init that wrapped twice
+    from bayesdp.inference.mcmc import build_mcmc
+
+    m, data = build_mcmc("normalx", rel, bayesdp.Priors().resolve(rel.d), num_samples=5,
+                         num_warmup=5, num_chains=2)
+    m.run(jax.random.PRNGKey(0), data)
+    jax.clear_caches()
+    m.run(jax.random.PRNGKey(0), data)
+    assert m.get_samples()["theta"].shape == (10, rel.d)
