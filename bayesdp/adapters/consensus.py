@@ -354,7 +354,7 @@ def _dp_claim(run):
     return claim_verdict(reasons, base, "Papachristou & Rahimian's privacy claim does NOT hold")
 
 
-COST_NOTE = ("consensus protocol: Laplace noise on each agent's signal (a local guarantee per "
+_COST_NOTE = ("consensus protocol: Laplace noise on each agent's signal (a local guarantee per "
              "signal, see dp_claim_note), not a record-level Gaussian mechanism on the "
              "statistics; its cost is not accounted")
 
@@ -422,7 +422,7 @@ def consensus_to_release(run: ConsensusRun, d, agents="all", *, feature_names=()
     if extra_provenance:
         prov.update(extra_provenance)
     return one_holder_release(S, z, max(1, int(round(n_eff))), math.sqrt(var),
-                              cost_note=COST_NOTE, feature_names=feature_names, bounds=bounds,
+                              cost_note=_COST_NOTE, feature_names=feature_names, bounds=bounds,
                               dp_claim_valid=valid, dp_claim_note=note, provenance=prov)
 
 

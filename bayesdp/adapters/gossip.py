@@ -631,7 +631,7 @@ def _dp_assessment(settings, sigmas):
     return claim_verdict(reasons, scope, "paper's DP claim does not hold")
 
 
-COST_NOTE = ("gossip protocol: attribute-level local DP of each agent's released inputs (see "
+_COST_NOTE = ("gossip protocol: attribute-level local DP of each agent's released inputs (see "
              "dp_claim_note), not a record-level Gaussian mechanism on the statistics; its cost "
              "is not accounted")
 
@@ -722,7 +722,7 @@ def gossip_release(output: GossipOutput, agent=0, *, bias_correct=True, mu_d2=No
     }
     return one_holder_release(
         S_hat, z_hat, n, math.sqrt(max(varS.max(), 0.0)), math.sqrt(max(varz.max(), 0.0)),
-        cost_note=COST_NOTE, feature_names=tuple(feature_names),
+        cost_note=_COST_NOTE, feature_names=tuple(feature_names),
         holder_names=(holder_name,) if holder_name is not None else (),
         epsilon=st["epsilon"], delta=st["delta"], calibration=st["calibration"],
         sensitivity=None, bounds=None if st["bounds"] is None else tuple(st["bounds"]),

@@ -750,7 +750,7 @@ def _dp_claim(net, design, priv):
     return claim_verdict(reasons, note, "PriCER privacy claim does NOT hold for these settings")
 
 
-COST_NOTE = ("PriCER protocol: per-link local (eps_ij, p_ij delta_ij) guarantees (see "
+_COST_NOTE = ("PriCER protocol: per-link local (eps_ij, p_ij delta_ij) guarantees (see "
              "dp_claim_note), not a record-level Gaussian mechanism on the statistics; its cost "
              "is not accounted")
 
@@ -815,7 +815,7 @@ def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", incl
         prov["n_source"] = "PriCER-noised packed count"
     else:
         raise BayesdpInputError("rows_total is needed when the count is not packed")
-    return one_holder_release(S, z, nrows, math.sqrt(v), cost_note=COST_NOTE, bounds=bounds,
+    return one_holder_release(S, z, nrows, math.sqrt(v), cost_note=_COST_NOTE, bounds=bounds,
                               feature_names=feature_names, provenance=prov,
                               dp_claim_valid=valid, dp_claim_note=note)
 
