@@ -58,7 +58,7 @@ from ..errors import BayesdpError, BayesdpInputError, check_output_folder
 if TYPE_CHECKING:  # pandas is imported inside the functions that build tables, not on import
     import pandas as pd
 
-CALIBRATIONS = ("exact", "paper-code")
+_CALIBRATIONS = ("exact", "paper-code")
 #: methods computed by compare itself rather than through ``fit``
 BASELINES = ("adassp", "nonprivate")
 #: methods whose simulated prediction metric uses the point estimate (as the authors did)
@@ -70,7 +70,7 @@ METRICS = ("estimation_mse", "prediction_mse", "mmd2", "mmd2_paper", "seconds")
 #: (bayesdp.inference.fit.check_s_hat: the largest |z| and whether it passed, 1 or 0)
 CHECKS = ("converged", "max_r_hat", "min_ess_bulk", "s_noise_mean_coverage", "s_hat_max_abs_z",
           "s_hat_agrees")
-COLUMNS = ["method", "epsilon", "J", "rep", "metric", "value"]
+_COLUMNS = ["method", "epsilon", "J", "rep", "metric", "value"]
 _PAPER_ORDER = ("normalx", "fixeds", "fast", "bs", "adassp", "nonprivate")
 
 
@@ -331,16 +331,16 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitt
         vals.update(checks)
         cell = pd.DataFrame([{"method": method, "epsilon": float(epsilon), "J": int(J),
                               "rep": int(rep), "metric": k, "value": float(v)}
-                             for k, v in vals.items()], columns=COLUMNS)
+                             for k, v in vals.items()], columns=_COLUMNS)
         if path is not None:
             _write_atomic(path, cell)
         rows.append(cell)
         if on_fit is not None:
             on_fit(method, "done")
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS)
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=_COLUMNS)
 
 
-def batchable(method):
+def _batchable(method):
     """Whether ``method`` has a batched fit (:func:`bayesdp.inference.fit_batch` runs it
     vectorised)."""
     from ..inference import METHODS
@@ -350,7 +350,7 @@ def batchable(method):
 
 def _run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
     """Run the replications ``reps`` = [(rep, methods), ...] of one (epsilon, J) cell: every
-    method with a batched fit (:func:`batchable`) is fitted to all the replications that need
+    method with a batched fit (:func:`_batchable`) is fitted to all the replications that need
     it at once (:func:`bayesdp.inference.batch.fit_batch_results`, one compiled program), then
     each replication is finished by :func:`run_cell`. Results equal those of one
     :func:`run_cell` per replication up to floating-point rounding; a replication's
@@ -365,7 +365,7 @@ def _run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
     dim = ctx["X"].shape[1] + int(_design(spec)["intercept"])
     seeds = {r: _cell_seeds(spec, epsilon, J, r) for r, _ in reps}
     releases, fitted = {}, {r: {} for r, _ in reps}
-    for method in dict.fromkeys(m for _, todo in reps for m in todo if batchable(m)):
+    for method in dict.fromkeys(m for _, todo in reps for m in todo if _batchable(m)):
         todo = [r for r, ms in reps if method in ms and not (
             cells_dir is not None and cell_path(cells_dir, method, epsilon, J, r).exists())]
         if not todo:
@@ -398,7 +398,7 @@ def _run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
                                  seconds, c)
     rows = [run_cell(spec, epsilon, J, r, todo, cells_dir, modules, fitted=fitted[r],
                      release=releases.get(r)) for r, todo in reps]
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS)
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=_COLUMNS)
 
 
 def _worker_init(counter=None):
@@ -512,8 +512,8 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     """
     from ..inference import METHODS
 
-    if calibration not in CALIBRATIONS:
-        raise BayesdpInputError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+    if calibration not in _CALIBRATIONS:
+        raise BayesdpInputError(f"calibration must be one of {_CALIBRATIONS}, got {calibration!r}")
     methods = default_methods() if methods is None else [str(m).lower() for m in
                                                           ([methods] if isinstance(methods, str)
                                                            else methods)]
@@ -639,11 +639,11 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
                  for e in epsilons for J in nodes for r in range(int(reps)) for m in methods]
         df = pd.concat(parts, ignore_index=True)
     else:
-        df = pd.concat(results, ignore_index=True) if results else pd.DataFrame(columns=COLUMNS)
+        df = pd.concat(results, ignore_index=True) if results else pd.DataFrame(columns=_COLUMNS)
     order = {m: i for i, m in enumerate(methods)}
     df = df.sort_values(["metric", "epsilon", "J", "rep", "method"],
                         key=lambda s: s.map(order) if s.name == "method" else s)
-    df = df.reset_index(drop=True)[COLUMNS]
+    df = df.reset_index(drop=True)[_COLUMNS]
     warn_checks(df)
     if out_dir is not None:
         _write_atomic(out_dir / "results.csv", df)
