@@ -24,8 +24,11 @@ import numpy as np
 
 from . import diagnostics
 from .errors import BayesdpInputError, CalibrationWarning, check_seed
+from .releases.rows import looks_numeric
 
-if TYPE_CHECKING:  # pandas is imported where a table is built or read, not on import
+# pandas, scipy.stats and .report (which imports both) are imported where a table is built or
+# read: `import bayesdp` loads none of them
+if TYPE_CHECKING:
     import pandas as pd
 
 
@@ -235,8 +238,6 @@ def read_new_rows(path, names, *, header=True):
     ``names``, and the names of the columns that were ignored (with a header: the columns that
     are not features). Without a header the columns must be exactly the features, in order."""
     import pandas as pd
-
-    from .releases.rows import looks_numeric
 
     try:
         if header:
