@@ -24,6 +24,8 @@ import os
 import platform
 import sys
 
+# JAX is imported only by the functions that set it: the command turns the cache on without it
+
 _COMPILATION_CACHE_ENV = "BAYESDP_COMPILATION_CACHE"
 #: Values of BAYESDP_COMPILATION_CACHE that turn the cache off
 _COMPILATION_CACHE_OFF = ("0", "off", "no", "false")
