@@ -60,7 +60,7 @@ def __getattr__(name):
         module, attr = _LAZY[name]
     except KeyError:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    import importlib
+    import importlib  # here, not at the top: the package's namespace holds its public names
 
     value = importlib.import_module(module, __name__)
     if attr is not None:

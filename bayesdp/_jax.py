@@ -2,6 +2,9 @@
 enough CPU devices for NUTS to run its chains in parallel."""
 
 import os
+import sys
+
+# JAX is imported by the function that sets it: importing this module loads no JAX
 
 HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 _DEFAULT_HOST_DEVICES = 4  # fit's default number of chains
@@ -48,8 +51,6 @@ def release_compiled_code():
     JAX's caches instead (the cost is paid only on eviction); samplers still held in bayesdp's caches recompile on their next use
     (or load them from the persistent compilation cache,
     :mod:`bayesdp.inference.compilation_cache`)."""
-    import sys
-
     jax = sys.modules.get("jax")
     if jax is not None:
         jax.clear_caches()

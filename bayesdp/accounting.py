@@ -48,6 +48,8 @@ import numpy as np
 from . import privacy
 from .errors import BayesdpInputError
 
+# dp_accounting, an optional package, is imported by the functions that need it
+
 ADD_REMOVE = "add/remove"
 _ACCOUNTANTS = ("zcdp", "basic", "pld")
 _UNACCOUNTED = "unaccounted"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -71,8 +72,6 @@ def run_demo(*, n=100_000, d=5, nodes=5, epsilon=1.0, delta=1e-5, seed=0,
 
 def _note() -> str:
     """The demo's note on how far its intervals can be trusted, in plain words."""
-    import textwrap
-
     text = (f"Note: the paper's simulation draws nearly collinear features, whose smallest "
             f"variances the noise on X^T X hides; on 20 data sets like this one the 90% "
             f"intervals of 'eiv' held {DEMO_EVIDENCE['eiv']} of the true coefficients, those of "

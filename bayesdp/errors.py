@@ -4,6 +4,9 @@ Every error about bad input is a :class:`BayesdpInputError`, a subclass of ``Val
 whose message names the field and what was expected.
 """
 
+import numbers
+from pathlib import Path
+
 
 class BayesdpError(Exception):
     """Base class of every error bayesdp raises on purpose."""
@@ -46,8 +49,6 @@ class SamplerError(BayesdpError):
 def check_seed(seed, name="seed"):
     """``None`` or a whole number >= 0 (a Python or NumPy integer; not a bool); returns it as an
     ``int`` (or None)."""
-    import numbers
-
     if seed is None:
         return None
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or int(seed) < 0:
@@ -58,8 +59,6 @@ def check_seed(seed, name="seed"):
 def check_output_file(path, name):
     """Refuse an output file ``path`` (option or argument ``name``) whose folder does not exist
     or that is a folder, before any work is done."""
-    from pathlib import Path
-
     p = Path(path)
     if p.is_dir():
         raise BayesdpInputError(f"{name}: {str(p)!r} is a folder, not a file")
@@ -71,8 +70,6 @@ def check_output_folder(path, name):
     """Refuse an output folder ``path`` (option or argument ``name``) that cannot be created:
     it is a file, or its nearest existing parent is a file. The folder and any missing parents
     are created by the command (as ``mkdir -p``)."""
-    from pathlib import Path
-
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise BayesdpInputError(f"{name}: {str(p)!r} exists and is not a folder")

@@ -17,7 +17,9 @@ import inspect
 
 import numpy as np
 
+from . import accounting, inference, releases
 from .errors import BayesdpInputError, check_seed
+from .predict import check_new_rows, feature_names, predictive_moments
 
 SKLEARN_MIN_VERSION = "1.9"
 """The oldest scikit-learn the estimator supports, as the ``sklearn`` extra pins it
@@ -247,10 +249,6 @@ class BayesDPRegressor(*_BASES):
         -------
         self, fitted (see the class's attributes). Spends one release's privacy budget.
         """
-        from .accounting import privacy_cost
-        from .inference import fit
-        from .releases import release
-
         if self.bounds is None:
             raise BayesdpInputError(
                 "bounds: BayesDPRegressor needs public bounds (B_x, B_y) on ||x||_2 and |y|, "
@@ -266,16 +264,16 @@ class BayesDPRegressor(*_BASES):
                 ensure_all_finite=True, y_numeric=True, multi_output=False))
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
-        rel = release(X, y, epsilon=self.epsilon, delta=self.delta, bounds=self.bounds,
-                      nodes=self.nodes, seed=s_release, calibration=self.calibration,
-                      include_yty=self.include_yty, feature_names=names)
-        idata = fit(rel, method=self.method, seed=s_fit, priors=self.priors,
-                    num_samples=self.num_samples, num_chains=self.num_chains,
-                    num_warmup=self.num_warmup, **(self.method_options or {}))
+        rel = releases.release(X, y, epsilon=self.epsilon, delta=self.delta, bounds=self.bounds,
+                               nodes=self.nodes, seed=s_release, calibration=self.calibration,
+                               include_yty=self.include_yty, feature_names=names)
+        idata = inference.fit(rel, method=self.method, seed=s_fit, priors=self.priors,
+                              num_samples=self.num_samples, num_chains=self.num_chains,
+                              num_warmup=self.num_warmup, **(self.method_options or {}))
         self.release_ = rel
         self.idata_ = idata
-        self.privacy_cost_ = _seeded_cost(privacy_cost(rel), self.seed) if rel.seeded \
-            else privacy_cost(rel)
+        self.privacy_cost_ = _seeded_cost(accounting.privacy_cost(rel), self.seed) \
+            if rel.seeded else accounting.privacy_cost(rel)
         self.n_features_in_ = rel.d
         if names is not None:
             self.feature_names_in_ = np.asarray(names, dtype=object)
@@ -298,8 +296,6 @@ class BayesDPRegressor(*_BASES):
         -------
         mean (m,), or (mean, sd) with ``return_std=True``.
         """
-        from .predict import check_new_rows, feature_names, predictive_moments
-
         self._check_fitted()
         names = feature_names(self.idata_)
         fitted_names = getattr(self, "feature_names_in_", None)
@@ -372,8 +368,6 @@ class BayesDPRegressor(*_BASES):
         seed repeats the same noise, so the releases are not independent and their costs do not
         compose) or ``bounds="data"``.
         """
-        from . import accounting
-
         self._check_fitted()
         if isinstance(n_fits, bool) or not isinstance(n_fits, (int, np.integer)) or n_fits < 1:
             raise BayesdpInputError(f"n_fits must be a whole number >= 1, got {n_fits!r}")
@@ -440,7 +434,7 @@ def _as_input_error(check):
 
 def _posterior_mean(idata):
     """The posterior mean of theta: the exact closed-form mean when the fit has one."""
-    from .report import gaussian_moments
+    from .report import gaussian_moments  # pandas and scipy.stats: not loaded on import
 
     closed = gaussian_moments(idata)
     if closed is not None:

@@ -24,8 +24,11 @@ import numpy as np
 
 from . import diagnostics
 from .errors import BayesdpInputError, CalibrationWarning, check_seed
+from .releases.rows import looks_numeric
 
-if TYPE_CHECKING:  # pandas is imported where a table is built or read, not on import
+# pandas, scipy.stats and .report (which imports both) are imported where a table is built or
+# read: `import bayesdp` loads none of them
+if TYPE_CHECKING:
     import pandas as pd
 
 
@@ -65,7 +68,7 @@ def predict(idata, X_new, *, seed=None, hdi_prob=0.9):
         seed = secrets.randbits(63)
     theta = np.asarray(idata.posterior["theta"].transpose("chain", "draw", ...).values,
                        dtype=float)
-    s2, source = noise_variance(idata)
+    s2, source = _noise_variance(idata)
     spread = sigma_y_spread(s2)
     if spread > SIGMA_Y_SPREAD_MAX:
         lo, hi = np.sqrt(np.quantile(s2, [0.05, 0.95]))
@@ -131,7 +134,7 @@ def predictive_moments(idata, X):
 
     X = np.asarray(X, dtype=float)
     closed = gaussian_moments(idata)
-    s2, _ = noise_variance(idata)
+    s2, _ = _noise_variance(idata)
     if closed is not None:
         m, C = closed
         var = np.einsum("ij,jk,ik->i", X, C, X) + float(np.mean(s2))
@@ -152,7 +155,7 @@ def sigma_y_spread(s2):
     return float(np.sqrt(hi / lo)) if lo > 0 else float("inf")
 
 
-def noise_variance(idata):
+def _noise_variance(idata):
     """(sigma_y^2 per posterior draw (chain, draw), where it comes from)."""
     post = idata.posterior
     shape = (post.sizes["chain"], post.sizes["draw"])
@@ -235,8 +238,6 @@ def read_new_rows(path, names, *, header=True):
     ``names``, and the names of the columns that were ignored (with a header: the columns that
     are not features). Without a header the columns must be exactly the features, in order."""
     import pandas as pd
-
-    from .releases.rows import looks_numeric
 
     try:
         if header:

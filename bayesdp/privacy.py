@@ -24,6 +24,9 @@ import numpy as np
 
 from .errors import BayesdpInputError
 
+# scipy.special and scipy.optimize are imported inside the functions that use them: slow to
+# import, and `import bayesdp` imports this module
+
 CALIBRATIONS = ("exact", "classical", "paper-code")
 
 #: What each kind of release protects (``privacy.neighbouring`` in the file) and what it
@@ -123,7 +126,7 @@ def gaussian_log_delta(sigma, epsilon):
 
     evaluated in the log domain so that e^eps never overflows.
     """
-    from scipy import special  # here, not on import (scipy.special is slow to import)
+    from scipy import special
 
     sigma = float(sigma)
     a = 1.0 / (2.0 * sigma) - epsilon * sigma
@@ -149,7 +152,7 @@ def analytic_gaussian_sigma(epsilon, delta, sensitivity=1.0):
     1e-15. Reference values at unit sensitivity: sigma(1, 1e-5) = 3.73063,
     sigma(0.1, 1e-5) = 30.7496, sigma(10, 1e-5) = 0.49989.
     """
-    from scipy import optimize  # here, not on import (scipy.optimize is slow to import)
+    from scipy import optimize
 
     eps, dlt = check_epsilon_delta(epsilon, delta)
     sens = _check_sensitivity(sensitivity)
@@ -214,7 +217,7 @@ def paper_code_gaussian_sigma(epsilon, delta, sensitivity=1.0):
     against the exact 3.7306, 3.1185 and 30.750. Offered only so the paper's tables can be
     reproduced; see docs/privacy.md.
     """
-    from scipy import special  # here, not on import (scipy.special is slow to import)
+    from scipy import special
 
     eps, dlt = check_epsilon_delta(epsilon, delta)
     sens = _check_sensitivity(sensitivity)
@@ -272,7 +275,7 @@ def gaussian_sigma(epsilon, delta, sensitivity=1.0, calibration="exact"):
 
 def true_epsilon(sigma, delta, sensitivity=1.0):
     """The eps that noise std ``sigma`` really gives at ``delta`` (inverse of the exact profile)."""
-    from scipy import optimize  # here, not on import (scipy.optimize is slow to import)
+    from scipy import optimize
 
     _, dlt = check_epsilon_delta(1.0, delta)
     try:
@@ -580,7 +583,7 @@ def exponential_mechanism_log_probabilities(utility, epsilon, sensitivity=1.0):
     """log P(k) of the exponential mechanism, P(k) proportional to exp(eps u_k / (2 Delta_u)):
     eps-DP when every u_k changes by at most Delta_u between neighbouring data sets
     (McSherry & Talwar 2007)."""
-    from scipy import special  # here, not on import (scipy.special is slow to import)
+    from scipy import special
 
     a = float(epsilon) * np.asarray(utility, dtype=float) / (2.0 * float(sensitivity))
     return a - special.logsumexp(a)

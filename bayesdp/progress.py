@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import sys
 
+# tqdm is imported when a bar is made or written to: `import bayesdp` imports this module
+
 
 def show(progress=None, file=None) -> bool:
     """Whether to draw a bar: ``progress`` True or False decides; None (the default) draws only

@@ -9,6 +9,9 @@ import pandas as pd
 from scipy import stats
 
 from . import diagnostics
+from .inference import closed_form_moments
+
+# matplotlib is imported inside the plotting functions: the tables need none of it
 
 
 def theta_table(idata, *, truth=None, estimates=None, prob=0.9) -> pd.DataFrame:
@@ -49,8 +52,6 @@ but its theta is Student-t (normal-inverse-gamma), so its quantiles are not Gaus
 
 def gaussian_moments(idata):
     """(mean, cov) of theta when the fit is a Gaussian closed form (method "fast"), else None."""
-    from .inference import closed_form_moments
-
     a = diagnostics.attrs(idata)
     if a.get("method") not in _GAUSSIAN_CLOSED_FORM or "closed_form_mean" not in a:
         return None
@@ -124,7 +125,6 @@ def plot_gaussian_marginals(path, posteriors, *, truth=None, reference=None,
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from scipy import stats
 
     items = [(label, np.asarray(m, dtype=float), np.asarray(c, dtype=float))
              for label, (m, c) in posteriors.items()]

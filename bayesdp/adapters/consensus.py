@@ -35,10 +35,13 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from ..errors import BayesdpInputError
+from ..privacy import check_bounds, clip_rows
 from ..releases import layout
 from .common import claim_verdict, one_holder_release
 
-if TYPE_CHECKING:  # scipy.sparse is imported inside the functions that use it
+# scipy.sparse is imported inside the functions that use it: it is slow to import, and the
+# bayesdp command imports this module for its --help
+if TYPE_CHECKING:
     import scipy.sparse as sp
 
 #: the protocol's paper, as releases record it (``provenance["reference"]``) and the CLI cites it
@@ -76,7 +79,7 @@ def power_grid_path(root=None) -> Path:
 def load_adjacency(path, *, one_based=True) -> sp.csr_matrix:
     """Symmetric 0/1 adjacency (csr) from a CSV edge list (``source, target`` header) or a UCINET
     "dl edgelist1" file. Self loops are dropped; duplicate / reversed edges are merged."""
-    import scipy.sparse as sp  # here, not on import (slow to import)
+    import scipy.sparse as sp
 
     path = Path(path)
     if not path.exists():
@@ -111,7 +114,7 @@ def load_adjacency(path, *, one_based=True) -> sp.csr_matrix:
 def mh_weights(adjacency) -> sp.csr_matrix:
     """Metropolis-Hastings weights (Boyd, Diaconis & Xiao 2004): a_ij = 1/max(deg i, deg j) on
     edges, a_ii = 1 - sum_{j != i} a_ij. Symmetric and doubly stochastic."""
-    import scipy.sparse as sp  # here, not on import (slow to import)
+    import scipy.sparse as sp
 
     A = sp.csr_matrix(adjacency, dtype=np.float64)
     if A.shape[0] != A.shape[1]:
@@ -157,7 +160,7 @@ def laplace_scale_signal(sensitivity, eps):
 
 def laplace_scale_network(A, sensitivity, eps):
     """Network DP: b_i = max(Delta, max_{j in N_i} a_ij)/eps per agent (paper Cor. 3.2, eq. 13)."""
-    import scipy.sparse as sp  # here, not on import (slow to import)
+    import scipy.sparse as sp
 
     if not (eps > 0 and sensitivity > 0):
         raise BayesdpInputError("eps and sensitivity must be > 0")
@@ -214,7 +217,7 @@ def _omni(x, vec):
 def run_mvue(A, xi, T, scales=0.0, *, rng, privacy=None, keep_path=False):
     """Alg. 1 (scales = 0) / Alg. 3: nu_0 = xi + d, nu_t = A nu_{t-1} for t = 1..T (paper indexing;
     the authors' code does T - 1 steps). ``xi`` (n,) or (n, p); d_i ~ Laplace(0, b_i) per coordinate."""
-    import scipy.sparse as sp  # here, not on import (slow to import)
+    import scipy.sparse as sp
 
     A = sp.csr_matrix(A, dtype=np.float64)
     xi = np.asarray(xi, dtype=np.float64)
@@ -247,7 +250,7 @@ def run_online(A, xi_stream, scales=0.0, *, variant="signal", rng, nu0=None, pri
     """Online learning: ``variant="signal"`` is Alg. 2 (scales = 0) / Alg. 4, ``"network"`` Alg. 5.
     ``xi_stream`` (T, n) or (T, n, p): one fresh statistic per agent and round; fresh Laplace noise
     d_{i,t} ~ Laplace(0, b_i) every round, entering with weight 1/t."""
-    import scipy.sparse as sp  # here, not on import (slow to import)
+    import scipy.sparse as sp
 
     A = sp.csr_matrix(A, dtype=np.float64)
     xs = np.asarray(xi_stream, dtype=np.float64)
@@ -291,7 +294,7 @@ def consensus_weights(A, T, algorithm, agents):
 
     Alg. 3 ("mvue"): (n,) row of A^T. Online ("online_signal", "online_network"): (T, n) weights
     w[s-1, j] on xi_{j,s} + d_{j,s} (nu_0 = 0). Computed by T sparse mat-vecs (backward)."""
-    import scipy.sparse as sp  # here, not on import (slow to import)
+    import scipy.sparse as sp
 
     A = sp.csr_matrix(A)
     n = A.shape[0]
@@ -354,7 +357,7 @@ def _dp_claim(run):
     return claim_verdict(reasons, base, "Papachristou & Rahimian's privacy claim does NOT hold")
 
 
-COST_NOTE = ("consensus protocol: Laplace noise on each agent's signal (a local guarantee per "
+_COST_NOTE = ("consensus protocol: Laplace noise on each agent's signal (a local guarantee per "
              "signal, see dp_claim_note), not a record-level Gaussian mechanism on the "
              "statistics; its cost is not accounted")
 
@@ -422,7 +425,7 @@ def consensus_to_release(run: ConsensusRun, d, agents="all", *, feature_names=()
     if extra_provenance:
         prov.update(extra_provenance)
     return one_holder_release(S, z, max(1, int(round(n_eff))), math.sqrt(var),
-                              cost_note=COST_NOTE, feature_names=feature_names, bounds=bounds,
+                              cost_note=_COST_NOTE, feature_names=feature_names, bounds=bounds,
                               dp_claim_valid=valid, dp_claim_note=note, provenance=prov)
 
 
@@ -446,8 +449,6 @@ def consensus_release(adjacency, X, y, *, eps, bound_x, bound_y, seed, T=100, al
     stacked statistic (:func:`regression_sensitivity`) unless ``sensitivity`` is given.
     ``algorithm``: "mvue" (Alg. 3) or "online" (Alg. 4 for notion "signal", Alg. 5 for "network").
     """
-    from ..privacy import check_bounds, clip_rows
-
     bound_x, bound_y = check_bounds((bound_x, bound_y))
     A = mh_weights(adjacency)
     n = A.shape[0]
@@ -494,7 +495,7 @@ def ring_chords_graph(n, seed=None) -> sp.csr_matrix:
     (docs/adapters/consensus.md). The edges are listed once each; :func:`mh_weights` symmetrises
     them and drops the self loops and repeats a random chord can make. ``seed``: an int, None or
     a ``numpy.random.Generator`` (used as it is)."""
-    import scipy.sparse as sp  # here, not on import (slow to import)
+    import scipy.sparse as sp
 
     rng = np.random.default_rng(seed)
     n = int(n)

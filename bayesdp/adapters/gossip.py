@@ -48,8 +48,11 @@ import numpy as np
 
 from .. import privacy
 from ..errors import BayesdpInputError
-from ..releases import layout
+from ..releases import combine_releases, layout
 from .common import claim_verdict, one_holder_release
+
+# scipy.sparse is imported inside the functions that use it: it is slow to import, and the
+# bayesdp command imports this module for its --help
 
 PROTOCOL = "gossip-sigo"
 #: the protocol's paper, as releases record it (``provenance["paper"]``) and the CLI cites it
@@ -120,7 +123,7 @@ def chung_lu_graph(weights, seed=None):
 
 
 def _from_edges(r, c, n):
-    from scipy import sparse  # here, not on import (slow to import)
+    from scipy import sparse
 
     keep = r != c
     r, c = r[keep], c[keep]
@@ -138,7 +141,7 @@ def repair_graph(A, d_max=64, d_min=3, seed=None):
     that edge is present; (c) add (v_1, v_3) (a triangle with the ring: non-bipartite); (d) while a
     vertex has degree < d_min, join it to a random vertex of degree < d_max. The result is connected
     and non-bipartite with d_min <= degree <= d_max."""
-    from scipy import sparse  # here, not on import (slow to import)
+    from scipy import sparse
 
     A = _check_graph(A, require_simple=False)
     n = A.shape[0]
@@ -214,7 +217,7 @@ def load_gossip_graph(path, *, d_max=64, d_min=3, repair=True, seed=0):
 
 
 def _check_graph(A, require_simple=True):
-    from scipy import sparse  # here, not on import (slow to import)
+    from scipy import sparse
 
     if not sparse.issparse(A):
         try:
@@ -244,7 +247,7 @@ def sigo(A, W, it_go, *, tol=None, check_every=32):
     stops early once every column's spread across agents (max - min) is below
     ``tol * max(1, max |W|)`` (checked every ``check_every`` steps), which changes the output by at
     most that amount. Returns (values, iterations_run)."""
-    from scipy import sparse  # here, not on import (slow to import)
+    from scipy import sparse
 
     A = sparse.csr_matrix(A)
     it_go = _check_int("it_go", it_go, 0)
@@ -325,7 +328,7 @@ MAX_COUNT_REL_SD = 0.2
 def count_rel_sd(graph, sigma_count) -> float:
     """Relative noise sd of the 1/d run's output at convergence, sd(D) / E[D] =
     sigma_0 sqrt(mu_{d^2} / n), from the graph (which the protocol treats as public)."""
-    from scipy import sparse  # here, not on import (slow to import)
+    from scipy import sparse
 
     deg = np.asarray(sparse.csr_matrix(graph).sum(axis=1), dtype=float).ravel()
     return float(sigma_count) * math.sqrt(float(np.mean(deg**2)) / deg.size)
@@ -336,7 +339,7 @@ def count_run_advice(graph, output, max_rel_sd=MAX_COUNT_REL_SD):
     ratios (:func:`count_rel_sd` <= ``max_rel_sd``); else a dict with ``rel_sd``, ``max_rel_sd``
     and what would reach ``max_rel_sd`` with the other settings unchanged: the total ``epsilon``,
     or the number of agents ``n_agents`` (same degree distribution; sd(D) / E[D] ~ 1 / sqrt(n))."""
-    from scipy import sparse  # here, not on import (slow to import)
+    from scipy import sparse
 
     if not isinstance(output, GossipOutput):
         raise BayesdpInputError("output must be a GossipOutput (from simulate_gossip)")
@@ -631,7 +634,7 @@ def _dp_assessment(settings, sigmas):
     return claim_verdict(reasons, scope, "paper's DP claim does not hold")
 
 
-COST_NOTE = ("gossip protocol: attribute-level local DP of each agent's released inputs (see "
+_COST_NOTE = ("gossip protocol: attribute-level local DP of each agent's released inputs (see "
              "dp_claim_note), not a record-level Gaussian mechanism on the statistics; its cost "
              "is not accounted")
 
@@ -722,7 +725,7 @@ def gossip_release(output: GossipOutput, agent=0, *, bias_correct=True, mu_d2=No
     }
     return one_holder_release(
         S_hat, z_hat, n, math.sqrt(max(varS.max(), 0.0)), math.sqrt(max(varz.max(), 0.0)),
-        cost_note=COST_NOTE, feature_names=tuple(feature_names),
+        cost_note=_COST_NOTE, feature_names=tuple(feature_names),
         holder_names=(holder_name,) if holder_name is not None else (),
         epsilon=st["epsilon"], delta=st["delta"], calibration=st["calibration"],
         sensitivity=None, bounds=None if st["bounds"] is None else tuple(st["bounds"]),
@@ -737,8 +740,6 @@ def _key_str(k):
 
 def gossip_releases(outputs, agent=0, **kwargs):
     """One holder per independent network: adapt each output and combine them."""
-    from ..releases import combine_releases
-
     outputs = list(outputs)
     if not outputs:
         raise BayesdpInputError("outputs: need at least one GossipOutput")

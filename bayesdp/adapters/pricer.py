@@ -46,10 +46,13 @@ from typing import TYPE_CHECKING, Optional, Sequence
 import numpy as np
 
 from ..errors import BayesdpInputError
+from ..privacy import analytic_gaussian_sigma, check_bounds, clip_rows
 from ..releases import layout
 from .common import claim_verdict, one_holder_release
 
-if TYPE_CHECKING:  # scipy.sparse is imported inside the functions that use it
+# scipy.sparse is imported inside the functions that use it: it is slow to import, and the
+# bayesdp command imports this module for its --help
+if TYPE_CHECKING:
     import scipy.sparse as sp
 
 #: the protocol's papers, as releases record them (``provenance["reference"]``) and the CLI cites them
@@ -134,7 +137,7 @@ class PricerNetwork:
     reciprocity: float = 1.0
 
     def __post_init__(self):
-        import scipy.sparse as sp  # here, not on import (slow to import)
+        import scipy.sparse as sp
 
         p = np.asarray(self.p, dtype=np.float64).reshape(-1)
         n = p.shape[0]
@@ -188,7 +191,7 @@ class PricerNetwork:
     @classmethod
     def erdos_renyi(cls, n, pc, p, *, reciprocity=1.0):
         """Complete link graph with p_ij = pc for i != j ([J] section VI); p scalar or (n,)."""
-        import scipy.sparse as sp  # here, not on import (slow to import)
+        import scipy.sparse as sp
 
         p = np.broadcast_to(np.asarray(p, dtype=float), (n,)).copy()
         P = np.full((n, n), float(pc))
@@ -199,7 +202,7 @@ class PricerNetwork:
     def from_graph(cls, adjacency, p, link_prob, *, reciprocity=1.0):
         """Links on the edges of an undirected graph (sparse 0/1 adjacency), each up with
         probability ``link_prob`` (scalar, or a sparse matrix of per-edge probabilities)."""
-        import scipy.sparse as sp  # here, not on import (slow to import)
+        import scipy.sparse as sp
 
         A = sp.csr_matrix(adjacency, dtype=np.float64)
         n = A.shape[0]
@@ -217,7 +220,7 @@ class PricerNetwork:
     @classmethod
     def random_sparse(cls, n, mean_degree, p, link_prob, *, seed, reciprocity=1.0):
         """Sparse Erdos-Renyi graph G(n, mean_degree/(n-1)) with Bernoulli(link_prob) links."""
-        import scipy.sparse as sp  # here, not on import (slow to import)
+        import scipy.sparse as sp
 
         rng = np.random.default_rng(seed)
         m = rng.binomial(n * (n - 1) // 2, min(1.0, mean_degree / max(n - 1, 1)))
@@ -265,7 +268,7 @@ class PricerPrivacy:
 
     def per_edge(self, net: PricerNetwork):
         """(eps_e, delta_e) aligned with ``net.src``."""
-        import scipy.sparse as sp  # here, not on import (slow to import)
+        import scipy.sparse as sp
 
         def take(v, name):
             if v is None:
@@ -307,7 +310,6 @@ class PricerPrivacy:
             with np.errstate(divide="ignore"):
                 rho = self.sensitivity * np.sqrt(2.0 * np.log(1.25 / delta)) / eps
         else:
-            from ..privacy import analytic_gaussian_sigma
             cache = {}
             rho = np.empty(net.n_edges)
             for k, (e, dl) in enumerate(zip(eps, delta)):
@@ -625,7 +627,7 @@ def _sample_links(net, rng):
 def simulate_round(stats, net, design, rng, *, keep_relays=False, links=None):
     """Run Stage 1 and Stage 2 once on node vectors ``stats`` (n, D); fresh noise on every
     transmitted link. ``links`` optionally fixes (tau_e, tau_ps)."""
-    import scipy.sparse as sp  # here, not on import (slow to import)
+    import scipy.sparse as sp
 
     X = np.asarray(stats, dtype=np.float64)
     if X.ndim != 2 or X.shape[0] != net.n:
@@ -750,7 +752,7 @@ def _dp_claim(net, design, priv):
     return claim_verdict(reasons, note, "PriCER privacy claim does NOT hold for these settings")
 
 
-COST_NOTE = ("PriCER protocol: per-link local (eps_ij, p_ij delta_ij) guarantees (see "
+_COST_NOTE = ("PriCER protocol: per-link local (eps_ij, p_ij delta_ij) guarantees (see "
              "dp_claim_note), not a record-level Gaussian mechanism on the statistics; its cost "
              "is not accounted")
 
@@ -815,7 +817,7 @@ def round_to_release(rnd, net, design, priv, d, *, v_mode="ps_conditional", incl
         prov["n_source"] = "PriCER-noised packed count"
     else:
         raise BayesdpInputError("rows_total is needed when the count is not packed")
-    return one_holder_release(S, z, nrows, math.sqrt(v), cost_note=COST_NOTE, bounds=bounds,
+    return one_holder_release(S, z, nrows, math.sqrt(v), cost_note=_COST_NOTE, bounds=bounds,
                               feature_names=feature_names, provenance=prov,
                               dp_claim_valid=valid, dp_claim_note=note)
 
@@ -845,8 +847,6 @@ def pricer_release(Xs, ys, net, *, eps, delta, bound_x, bound_y, seed, design=No
     release's n is the expected effective rows sum_i kappa_i N_i (= sum N_i for an unbiased design);
     otherwise n is the PriCER-noised packed count (very noisy at realistic eps).
     """
-    from ..privacy import check_bounds, clip_rows
-
     bound_x, bound_y = check_bounds((bound_x, bound_y))
     if len(Xs) != net.n or len(ys) != net.n:
         raise BayesdpInputError(f"Xs and ys must hold one array per node ({net.n}), got {len(Xs)} and {len(ys)}")
@@ -889,7 +889,7 @@ def pricer_release(Xs, ys, net, *, eps, delta, bound_x, bound_y, seed, design=No
 
 
 def _scalar_or_note(v):
-    import scipy.sparse as sp  # here, not on import (slow to import)
+    import scipy.sparse as sp
 
     a = np.asarray(v) if not sp.issparse(v) else None
     if a is not None and a.ndim == 0:

@@ -19,7 +19,9 @@ import argparse
 import os
 import sys
 
+from .._jax import use_host_devices
 from ..errors import BayesdpError
+from ..inference.compilation_cache import command_compilation_cache
 from . import budget, compare, diagnose, fit, network, predict, release, simulate
 from .common import check_output_paths, use_help_formatter
 
@@ -56,9 +58,6 @@ def console_main():
     (:func:`bayesdp.inference.compilation_cache.command_compilation_cache`; BAYESDP_COMPILATION_CACHE=off
     turns it off). :func:`main` itself leaves the process's settings alone (tests call it
     in-process)."""
-    from .._jax import use_host_devices
-    from ..inference.compilation_cache import command_compilation_cache
-
     use_host_devices()
     command_compilation_cache()
     return main()

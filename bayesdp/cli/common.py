@@ -8,10 +8,12 @@ import json
 import sys
 import textwrap
 import warnings
+from pathlib import Path
 
 import numpy as np
 
 from ..errors import BayesdpInputError, check_output_folder, check_output_file
+from ..releases import write_text_atomic
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -92,8 +94,6 @@ def print_warnings(caught):
 def write_json(path, doc):
     """``doc`` as indented JSON (numpy arrays and scalars as lists and numbers), written
     atomically."""
-    from ..releases import write_text_atomic
-
     def conv(v):
         if isinstance(v, np.ndarray):
             return v.tolist()
@@ -115,8 +115,6 @@ def _first_bytes(path, size=512):
 
 
 def _looks_like_rows(path, head):
-    from pathlib import Path
-
     return (Path(path).suffix.lower() in (".csv", ".tsv", ".txt", ".parquet", ".pq")
             or head.startswith(b"PAR1") or (b"," in head.split(b"\n", 1)[0]
                                             and not head.startswith((b"{", b"[", b"\x89HDF"))))
@@ -135,8 +133,6 @@ def _rows_kind(path, head):
     Returns
     -------
     str, the kind with its article."""
-    from pathlib import Path
-
     suffix = Path(path).suffix.lower()
     first = head.split(b"\n", 1)[0]
     if suffix in (".parquet", ".pq") or head.startswith(b"PAR1"):

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import warnings
 
+from ..inference import METHODS
+from ..paper import comparison
 from .common import add_command, add_progress_option, print_warnings
 
 
 def _cmd_compare(args):
-    from ..paper.comparison import compare, summary_markdown
-
     method_options = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)  # compare's grid-level check warnings
-        df = compare(
+        df = comparison.compare(
             args.data, methods=args.methods, epsilons=args.epsilons, nodes=args.nodes,
             reps=args.reps, calibration=args.calibration, seed=args.seed, out_dir=args.out_dir,
             n_jobs=args.n_jobs, num_samples=args.num_samples, num_warmup=args.num_warmup,
@@ -31,8 +31,8 @@ def _cmd_compare(args):
         )
     print_warnings(caught)
     shown = ["estimation_mse", "prediction_mse", "converged"]  # converged: share of the fits
-    print(summary_markdown(df[df["metric"].isin(shown)],
-                           title=f"data={args.data}, calibration={args.calibration}"))
+    print(comparison.summary_markdown(df[df["metric"].isin(shown)],
+                                      title=f"data={args.data}, calibration={args.calibration}"))
     if args.out_dir:
         print(f"wrote {args.out_dir}/results.csv, summary.md"
               + ("" if args.no_figures else " and figures"))
@@ -40,11 +40,8 @@ def _cmd_compare(args):
 
 def register(subparsers):
     """Add ``compare`` to the ``bayesdp`` sub-commands."""
-    from ..inference import METHODS
-    from ..paper.comparison import BASELINES, default_methods  # registers the paper's methods
-
-    defaults = default_methods()
-    others = sorted((set(METHODS) | set(BASELINES)) - set(defaults))
+    defaults = comparison.default_methods()
+    others = sorted((set(METHODS) | set(comparison.BASELINES)) - set(defaults))
     p = add_command(
         subparsers, "compare", _cmd_compare,
         "run the paper's comparison over epsilon x J x replications",

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from .. import diagnostics
 from .common import add_command
 
 
@@ -13,10 +14,8 @@ def _cmd_diagnose(args):
     """Prints mean, sd, HDI, r_hat, ess_bulk and ess_tail of a posterior written by 'bayesdp
     fit --out posterior.nc', warns in plain words when r_hat > 1.01 or an ESS is below 400, and
     writes trace.png, posterior.png and pair.png."""
-    from ..diagnostics import diagnose
-
-    res = diagnose(args.posterior, out_dir=args.out_dir, var_names=args.var_names,
-                   ess_min=args.ess_min, rhat_max=args.rhat_max)
+    res = diagnostics.diagnose(args.posterior, out_dir=args.out_dir, var_names=args.var_names,
+                               ess_min=args.ess_min, rhat_max=args.rhat_max)
     return 0 if res["ok"] or not args.strict else 3
 
 

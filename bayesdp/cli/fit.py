@@ -8,36 +8,39 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
+from .. import diagnostics, inference, releases
+from .. import paper  # noqa: F401  (registers the paper's methods: --method bs, ...)
 from ..errors import BayesdpError
+from ..models.priors import Priors
 from .common import add_command, add_progress_option, check_release_argument, print_warnings
 
 
 def _cmd_fit(args):
     """Fits theta from release files (combined into one analysis set); prints the posterior
     table and can save the posterior as ArviZ netCDF."""
-    from .. import paper  # noqa: F401  (registers the paper's methods: --method bs, ...)
-    from ..inference import METHODS, fit
-    from ..releases import combine_releases
-
-    if args.method not in METHODS:
-        raise BayesdpError(f"unknown method {args.method!r}; choose one of {sorted(METHODS)}")
+    if args.method not in inference.METHODS:
+        raise BayesdpError(f"unknown method {args.method!r}; choose one of "
+                           f"{sorted(inference.METHODS)}")
     for path in args.releases:
         check_release_argument(path)
-    rel = combine_releases(*args.releases)
+    rel = releases.combine_releases(*args.releases)
     if args.method == "bs" and rel.yty_hat is None:
         raise BayesdpError("--method bs (MCMC-B&S) needs a noisy y^T y, which this release does "
                            "not have: make the release with 'bayesdp release ... --include-yty' "
                            "(Python: release(..., include_yty=True)), or use another --method")
-    from .. import diagnostics, report  # after the checks: a bad input fails before loading them
+    from .. import report  # after the checks: a bad input fails before loading it
 
     kwargs = {name: getattr(args, name) for name in ("num_warmup", "sigma_y2", "s_noise",
                                                      "target_accept_prob")
               if getattr(args, name) is not None}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)  # ConvergenceWarning is a UserWarning
-        idata = fit(rel, method=args.method, seed=args.seed, num_samples=args.num_samples,
-                    num_chains=args.num_chains, priors=_priors_from_args(args),
-                    progress_bar=args.progress, **kwargs)
+        idata = inference.fit(rel, method=args.method, seed=args.seed,
+                              num_samples=args.num_samples, num_chains=args.num_chains,
+                              priors=_priors_from_args(args), progress_bar=args.progress,
+                              **kwargs)
     print_warnings(caught)
     print(rel)
     print(_priors_line(idata))
@@ -54,8 +57,6 @@ def _cmd_fit(args):
 def _print_mcmc_summary(idata, *, full=False):
     """ArviZ summary of theta and sigma_y2 entry by entry, and one convergence line for each
     other variable (S, Sigma_x: one row per entry would be J d^2 rows); ``full``: every entry."""
-    from .. import diagnostics
-
     names = list(idata.posterior.data_vars)
     shown = names if full else [v for v in names if v in diagnostics.TABLE_VARS]
     print("\nArviZ summary" + (" (every entry):" if full else ":"))
@@ -69,10 +70,6 @@ def _print_mcmc_summary(idata, *, full=False):
 
 def _priors_from_args(args):
     """Priors from ``--priors`` and the ``--prior-*`` overrides."""
-    import numpy as np
-
-    from ..models.priors import Priors
-
     over = {}
     if args.prior_a is not None:
         over["a"] = args.prior_a
@@ -93,11 +90,7 @@ def _priors_from_args(args):
 
 def _priors_line(idata):
     """One line naming the priors the posterior was fitted with."""
-    import numpy as np
-
-    from ..diagnostics import attrs
-
-    a = attrs(idata)
+    a = diagnostics.attrs(idata)
     parts = [f"priors: {a.get('priors', '?')}"]
     if "prior_a" in a:
         parts.append(f"sigma_y^2 ~ InvGamma({a['prior_a']:.4g}, {a['prior_b']:.4g})")
@@ -112,13 +105,10 @@ def _priors_line(idata):
 
 def register(subparsers):
     """Add ``fit`` to the ``bayesdp`` sub-commands."""
-    from .. import paper  # noqa: F401  (registers the paper's methods, listed below)
-    from ..inference import METHODS
-
     p = add_command(subparsers, "fit", _cmd_fit, "fit a posterior from one or more release files")
     p.add_argument("releases", nargs="+", help="release file(s)")
     p.add_argument("--method", default="eiv", metavar="METHOD",
-                   help="inference method, one of: " + ", ".join(sorted(METHODS))
+                   help="inference method, one of: " + ", ".join(sorted(inference.METHODS))
                         + " (default: eiv, which models the noise on X^T X; docs/methods.md)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the sampler (default: fresh OS entropy)")

@@ -19,6 +19,8 @@ import numpy as np
 
 from ..adapters import consensus, gossip, pricer
 from ..errors import BayesdpInputError
+from ..releases import combine_releases
+from ..simulate import linear_rows
 from .common import add_command, write_json
 
 
@@ -54,8 +56,6 @@ def _theta(args, rng):
 
 def _write_outputs(rels, truth, args):
     """One holder per network: combine, save the release (and the private truth if asked)."""
-    from ..releases import combine_releases
-
     rel = combine_releases(rels) if len(rels) > 1 else rels[0]
     rel.save(args.out)
     if args.truth_out:
@@ -125,9 +125,9 @@ def _ceil2(x):
     return f"{v:.0f}" if v >= 10 else f"{v:.2g}"
 
 
-def _check_count_run(g, A, out, args):
+def _check_count_run(A, out, args):
     """Refuse, in one line naming what to change, a run whose 1/d denominator is too noisy."""
-    adv = g.count_run_advice(A, out)
+    adv = gossip.count_run_advice(A, out)
     if adv is None:
         return
     more = "" if args.graph_file else f" or --agents to {_ceil2(adv['n_agents'])}"
@@ -142,9 +142,6 @@ def _cmd_gossip(args):
     independent power-law (Chung-Lu + repair) networks, or on a real edge list, and writes the
     adapted release: S_hat, z_hat on the sum scale, n = agents per network, and the delta-method
     noise covariance over [vech(S), z] (S and z errors correlated)."""
-    from ..adapters import gossip as g
-    from ..simulate import linear_rows
-
     rng = np.random.default_rng(args.seed)
     if args.networks < 1:
         raise BayesdpInputError(f"--networks must be >= 1, got {args.networks}")
@@ -153,15 +150,15 @@ def _cmd_gossip(args):
     tol = args.tol if args.tol and args.tol > 0 else None
     graph = None
     if args.graph_file:
-        graph = g.load_gossip_graph(args.graph_file, d_max=args.d_max, seed=args.seed)
+        graph = gossip.load_gossip_graph(args.graph_file, d_max=args.d_max, seed=args.seed)
 
     def network():
         if graph is not None:
             return graph
-        return g.synthetic_graph(args.agents, args.gamma, args.d_max, seed=rng)
+        return gossip.synthetic_graph(args.agents, args.gamma, args.d_max, seed=rng)
 
     rels = []
-    truth = {"protocol": g.PROTOCOL, "design": args.design, "networks": []}
+    truth = {"protocol": gossip.PROTOCOL, "design": args.design, "networks": []}
     if args.design == "paper":
         theta = np.array(args.theta if args.theta else [4096.0, 1.0], dtype=float)
         if theta.shape != (2,):
@@ -178,7 +175,7 @@ def _cmd_gossip(args):
     for j in range(args.networks):
         A = network()  # the paper design: the draws simulate_paper_gossip makes for its graph
         if args.design == "paper":
-            out, tr = g.simulate_paper_gossip(
+            out, tr = gossip.simulate_paper_gossip(
                 A, n=args.agents, theta=theta, epsilon=args.epsilon,
                 delta=2.0**-7 if args.delta is None else args.delta,
                 it_go=args.it_go, tol=tol, gamma=args.gamma, d_max=args.d_max,
@@ -186,15 +183,15 @@ def _cmd_gossip(args):
         else:
             X, y = linear_rows(theta, (A.shape[0],), sigma_y=args.sigma_y, x_mean=args.x_mean,
                                x_sd=args.x_sd, intercept=args.intercept, seed=rng)
-            out, tr = g.simulate_gossip(
+            out, tr = gossip.simulate_gossip(
                 A, X, y, epsilon=args.epsilon, delta=1e-5 if args.delta is None else args.delta,
                 bounds=tuple(args.bounds),
                 it_go=args.it_go, tol=tol, calibration=args.calibration or "exact",
                 intercept=args.intercept, kappa_run=not args.no_kappa_run, clip="none",
                 d_max=args.d_max, seed=rng)
-        _check_count_run(g, A, out, args)
-        rels.append(g.gossip_release(out, holder_name=f"network{j}", mu_d2=args.mu_d2,
-                                     feature_names=names))
+        _check_count_run(A, out, args)
+        rels.append(gossip.gossip_release(out, holder_name=f"network{j}", mu_d2=args.mu_d2,
+                                          feature_names=names))
         truth["networks"].append({"S": tr.S, "z": tr.z, "n": int(tr.X.shape[0])})
     return _write_outputs(rels, truth, args)
 
@@ -241,33 +238,30 @@ def _cmd_pricer(args):
     design, runs one round per network and writes the adapted release: one holder per network,
     isotropic noise sigma_s = sigma_z = sqrt(v). Fix sigma_y2 = truth *
     provenance['sigma_y2_inflation'] when fitting with a known sigma_y2."""
-    from ..adapters import pricer as pm
-    from ..simulate import linear_rows
-
     rng = np.random.default_rng(args.seed)
     if args.networks < 1 or args.nodes < 2 or args.rows < 1:
         raise BayesdpInputError("--networks >= 1, --nodes >= 2 and --rows >= 1 are required")
     theta = _theta(args, rng)
     adj = None
     if args.graph_file:
-        from ..adapters.consensus import load_adjacency
-        adj = load_adjacency(args.graph_file)
+        adj = consensus.load_adjacency(args.graph_file)
     rels, truth = [], {"protocol": "pricer", "theta": theta, "sigma_y2": args.sigma_y ** 2,
                        "networks": []}
     for j in range(args.networks):
         if adj is not None:
             n = adj.shape[0]
-            net = pm.PricerNetwork.from_graph(adj, rng.uniform(*args.ps_prob, n), args.link_prob,
-                                              reciprocity=args.reciprocity)
+            net = pricer.PricerNetwork.from_graph(adj, rng.uniform(*args.ps_prob, n),
+                                                  args.link_prob, reciprocity=args.reciprocity)
         else:
             n = args.nodes
-            net = pm.PricerNetwork.erdos_renyi(n, args.link_prob, rng.uniform(*args.ps_prob, n),
-                                               reciprocity=args.reciprocity)
+            net = pricer.PricerNetwork.erdos_renyi(n, args.link_prob,
+                                                   rng.uniform(*args.ps_prob, n),
+                                                   reciprocity=args.reciprocity)
         X, y = linear_rows(theta, (n, args.rows), sigma_y=args.sigma_y, seed=rng)
-        sim = pm.pricer_release(list(X), list(y), net, eps=args.epsilon, delta=args.delta,
-                                bound_x=args.bounds[0], bound_y=args.bounds[1],
-                                seed=int(rng.integers(2**63)), v_mode=args.v_mode,
-                                mechanism=args.mechanism, record_level=args.record_level)
+        sim = pricer.pricer_release(list(X), list(y), net, eps=args.epsilon, delta=args.delta,
+                                    bound_x=args.bounds[0], bound_y=args.bounds[1],
+                                    seed=int(rng.integers(2**63)), v_mode=args.v_mode,
+                                    mechanism=args.mechanism, record_level=args.record_level)
         rels.append(_holder(sim, j))
         truth["networks"].append({k: sim.truth[k]
                                   for k in ("S", "z", "S_reweighted", "z_reweighted")})
@@ -304,9 +298,6 @@ def _cmd_consensus(args):
     or --graph-file), one row per agent (and round), and writes the adapted release: one holder
     per network, Kish n_eff, and a Gaussian with the exact covariance of the Laplace mixture
     (flagged as an approximation)."""
-    from ..adapters import consensus as cm
-    from ..simulate import linear_rows
-
     rng = np.random.default_rng(args.seed)
     theta = _theta(args, rng)
     if args.output_agents == "all":
@@ -316,18 +307,18 @@ def _cmd_consensus(args):
             agents = int(args.output_agents)
         except ValueError:
             raise BayesdpInputError("--output-agents must be 'all' or an agent index") from None
-    adj0 = cm.load_adjacency(args.graph_file) if args.graph_file else None
+    adj0 = consensus.load_adjacency(args.graph_file) if args.graph_file else None
     rels, truth = [], {"protocol": "consensus", "theta": theta, "sigma_y2": args.sigma_y ** 2,
                        "networks": []}
     for j in range(args.networks):
-        adj = adj0 if adj0 is not None else cm.ring_chords_graph(args.agents, seed=rng)
+        adj = adj0 if adj0 is not None else consensus.ring_chords_graph(args.agents, seed=rng)
         n = adj.shape[0]
         shape = (n,) if args.algorithm == "mvue" else (args.rounds, n)
         X, y = linear_rows(theta, shape, sigma_y=args.sigma_y, seed=rng)
-        sim = cm.consensus_release(adj, X, y, eps=args.epsilon, bound_x=args.bounds[0],
-                                   bound_y=args.bounds[1], seed=int(rng.integers(2**63)),
-                                   T=args.rounds, algorithm=args.algorithm, notion=args.notion,
-                                   agents=agents)
+        sim = consensus.consensus_release(adj, X, y, eps=args.epsilon, bound_x=args.bounds[0],
+                                          bound_y=args.bounds[1], seed=int(rng.integers(2**63)),
+                                          T=args.rounds, algorithm=args.algorithm,
+                                          notion=args.notion, agents=agents)
         rels.append(_holder(sim, j))
         truth["networks"].append({"S": sim.truth["S"], "z": sim.truth["z"]})
     return _write_outputs(rels, truth, args)

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import sys
 
+from .. import diagnostics
+from ..predict import feature_names, predict, prediction_summary, read_new_rows
+from ..releases import write_text_atomic
 from .common import add_command, check_posterior_argument
 
 
@@ -17,10 +20,6 @@ def _cmd_predict(args):
     writes a CSV with the posterior predictive mean, sd and HDI (lower, upper) of y for each
     row. y_new = x^T theta + N(0, sigma_y^2) per posterior draw; method 'fast' fixes sigma_y^2
     at its plug-in (B_y/3)^2 (docs/prediction.md)."""
-    from .. import diagnostics
-    from ..predict import feature_names, predict, prediction_summary, read_new_rows
-    from ..releases import write_text_atomic
-
     check_posterior_argument(args.posterior)
     idata = diagnostics.load(args.posterior)
     names = feature_names(idata)

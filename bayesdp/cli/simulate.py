@@ -16,6 +16,9 @@ from ..releases import write_text_atomic
 from ..simulate import simulate
 from .common import add_command
 
+# pandas, and bayesdp.demo (pandas, scipy.stats), are imported inside the commands (pandas
+# after simulate's checks): --help and bad arguments load neither
+
 
 def _cmd_demo(args):
     """The main job on the paper's simulation: n rows split over J holders, each releases noisy
@@ -31,7 +34,7 @@ def _cmd_simulate(args):
     """Sigma_x ~ InvWishart(V^T V, d+1), theta ~ N(0, I), x ~ N(0, Sigma_x), y = x^T theta +
     N(0, sigma_y^2). Writes a CSV (columns x0.., y) and a truth JSON beside it."""
     sim = simulate(args.n, args.d, seed=args.seed, sigma_y=args.sigma_y)
-    import pandas as pd  # after simulate's checks: bad arguments fail before pandas is loaded
+    import pandas as pd
 
     frame = pd.DataFrame(sim.X, columns=list(sim.feature_names))
     frame["y"] = sim.y

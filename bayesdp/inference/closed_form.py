@@ -20,6 +20,9 @@ from ..errors import BayesdpInputError
 from ..releases.layout import S_NOISE, z_given_s_noise
 from ..releases.layout import z_noise_covariances  # noqa: F401 (read from here by starts.py)
 
+# scipy and JAX are imported inside the functions that use them (slow to import): importing
+# bayesdp.inference, as `bayesdp --help` does, loads neither
+
 _SIGMA_Y_RULES = ("paper", "paper-code")
 
 
@@ -132,7 +135,7 @@ def gaussian_theta_posterior(S, z_hat, sigma_y2, Sigma_z, m, C):
     sigma_y^2 S_j + Sigma_j (no z noise, singular S_j) is completed exactly by
     :func:`complete_degenerate_noise`. Returns (mean, cov, precision).
     """
-    from scipy import linalg  # here, not on import (slow to import)
+    from scipy import linalg
 
     d = S.shape[-1]
     Sigma_z = complete_degenerate_noise(S, z_hat, sigma_y2, Sigma_z)
@@ -263,7 +266,7 @@ def nig_precision(priors):
 
 def _nig_posterior(S, z, yty, n, priors, Lambda0=None):
     """NIG posterior parameters from sufficient statistics (S = X^T X, z = X^T y, yty, n)."""
-    from scipy import linalg  # here, not on import (slow to import)
+    from scipy import linalg
 
     L0 = nig_precision(priors) if Lambda0 is None else Lambda0
     m = priors.m
@@ -286,7 +289,7 @@ def draw_gaussian(rng, mean, cov, shape):
 
 def draw_nig(rng, post, shape):
     """Draws (theta, sigma^2) from a NIG posterior."""
-    from scipy import linalg  # here, not on import (slow to import)
+    from scipy import linalg
 
     sigma2 = post["b_n"] / rng.gamma(post["a_n"], 1.0, size=shape)
     Linv = linalg.cho_solve(linalg.cho_factor(post["Lambda_n"], lower=True), np.eye(len(post["mean"])))

@@ -24,6 +24,8 @@ import os
 import platform
 import sys
 
+# JAX is imported only by the functions that set it: the command turns the cache on without it
+
 _COMPILATION_CACHE_ENV = "BAYESDP_COMPILATION_CACHE"
 #: Values of BAYESDP_COMPILATION_CACHE that turn the cache off
 _COMPILATION_CACHE_OFF = ("0", "off", "no", "false")
@@ -44,20 +46,20 @@ def _cpu_signature():
     return f"{platform.machine() or 'cpu'}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
-def default_compilation_cache_dir():
+def _default_compilation_cache_dir():
     """``$XDG_CACHE_HOME/bayesdp/jax/<cpu>``, else ``~/.cache/bayesdp/jax/<cpu>``."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "bayesdp", "jax", _cpu_signature())
 
 
-def enable_compilation_cache(path=None, min_compile_time_secs=0.0, max_bytes=MAX_BYTES):
+def _enable_compilation_cache(path=None, min_compile_time_secs=0.0, max_bytes=MAX_BYTES):
     """Turn on JAX's persistent compilation cache (a process-wide JAX setting).
 
     Parameters
     ----------
     path : str or None
         Its directory; default ``$BAYESDP_COMPILATION_CACHE``, else
-        :func:`default_compilation_cache_dir`.
+        :func:`_default_compilation_cache_dir`.
     min_compile_time_secs : float
         Programs that compile faster than this are not stored (default: all are).
     max_bytes : int
@@ -70,7 +72,7 @@ def enable_compilation_cache(path=None, min_compile_time_secs=0.0, max_bytes=MAX
     import jax
 
     if path is None:
-        path = _cache_env() or default_compilation_cache_dir()
+        path = _cache_env() or _default_compilation_cache_dir()
     os.makedirs(path, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_secs))
@@ -97,7 +99,7 @@ def default_compilation_cache():
     if value == "off" or jax.config.jax_compilation_cache_dir:
         return None
     try:
-        return enable_compilation_cache(value)
+        return _enable_compilation_cache(value)
     except OSError:
         return None
 
@@ -118,7 +120,7 @@ def command_compilation_cache():
         return None
     if "jax" in sys.modules:
         return default_compilation_cache()
-    path = os.environ.get("JAX_COMPILATION_CACHE_DIR") or value or default_compilation_cache_dir()
+    path = os.environ.get("JAX_COMPILATION_CACHE_DIR") or value or _default_compilation_cache_dir()
     try:
         os.makedirs(path, exist_ok=True)
     except OSError:

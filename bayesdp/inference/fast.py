@@ -15,6 +15,9 @@ from . import closed_form
 from .log_likelihood import Likelihood
 from .methods import MethodResult, register_method
 
+# JAX (and the kernels, which import it) are imported inside the functions that use them:
+# importing bayesdp.inference, as `bayesdp --help` does, loads no JAX
+
 #: sigma_y2: hold sigma_y^2 at this value (None: the plug-in of ``sigma_y_rule``, "paper":
 #: (B_y/3)^2, or "paper-code"); fixed_s and s_noise as for "fixeds"
 OPTIONS = {"sigma_y2": None, "sigma_y_rule": "paper", "fixed_s": "psd", "s_noise": None}

@@ -23,6 +23,9 @@ from .log_likelihood import Likelihood
 from .methods import register_method
 from .starts import initial_position, initial_sigma_y2
 
+# The kernels (JAX) are imported inside the functions that use them: importing bayesdp.inference,
+# as `bayesdp --help` does, loads no JAX
+
 #: The options of the fixedS model's setup: the estimate S_j is fixed at ("psd", or the
 #: authors' "psd+I") and how the noise on S enters z_hat | S (None: the release's provenance
 #: says, else "conditional")

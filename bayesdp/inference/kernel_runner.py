@@ -21,6 +21,9 @@ from .mcmc import (_cached_mcmc, _chain_method, _check_target, _data_shapes, _ja
                    _keys, _progress, _run_mcmc)
 from .methods import MethodResult
 
+# JAX, numpyro and dp_kernel (numpyro) are imported inside the functions that use them:
+# importing bayesdp.inference, as `bayesdp --help` does, loads neither
+
 #: The acceptance rate the proposal scales adapt to during warm-up (the authors' 0.2)
 TARGET_ACCEPT = 0.2
 

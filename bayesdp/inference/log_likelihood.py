@@ -50,6 +50,9 @@ from .._jax import enable_x64
 from ..releases import layout
 from .compilation_cache import default_compilation_cache
 
+# JAX and numpyro are imported inside the functions that use them: importing bayesdp.inference,
+# as `bayesdp --help` does, loads neither
+
 #: Draws are evaluated in chunks whose largest intermediate (one d x d covariance per holder and
 #: draw, a few copies) stays near this many bytes.
 _CHUNK_BYTES = 64 * 2 ** 20

@@ -14,8 +14,13 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .._jax import release_compiled_code
 from ..errors import BayesdpInputError
+from ..progress import bar, show
 from .methods import get_method
+
+# JAX and numpyro are imported inside the functions that use them: importing bayesdp.inference,
+# as `bayesdp --help` does, loads neither
 
 _MCMC_CACHE = OrderedDict()
 _MCMC_CACHE_LOCK = threading.Lock()
@@ -43,8 +48,6 @@ def _cached_mcmc(key, make):
         while len(_MCMC_CACHE) > MCMC_CACHE_SIZE:
             _MCMC_CACHE.popitem(last=False)
     if evict:
-        from .._jax import release_compiled_code
-
         release_compiled_code()
     return mcmc
 
@@ -103,7 +106,6 @@ def _run_mcmc(mcmc, seed, data, extra_fields, init_params=None, progress_bar=Fal
     run = runs[how]
     total = (mcmc.num_warmup + mcmc.num_samples) * (
         1 if mcmc.num_chains == 1 or mcmc.chain_method == "vectorized" else mcmc.num_chains)
-    from ..progress import bar
 
     with bar(total, desc="sample", progress=run.show) as b:
         run.progress["bar"] = b
@@ -247,8 +249,6 @@ def _check_target(name, v):
 def _progress(progress_bar):
     """numpyro's progress bar: ``progress_bar`` True/False, or None = when stderr is a terminal
     (the rule of every bayesdp progress bar, :func:`bayesdp.progress.show`)."""
-    from ..progress import show
-
     return show(progress_bar)
 
 

@@ -21,6 +21,9 @@ from .nuts import NUTS_OPTIONS, _laplace_inverse_mass, run_nuts
 from .starts import (initial_position, initial_sigma_y2, intercept_noncentred_position,
                      intercept_position, noncentred_start, principal_basis)
 
+# JAX is imported inside the functions that use it: importing bayesdp.inference, as
+# `bayesdp --help` does, loads no JAX
+
 
 def _check_release(release):
     """Raise BayesdpInputError if the normalX model cannot fit ``release``: S_j must be

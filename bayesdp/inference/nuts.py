@@ -15,6 +15,9 @@ from .mcmc import (_cached_mcmc, _chain_method, _check_target, _data_shapes, _ja
                    _progress, _run_mcmc)
 from .methods import MethodResult
 
+# JAX and numpyro are imported inside the functions that use them: importing bayesdp.inference,
+# as `bayesdp --help` does, loads neither
+
 #: NUTS's options, with numpyro's defaults (``chain_method`` None: :func:`_nuts_chain_method`)
 NUTS_OPTIONS = {"target_accept_prob": 0.8, "max_tree_depth": 10, "chain_method": None}
 

@@ -11,6 +11,9 @@ import numpy as np
 from ..models.regression import intercept_scatter, theta_given_s
 from . import closed_form
 
+# JAX is imported inside the function that uses it: importing bayesdp.inference, as
+# `bayesdp --help` does, loads no JAX
+
 
 def initial_sigma_y2(release, priors):
     """Start for sigma_y^2: the plug-in (B_y/3)^2 when the release has bounds, else the prior

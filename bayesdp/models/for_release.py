@@ -28,8 +28,12 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from .._jax import enable_x64
 from ..errors import BayesdpInputError
 from . import regression as R
+
+# bayesdp.inference (which imports bayesdp.models: a cycle) and JAX are imported inside the
+# functions that use them
 
 
 def numpyro_methods():
@@ -104,7 +108,6 @@ def for_release(release, method="eiv", *, priors=None, **options) -> NumpyroMode
         An unknown method, a method without a numpyro model (``"fast"``, ``"bs"``), an
         unknown option, or a release the method cannot fit (as ``fit`` would).
     """
-    from .._jax import enable_x64
     from ..inference.fit import prepare_fit
     from ..inference.methods import METHODS
 

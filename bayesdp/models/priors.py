@@ -44,6 +44,9 @@ import numpy as np
 
 from ..errors import BayesdpInputError
 
+# scipy.stats is imported inside the function that uses it: slow to import, and the bayesdp
+# command imports this module for its --help
+
 _DEFAULTS = ("weakly-informative", "paper")
 
 #: Constants of the weakly-informative default (see the module docstring).

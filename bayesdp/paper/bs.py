@@ -53,6 +53,9 @@ from ..inference.methods import MethodResult
 from ..releases import layout
 from . import bs_model
 
+# JAX is imported inside the functions that use it: importing bayesdp.paper, as `bayesdp --help`
+# does, loads no JAX
+
 
 def sample_inv_wishart(key, scale, df):
     """One draw of InvWishart(scale, df) (mean scale / (df - d - 1)) by the Bartlett decomposition.

@@ -34,6 +34,9 @@ import numpy as np
 from ..errors import BayesdpInputError
 from ..releases import layout
 
+# JAX and numpyro are imported inside the model functions: importing bayesdp.paper, as
+# `bayesdp --help` does, loads neither
+
 
 def _joint_covariance(Sigma_x, theta, sigma_y2):
     """Covariance of u = [x; y] under x ~ N(0, Sigma_x), y = x^T theta + N(0, sigma_y2)."""

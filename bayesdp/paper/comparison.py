@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import importlib
 import json
 import math
 import multiprocessing
@@ -53,12 +54,29 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import BayesdpError, BayesdpInputError, check_output_folder
+import bayesdp
 
-if TYPE_CHECKING:  # pandas is imported inside the functions that build tables, not on import
+from .. import progress as pg
+from .._jax import enable_x64
+from ..diagnostics import ESS_MIN, RHAT_MAX, S_NOISE_COVERAGE_MIN, s_hat_z_max
+from ..errors import (BayesdpError, BayesdpInputError, CalibrationWarning, ConvergenceWarning,
+                      check_output_folder)
+from ..inference import METHODS
+from ..inference.batch import fit_batch_results
+from ..inference.fit import finish_fit
+from ..models.priors import Priors
+from ..releases.holders import check_split
+from ..releases.rows import check_design
+from ..simulate import simulate
+from . import metrics
+from .metrics import bootstrap_mean_interval
+
+# pandas, matplotlib and .datasets (pandas) are imported inside the functions that use them (in
+# compare, after the checks): importing bayesdp.paper, as `bayesdp --help` does, loads none
+if TYPE_CHECKING:
     import pandas as pd
 
-CALIBRATIONS = ("exact", "paper-code")
+_CALIBRATIONS = ("exact", "paper-code")
 #: methods computed by compare itself rather than through ``fit``
 BASELINES = ("adassp", "nonprivate")
 #: methods whose simulated prediction metric uses the point estimate (as the authors did)
@@ -70,14 +88,12 @@ METRICS = ("estimation_mse", "prediction_mse", "mmd2", "mmd2_paper", "seconds")
 #: (bayesdp.inference.fit.check_s_hat: the largest |z| and whether it passed, 1 or 0)
 CHECKS = ("converged", "max_r_hat", "min_ess_bulk", "s_noise_mean_coverage", "s_hat_max_abs_z",
           "s_hat_agrees")
-COLUMNS = ["method", "epsilon", "J", "rep", "metric", "value"]
+_COLUMNS = ["method", "epsilon", "J", "rep", "metric", "value"]
 _PAPER_ORDER = ("normalx", "fixeds", "fast", "bs", "adassp", "nonprivate")
 
 
 def default_methods():
     """Every method the paper compares that is available now (normalX/fixedS once registered)."""
-    from ..inference import METHODS
-
     return [m for m in _PAPER_ORDER if m in METHODS or m in BASELINES]
 
 
@@ -91,12 +107,9 @@ def _context(spec):
     key = json.dumps(spec, sort_keys=True)
     if key in _CONTEXTS:
         return _CONTEXTS[key]
-    from ..models.priors import Priors
 
     intercept = spec.get("intercept", False)
     if spec["kind"] == "simulated":
-        from ..simulate import simulate
-
         sim = simulate(n=spec["n"], d=spec["d"], seed=spec["seed"],
                        x_mean=spec.get("x_mean", 0.0), intercept=spec.get("true_intercept", 0.0))
         ctx = {"X": sim.X, "y": sim.y, "theta_ref": sim.theta, "Sigma_x": sim.Sigma_x,
@@ -156,8 +169,6 @@ def _metrics_for(method, draws, ctx, ref_draws, spec, point=None):
 
     ``point``: the exact posterior mean when known (closed-form methods), else the draws' mean.
     """
-    from . import metrics
-
     draws = np.atleast_2d(np.asarray(draws, dtype=float))
     est = draws.mean(axis=0) if point is None else np.asarray(point, dtype=float)
     out = {"estimation_mse": metrics.estimation_mse(est, ctx["theta_ref"])}
@@ -192,8 +203,6 @@ def _checks_of(attrs) -> dict:
     if "s_noise_mean_coverage" in attrs:
         out["s_noise_mean_coverage"] = float(attrs["s_noise_mean_coverage"])
     if "s_hat_check_max_abs_z" in attrs:
-        from ..diagnostics import s_hat_z_max
-
         z = float(attrs["s_hat_check_max_abs_z"])
         out.update(s_hat_max_abs_z=z, s_hat_agrees=float(z <= s_hat_z_max(int(attrs["d"]))))
     return out
@@ -210,10 +219,6 @@ def _method_options(method, spec):
 
 def _setup(modules):
     """Float64 JAX and the modules that registered the methods (for worker processes)."""
-    import importlib
-
-    from .._jax import enable_x64
-
     enable_x64()
     for mod in modules:
         importlib.import_module(mod)
@@ -233,8 +238,6 @@ def _design(spec):
 
 def _cell_release(spec, ctx, epsilon, J, seed, include_yty=False):
     """The release of one cell for the [S, z] methods (or, ``include_yty``, for B&S)."""
-    import bayesdp
-
     return bayesdp.release(ctx["X"], ctx["y"], epsilon=epsilon, delta=ctx["delta"],
                            bounds=_bounds(ctx, spec), nodes=J, seed=seed,
                            split=spec.get("split", "contiguous"), calibration=spec["calibration"],
@@ -254,7 +257,6 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitt
     import pandas as pd
 
     _setup(modules)
-    import bayesdp
 
     fitted = fitted or {}
     ctx = _context(spec)
@@ -331,26 +333,24 @@ def run_cell(spec, epsilon, J, rep, methods, cells_dir=None, modules=(), *, fitt
         vals.update(checks)
         cell = pd.DataFrame([{"method": method, "epsilon": float(epsilon), "J": int(J),
                               "rep": int(rep), "metric": k, "value": float(v)}
-                             for k, v in vals.items()], columns=COLUMNS)
+                             for k, v in vals.items()], columns=_COLUMNS)
         if path is not None:
             _write_atomic(path, cell)
         rows.append(cell)
         if on_fit is not None:
             on_fit(method, "done")
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS)
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=_COLUMNS)
 
 
-def batchable(method):
+def _batchable(method):
     """Whether ``method`` has a batched fit (:func:`bayesdp.inference.fit_batch` runs it
     vectorised)."""
-    from ..inference import METHODS
-
     return method in METHODS and METHODS[method].run_batch is not None
 
 
 def _run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
     """Run the replications ``reps`` = [(rep, methods), ...] of one (epsilon, J) cell: every
-    method with a batched fit (:func:`batchable`) is fitted to all the replications that need
+    method with a batched fit (:func:`_batchable`) is fitted to all the replications that need
     it at once (:func:`bayesdp.inference.batch.fit_batch_results`, one compiled program), then
     each replication is finished by :func:`run_cell`. Results equal those of one
     :func:`run_cell` per replication up to floating-point rounding; a replication's
@@ -358,14 +358,12 @@ def _run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
     import pandas as pd
 
     _setup(modules)
-    from ..inference.batch import fit_batch_results
-    from ..inference.fit import finish_fit
 
     ctx = _context(spec)
     dim = ctx["X"].shape[1] + int(_design(spec)["intercept"])
     seeds = {r: _cell_seeds(spec, epsilon, J, r) for r, _ in reps}
     releases, fitted = {}, {r: {} for r, _ in reps}
-    for method in dict.fromkeys(m for _, todo in reps for m in todo if batchable(m)):
+    for method in dict.fromkeys(m for _, todo in reps for m in todo if _batchable(m)):
         todo = [r for r, ms in reps if method in ms and not (
             cells_dir is not None and cell_path(cells_dir, method, epsilon, J, r).exists())]
         if not todo:
@@ -398,14 +396,12 @@ def _run_cells_batched(spec, epsilon, J, reps, cells_dir=None, modules=()):
                                  seconds, c)
     rows = [run_cell(spec, epsilon, J, r, todo, cells_dir, modules, fitted=fitted[r],
                      release=releases.get(r)) for r, todo in reps]
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS)
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=_COLUMNS)
 
 
 def _worker_init(counter=None):
     """Set up a spawned worker: float64 in JAX, and the worker pinned to a core of its own
     (worker i to the i-th core this process may use, round robin)."""
-    from .._jax import enable_x64
-
     enable_x64()
     if counter is not None and hasattr(os, "sched_setaffinity"):
         with counter.get_lock():
@@ -510,10 +506,8 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         data, ``bayesdp.simulate``); the simulated prediction error then averages over rows
         [1, x] of that distribution (a fit without an intercept predicts with theta_0 = 0).
     """
-    from ..inference import METHODS
-
-    if calibration not in CALIBRATIONS:
-        raise BayesdpInputError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+    if calibration not in _CALIBRATIONS:
+        raise BayesdpInputError(f"calibration must be one of {_CALIBRATIONS}, got {calibration!r}")
     methods = default_methods() if methods is None else [str(m).lower() for m in
                                                           ([methods] if isinstance(methods, str)
                                                            else methods)]
@@ -540,7 +534,6 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         if n_jobs is None or n_jobs > 1:
             raise BayesdpInputError("give executor or n_jobs > 1, not both (the executor decides "
                                     "how many cells run at once)")
-    from ..releases.rows import check_design
 
     k = check_design(intercept, average_rows)
     if intercept:
@@ -571,7 +564,6 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
         spec = {"kind": "file", "data": source, "data_dir": None,
                 "preprocessing": preprocessing, "seed": int(seed), "bounds": "data"}
         dim = None
-    from ..releases.holders import check_split
 
     if check_split(split) != "contiguous":
         spec["split"] = split  # absent = contiguous, so earlier result folders still resume
@@ -632,18 +624,18 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     label = "simulated" if spec["kind"] == "simulated" else Path(str(data)).name
     results = _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose,
                          progress, f"compare {label} ({calibration})")
-    import pandas as pd  # after the checks: bad arguments fail before pandas is loaded
+    import pandas as pd
 
     if cells_dir is not None:
         parts = [pd.read_csv(cell_path(cells_dir, m, e, J, r))
                  for e in epsilons for J in nodes for r in range(int(reps)) for m in methods]
         df = pd.concat(parts, ignore_index=True)
     else:
-        df = pd.concat(results, ignore_index=True) if results else pd.DataFrame(columns=COLUMNS)
+        df = pd.concat(results, ignore_index=True) if results else pd.DataFrame(columns=_COLUMNS)
     order = {m: i for i, m in enumerate(methods)}
     df = df.sort_values(["metric", "epsilon", "J", "rep", "method"],
                         key=lambda s: s.map(order) if s.name == "method" else s)
-    df = df.reset_index(drop=True)[COLUMNS]
+    df = df.reset_index(drop=True)[_COLUMNS]
     warn_checks(df)
     if out_dir is not None:
         _write_atomic(out_dir / "results.csv", df)
@@ -662,9 +654,6 @@ def warn_checks(df: pd.DataFrame, *, stacklevel=3) -> None:
     intervals the noise on S makes too narrow and another for the fits whose S_hat check
     failed. ``compare`` silences the warnings of its single
     fits (one per cell would bury the run's output) and calls this instead."""
-    from ..diagnostics import ESS_MIN, RHAT_MAX, S_NOISE_COVERAGE_MIN
-    from ..errors import CalibrationWarning, ConvergenceWarning
-
     key = ["method", "epsilon", "J", "rep"]
     rows = df[df["metric"].isin(CHECKS)].pivot_table(index=key, columns="metric",
                                                      values="value", aggfunc="first")
@@ -722,8 +711,6 @@ def _run_tasks(spec, tasks, cells_dir, modules, n_jobs, executor, verbose, progr
     with a progress bar and, if ``verbose``, a line per cell. The bar counts fits (one method
     on one cell), so it moves between cells; run in this process it also names the fit under
     way (eps, J, rep, method)."""
-    from .. import progress as pg
-
     results = []
     if not tasks:
         return results
@@ -802,8 +789,6 @@ def summarize(df: pd.DataFrame, level=0.90) -> pd.DataFrame:
     interval of the mean over replications (:func:`bayesdp.paper.metrics.bootstrap_mean_interval`),
     which stays > 0 for positive metrics (MSE, seconds), unlike mean +- t sd/sqrt(reps)."""
     import pandas as pd
-
-    from .metrics import bootstrap_mean_interval
 
     rows = []
     for (metric, method, eps, J), g in df.groupby(["metric", "method", "epsilon", "J"], sort=False):

@@ -26,6 +26,9 @@ from ..inference.starts import initial_position, initial_sigma_y2
 from ..models import regression as R
 from . import bs
 
+# The kernels (JAX) are imported inside the functions that build them: importing bayesdp.paper,
+# as `bayesdp --help` does, loads no JAX
+
 # -- Algorithm 2: "fixeds-paper" ----------------------------------------------------------------
 
 

@@ -19,6 +19,9 @@ import numpy as np
 
 from ..errors import BayesdpInputError
 
+# scipy.stats is imported inside the function that uses it: importing bayesdp.paper, as
+# `bayesdp --help` does, loads none of it
+
 
 def _vec(name, v, d=None):
     v = np.asarray(v, dtype=float)

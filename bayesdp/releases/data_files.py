@@ -11,6 +11,9 @@ from ..errors import BayesdpInputError
 from ..progress import bar
 from .rows import check_names_distinct, frame_dtype_problem, looks_numeric, non_numeric_error
 
+# pandas and pyarrow (optional) are imported inside the functions that read files: `import
+# bayesdp` imports this module
+
 
 def _csv_header(path):
     """The fields of a CSV's header row as written in the file: read by pandas' parser, from the

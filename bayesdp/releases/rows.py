@@ -14,6 +14,9 @@ from ..errors import BayesdpInputError
 from .release_object import INTERCEPT_NAME
 from .spec import check_average_rows, check_bounds_option, check_intercept
 
+# pandas and pyarrow (optional) are imported where a DataFrame's columns are checked: `import
+# bayesdp` imports this module
+
 _DATA_BOUNDS_WARNING = (
     "bounds='data': B_x and B_y are read off the data, so the noise scale depends on the data and "
     "the release is NOT differentially private. It is flagged private_bounds=False."
