@@ -501,6 +501,23 @@ def test_cli_subprocess_no_traceback(tmp_path, csv_data):
     assert not (tmp_path / "o.json").exists()
 
 
+def test_python_m_bayesdp_is_the_command(tmp_path):
+    """``python -m bayesdp`` and ``python -m bayesdp.cli`` run the command: ``--help`` exits 0
+    and lists the commands; a bad argument exits 2 with one line, as ``bayesdp`` does."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for module in ("bayesdp", "bayesdp.cli"):
+        p = subprocess.run([sys.executable, "-m", module, "--help"], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0 and "release" in p.stdout and "fit" in p.stdout, p.stderr
+        p = subprocess.run([sys.executable, "-m", module, "fit", str(tmp_path / "none.json")],
+                           env=env, capture_output=True, text=True, timeout=120)
+        assert p.returncode != 0, module
+        _assert_one_line_error(p.stderr)
+
+
 # --------------------------------------------------------------------------------------------
 # issue 12 item 5: what `bayesdp fit` prints
 
