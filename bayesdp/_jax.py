@@ -9,6 +9,12 @@ import sys
 HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 _DEFAULT_HOST_DEVICES = 4  # fit's default number of chains
 
+#: ``jax.jit(..., compiler_options=RUN_ONCE)`` for a program a fit runs once (the Laplace start's
+#: Hessian, the start's unconstraining, the log-likelihood group): XLA's backend optimisation
+#: off, which compiles in about half the time and runs as fast at these sizes; never for the
+#: sampler's own loop, which it slows (docs/evidence/performance.md, "Compile once per shape").
+RUN_ONCE = {"xla_backend_optimization_level": 0}
+
 
 def enable_x64():
     """Turn on float64 in JAX (a global setting; idempotent). Call before building JAX arrays."""

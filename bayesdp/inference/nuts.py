@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from .._jax import enable_x64
+from .._jax import RUN_ONCE, enable_x64
 from .compilation_cache import default_compilation_cache
 from .mcmc import (_cached_mcmc, _chain_method, _check_target, _data_shapes, _jax_versions,
                    _progress, _run_mcmc)
@@ -107,12 +107,22 @@ def _unconstrained_init(model, data, pos, num_chains):
     """``pos`` (constrained values) in the unconstrained space NUTS works in, one copy per
     chain when there are several."""
     import jax.numpy as jnp
-    from numpyro.infer.util import unconstrain_fn
 
-    u = unconstrain_fn(model, (data,), {}, {k: jnp.asarray(v) for k, v in pos.items()})
+    u = _unconstrain(model)(data, {k: jnp.asarray(v) for k, v in pos.items()})
     if num_chains > 1:
         u = {k: jnp.broadcast_to(v, (num_chains,) + v.shape) for k, v in u.items()}
     return u
+
+
+@functools.lru_cache(maxsize=8)
+def _unconstrain(model):
+    """numpyro's ``unconstrain_fn`` of ``model`` as one compiled program of (data, values):
+    run eagerly it would compile each of the model's operations on its own."""
+    import jax
+    from numpyro.infer.util import unconstrain_fn
+
+    return jax.jit(lambda data, values: unconstrain_fn(model, (data,), {}, values),
+                   compiler_options=RUN_ONCE)
 
 
 _HESSIAN_BATCH = 4
@@ -147,17 +157,19 @@ def _potential_hvp(model, shapes):
     unconstrained vector of sites with these ``shapes`` ((name, shape) pairs, sorted); the
     Hessian is assembled from them a batch of columns at a time."""
     import jax
-    import jax.numpy as jnp
-    from jax.flatten_util import ravel_pytree
     from numpyro.infer.util import potential_energy
 
-    _, unravel = ravel_pytree({k: jnp.zeros(shape) for k, shape in shapes})
+    sizes = np.cumsum([0] + [int(np.prod(shape)) for _, shape in shapes])
+
+    def unravel(x):  # the inverse of ravel_pytree on a dict: leaves in sorted key order
+        return {k: x[sizes[i]:sizes[i + 1]].reshape(shape)
+                for i, (k, shape) in enumerate(shapes)}
 
     def hvp(vs, x, data):
         grad = jax.grad(lambda x: potential_energy(model, (data,), {}, unravel(x)))
         return jax.vmap(lambda v: jax.jvp(grad, (x,), (v,))[1])(vs)
 
-    return jax.jit(hvp)
+    return jax.jit(hvp, compiler_options=RUN_ONCE)
 
 
 def _compiled_init(init_fn):
