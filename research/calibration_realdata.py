@@ -13,6 +13,8 @@ defaults. Printed per data set, J, eps and method (pooled over coefficients and 
   ``target``: what a calibrated posterior would give, 2 Phi(1.645 / sqrt(1 - r^2)) - 1 averaged
   over coefficients and releases, r = reference sd / private sd (the reference's own width is
   part of the private posterior's; 0.90 when r is small);
+- ``worst_k``: the coverage of the coefficient whose intervals hold the reference least often
+  (pooled coverage can hide one coefficient that is always missed);
 - ``rms_z``: root mean square of (posterior mean - reference) / sqrt(private var - reference var)
   (about 1 when calibrated);
 - ``width``: mean 90% width over the reference's;
@@ -165,6 +167,7 @@ def run_cell(name, J, eps, methods, releases, prepared=None, delta=1e-5, verbose
         rmse, a_rmse = math.sqrt(np.mean(acc["err"])), math.sqrt(np.mean(a_err))
         rows.append({"data": name, "J": J, "eps": eps, "method": m, "releases": releases,
                      "cover": np.mean(acc["cov"]), "target": np.mean(acc["target"]),
+                     "worst_k": float(np.min(np.mean(np.reshape(acc["cov"], (-1, d)), axis=0))),
                      "rms_z": math.sqrt(np.mean(acc["z2"])), "width": np.mean(acc["width"]),
                      "RMSE": rmse, "adaSSP": a_rmse, "ratio": rmse / a_rmse,
                      "pred_cov": np.mean(acc["pcov"]), "pred_w": np.mean(acc["pwidth"]),
@@ -176,7 +179,7 @@ def run_cell(name, J, eps, methods, releases, prepared=None, delta=1e-5, verbose
     return rows
 
 
-COLUMNS = ("data", "J", "eps", "method", "releases", "cover", "target", "rms_z", "width", "RMSE",
+COLUMNS = ("data", "J", "eps", "method", "releases", "cover", "worst_k", "target", "rms_z", "width", "RMSE",
            "adaSSP", "ratio", "pred_cov", "pred_w", "nonpriv_pred_cov", "warned", "pred_warned",
            "s_per_fit")
 
