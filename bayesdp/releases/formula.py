@@ -627,17 +627,20 @@ class TableEncoding:
     def design(self, table):
         """The design of ``table``'s rows as a pandas DataFrame whose columns are the
         release's feature names: "intercept" (a column of ones) first when the formula has one,
-        then :attr:`feature_names`; the index is the table's. For :func:`bayesdp.predict` and
+        then :attr:`feature_names`; the index is the table's; ``frame.attrs["n_clamped"]``
+        counts the values clamped per numeric column. For :func:`bayesdp.predict` and
         :func:`bayesdp.fit_nonprivate`."""
         import pandas as pd
 
         from .release_object import INTERCEPT_NAME
 
-        X, _, _ = self.encode(table, response=False)
+        X, _, clamped = self.encode(table, response=False)
         index = getattr(table, "index", None)
         frame = pd.DataFrame(X, columns=list(self.feature_names), index=index)
         if self.intercept:
             frame.insert(0, INTERCEPT_NAME, 1.0)
+        frame.attrs["n_clamped"] = {c: int(n) for c, n in
+                                    zip(self.numeric_columns, clamped.sum(axis=0))}
         return frame
 
     def _prepared(self, table, response):
@@ -931,6 +934,18 @@ def check_release_table(rel):
             f"numeric column {list(enc.numeric_columns)}) between 0 and the holder's rows, got "
             f"{rel.n_clamped!r}")
     return v.astype(np.int64)
+
+
+def categorical_columns_of(formula) -> set:
+    """The columns ``formula`` uses as C(column) (parsed by formulaic)."""
+    _, terms, _ = _parse(formula)
+    out = set()
+    for _, exprs in terms:
+        for e in exprs:
+            col = _categorical_column(e)
+            if col is not None:
+                out.add(col)
+    return out
 
 
 def check_column_bounds(formula, bounds):
