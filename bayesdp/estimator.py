@@ -269,7 +269,10 @@ class BayesDPRegressor(*_BASES):
         if self.bounds is None:
             raise BayesdpInputError(
                 "bounds: BayesDPRegressor needs public bounds (B_x, B_y) on ||x||_2 and |y|, "
-                "e.g. BayesDPRegressor(bounds=(10.0, 5.0)); rows outside are clipped")
+                "e.g. BayesDPRegressor(bounds=(10.0, 5.0)); rows outside are clipped"
+                if self.formula is None else
+                "bounds: with a formula, BayesDPRegressor needs the public range or levels of "
+                "each column it uses, e.g. bounds={'x': (0, 10), 'region': ['north', 'south']}")
         seed = check_seed(self.seed)  # one seed, one noise: see the class's "seed"
         s_release = s_fit = None
         if seed is not None:

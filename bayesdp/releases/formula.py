@@ -927,8 +927,8 @@ def check_release_table(rel):
             v.dtype.kind in "iu" or (v.dtype.kind == "f" and bool(np.all(v == np.round(v)))))
     except (TypeError, ValueError):
         ok = False
-    top = rel.n_rows if rel.n_rows is not None else rel.n
-    if not ok or np.any(v < 0) or (rel.average_rows == 1 and np.any(v > top[:, None])):
+    top = rel.n_rows if rel.n_rows is not None else (rel.n if rel.average_rows == 1 else None)
+    if not ok or np.any(v < 0) or (top is not None and np.any(v > top[:, None])):
         raise BayesdpInputError(
             f"n_clamped must be {rel.J} x {k} whole numbers (one row per holder, one column per "
             f"numeric column {list(enc.numeric_columns)}) between 0 and the holder's rows, got "

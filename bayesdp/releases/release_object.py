@@ -381,6 +381,8 @@ class Release:
             flags.append(f"bounds estimated privately with eps={part['epsilon']:g}")
         extra = f" [{'; '.join(flags)}]" if flags else ""
         shape = ", intercept" if self.intercept else ""
+        if self.table is not None:
+            shape += f", formula {self.table.formula!r}"
         if self.average_rows > 1:
             shape += f", average_rows={self.average_rows} (n = groups)"
         return (
