@@ -326,7 +326,7 @@ def _check_range(column, value):
         raise BayesdpInputError(f"bounds[{column!r}]: the range ({lo!r}, {hi!r}) must be finite")
     if lo > hi:
         raise BayesdpInputError(f"bounds[{column!r}]: lo = {lo:g} > hi = {hi:g}; declare the range "
-                           "as (lo, hi) with lo <= hi")
+                                "as (lo, hi) with lo <= hi")
     return lo, hi
 
 
@@ -348,7 +348,7 @@ def _parse(formula):
         raise BayesdpInputError(f"formula must be a string 'response ~ terms', got {formula!r}")
     if "|" in formula:
         raise BayesdpInputError(f"formula {formula!r}: parts separated by '|' are not supported; "
-                           "give one formula 'response ~ terms'")
+                                "give one formula 'response ~ terms'")
     formulaic = _formulaic()
     try:
         parsed = formulaic.Formula(formula)
@@ -360,7 +360,7 @@ def _parse(formula):
     lhs_terms = list(lhs)
     if len(lhs_terms) != 1 or len(lhs_terms[0].factors) != 1:
         raise BayesdpInputError(f"formula {formula!r}: the left of '~' must be one response "
-                           f"(a column or a transform of columns), got {str(lhs)!r}")
+                                f"(a column or a transform of columns), got {str(lhs)!r}")
     terms, intercept = [], False
     for t in rhs:
         exprs = [fa.expr for fa in t.factors]
@@ -369,8 +369,9 @@ def _parse(formula):
             continue
         for fa in t.factors:
             if str(fa.eval_method.value) == "literal":
-                raise BayesdpInputError(f"formula {formula!r}: the term {str(t)!r} is a number; only "
-                                   "the intercept ('1', or '0' / '- 1' for none) may be")
+                raise BayesdpInputError(
+                    f"formula {formula!r}: the term {str(t)!r} is a number; only the intercept "
+                    "('1', or '0' / '- 1' for none) may be")
         terms.append((str(t), exprs))
     if not terms:
         raise BayesdpInputError(f"formula {formula!r}: no terms besides the intercept")
@@ -468,8 +469,12 @@ class TableEncoding:
                     categorical[e] = col
         cat_columns = set(categorical.values())
         if _categorical_column(response) is not None:
-            raise BayesdpInputError(f"formula {formula!r}: the response {response!r} is categorical; "
-                               "bayesdp fits a linear regression of a numeric response")
+            raise BayesdpInputError(
+                f"formula {formula!r}: the response {response!r} is categorical; bayesdp fits a "
+                "linear regression of a numeric response")
+        if not _names_in(response, bounds):
+            raise BayesdpInputError(f"formula {formula!r}: the response {response!r} names no "
+                                    "column")
         # numeric ranges of every column used outside C(); the names come from the expressions
         ranges = {}
         numeric_exprs = [response] + [e for _, exprs in terms for e in exprs
@@ -620,8 +625,9 @@ class TableEncoding:
                 Y = spec.lhs.get_model_matrix(frame, na_action="raise")
             y = np.asarray(pd.DataFrame(Y).to_numpy(dtype=np.float64))[:, 0].copy()
         if not np.isfinite(X).all() or (y is not None and not np.isfinite(y).all()):
-            raise BayesdpInputError("table: the formula gives non-finite values inside the declared "
-                               "ranges (a bug: the ranges were checked against the domain)")
+            raise BayesdpInputError(
+                "table: the formula gives non-finite values inside the declared ranges (a bug: "
+                "the ranges were checked against the domain)")
         return X, y, clamped
 
     def design(self, table):
@@ -777,12 +783,12 @@ class TableEncoding:
         if not isinstance(doc, dict) or not isinstance(doc.get("formula"), str) \
                 or not isinstance(doc.get("columns"), dict):
             raise BayesdpInputError("table: the record needs 'formula' (a string) and 'columns' "
-                               "(the declared bounds)")
+                                    "(the declared bounds)")
         columns = {}
         for c, v in doc["columns"].items():
             if not isinstance(v, dict) or len(v) != 1 or not ({"range", "levels"} & set(v)):
                 raise BayesdpInputError(f"table.columns.{c}: expected {{'range': [lo, hi]}} or "
-                                   f"{{'levels': [...]}}, got {v!r}")
+                                        f"{{'levels': [...]}}, got {v!r}")
             columns[c] = v
         enc = cls.build(doc["formula"], columns)
         mine = json.loads(enc.to_json())
@@ -909,15 +915,16 @@ def check_release_table(rel):
     names = ((INTERCEPT_NAME,) if enc.intercept else ()) + tuple(enc.feature_names)
     if tuple(rel.feature_names) != names:
         raise BayesdpInputError(f"feature_names: a release encoded by the formula {enc.formula!r} "
-                           f"has the features {list(names)}, got {list(rel.feature_names)}")
+                                f"has the features {list(names)}, got {list(rel.feature_names)}")
     if bool(rel.intercept) != enc.intercept:
-        raise BayesdpInputError(f"intercept: the formula {enc.formula!r} "
-                           f"{'has' if enc.intercept else 'has no'} intercept, but the release "
-                           f"has intercept={rel.intercept}")
+        raise BayesdpInputError(
+            f"intercept: the formula {enc.formula!r} {'has' if enc.intercept else 'has no'} "
+            f"intercept, but the release has intercept={rel.intercept}")
     if rel.bounds is not None and not all(math.isclose(a, b, rel_tol=1e-12)
                                           for a, b in zip(rel.bounds, enc.bounds)):
-        raise BayesdpInputError(f"bounds: a release encoded by a formula has the bounds its declared "
-                           f"column bounds give, {enc.bounds}, got {rel.bounds}")
+        raise BayesdpInputError(
+            f"bounds: a release encoded by a formula has the bounds its declared column bounds "
+            f"give, {enc.bounds}, got {rel.bounds}")
     if rel.n_clamped is None:
         return None
     k = len(enc.numeric_columns)
@@ -965,6 +972,6 @@ def encoding_of(value) -> Optional[TableEncoding]:
     if table is not None or hasattr(value, "S_hat"):
         if table is None:
             raise BayesdpInputError("encoding: this release was not made from a table with a "
-                               "formula; it has no encoding")
+                                    "formula; it has no encoding")
         return table
     return TableEncoding.from_dict(value)

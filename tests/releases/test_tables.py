@@ -94,6 +94,7 @@ def test_the_encoding_of_a_formula_names_its_terms(enc):
     ("y ~ {z / x}", "division by a value whose range"),
     ("y ~ {x > 2}", "bayesdp bounds columns, numbers"),
     ("C(g) ~ x", r"the response 'C\(g\)' is categorical"),
+    ("{2 * 3} ~ x", r"the response '2 \* 3' names no column"),
     ("y ~ x + C(x)", r"used both as C\(x\) and as a number"),
 ])
 def test_formulas_bayesdp_cannot_bound_are_refused(formula, message):
