@@ -120,7 +120,7 @@ def release(X, y=None, *, epsilon=None, delta=None, bounds=None, nodes=1, seed=N
     spec : ReleaseSpec or None
         All the parameters above except X, y, nodes and feature_names (the mechanism: epsilon,
         delta, bounds, calibration, noise, intercept, average_rows, include_yty, split, seed,
-        holder_name, bounds_share, bounds_range) as one checked
+        holder_name, bounds_share, bounds_range, formula) as one checked
         :class:`~bayesdp.releases.spec.ReleaseSpec`, in place of those keywords (which must then
         be left out). The release keeps it as ``Release.spec``, so
         ``release(X2, y2, spec=rel.spec)`` releases other rows by the same mechanism.
