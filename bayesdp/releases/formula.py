@@ -668,7 +668,7 @@ class TableEncoding:
                   if response or c not in self.response_columns or self._used_in_terms(c)]
         missing = [c for c in needed if c not in table.columns]
         if missing:
-            uses = "; ".join(f"{c!r} in {self._use_of(c)}" for c in missing)
+            uses = "; ".join(f"{c!r} in {self.use_of(c)}" for c in missing)
             raise BayesdpInputError(
                 f"table: the formula {self.formula!r} names column(s) the table does not have: "
                 f"{uses} (columns: {list(table.columns)[:20]})")
@@ -734,7 +734,7 @@ class TableEncoding:
                    (f["kind"] == "categorical" and f["column"] == column)
                    for e, f in self.factors.items())
 
-    def _use_of(self, column):
+    def use_of(self, column):
         """Where the formula uses ``column``, for messages."""
         if column in self.response_columns:
             return f"the response {self.response!r}"

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from ..errors import BayesdpInputError
 from .holders import check_one_holder, holder_count, node_labels, random_split, split_entropy, \
     split_rng
@@ -93,10 +91,9 @@ def release_table_file(path, spec, *, nodes, node_column, header, chunksize, pro
     start = 0
     for chunk in _iter_chunks(path, header, chunksize, progress, path.name):
         n = len(chunk)
+        if start == 0:
+            check_columns(enc, list(chunk.columns), str(path), node_column)
         if node_column is not None:
-            if node_column not in chunk.columns:
-                raise BayesdpInputError(f"node_column={node_column!r} is not a column (columns: "
-                                        f"{list(chunk.columns)})")
             labels = chunk[node_column].to_numpy()
         else:
             labels = None if J == 1 else random_split(n, J, rng)
@@ -140,13 +137,13 @@ def check_columns(enc, columns, where, node_column=None):
     """Refuse a table whose ``columns`` lack a column the formula uses, naming it."""
     missing = [c for c in enc.columns if c not in columns]
     if missing:
+        uses = "; ".join(f"{c!r} in {enc.use_of(c)}" for c in missing)
         raise BayesdpInputError(
-            f"{where}: the formula {enc.formula!r} names column(s) {missing} that are not "
-            f"there (columns: {list(columns)[:20]})")
+            f"{where}: the formula {enc.formula!r} names column(s) the table does not have: "
+            f"{uses} (columns: {list(columns)[:20]})")
     if node_column is not None and node_column not in columns:
         raise BayesdpInputError(f"node_column={node_column!r} is not a column (columns: "
                                 f"{list(columns)[:20]})")
     if node_column is not None and node_column in enc.columns:
         raise BayesdpInputError(f"node_column={node_column!r} is used by the formula; the "
                                 "holder labels must be a column of their own")
-    return np.asarray(list(columns), dtype=object)

@@ -455,6 +455,12 @@ def test_release_file_bad_input(tmp_path):
         release_file(tmp_path / "t.csv", header=None, **kw)
     with pytest.raises(BayesdpInputError, match="y_column: with a formula"):
         release_file(tmp_path / "t.csv", y_column="y", **kw)
+    with pytest.raises(BayesdpInputError, match="node_column='x' is used by the formula"):
+        release_file(tmp_path / "t.csv", node_column="x", **kw)
+    with pytest.raises(BayesdpInputError, match=r"t.csv: the formula .* names column\(s\) "
+                                                r"the table does not have: 'w' in the term"):
+        release_file(tmp_path / "t.csv", **dict(kw, formula="y ~ x + w",
+                                                bounds=dict(BOUNDS, w=(0, 1))))
     t.loc[25, "g"] = "q"
     t.to_csv(tmp_path / "u.csv", index=False)
     with pytest.raises(BayesdpInputError, match=r"u.csv, rows 20..29: table: column 'g' has "
