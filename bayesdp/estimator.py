@@ -19,7 +19,7 @@ import numpy as np
 
 from . import accounting, inference, releases
 from .errors import BayesdpInputError, check_seed
-from .predict import check_new_rows, feature_names, predictive_moments
+from .predict import check_new_rows, feature_names, predictive_moments, table_design
 
 SKLEARN_MIN_VERSION = "1.9"
 """The oldest scikit-learn the estimator supports, as the ``sklearn`` extra pins it
@@ -90,15 +90,25 @@ class BayesDPRegressor(*_BASES):
     rows clipped to the public ``bounds``, split over ``nodes`` holders) and fits the posterior
     from the release alone (:func:`bayesdp.fit`); ``predict(X)`` is the posterior predictive
     mean of y. The model is y = x^T theta + N(0, sigma_y^2), without intercept (the paper's):
-    centre y and X with public constants, or add a constant column, if you need one.
+    centre y and X with public constants, or add a constant column, if you need one; or give a
+    ``formula`` (below), whose intercept is the release's.
+
+    With a ``formula`` (docs/tables.md) the estimator takes tables: ``fit(table)`` releases
+    the rows of a pandas DataFrame encoded by the formula, ``bounds`` is the dict of declared
+    column bounds ``{column: (lo, hi)}`` / ``{column: [levels]}``, and ``predict(table)`` and
+    ``score(table)`` encode new rows the same way (``score``'s y defaults to the formula's
+    response, clamped as the release clamps it).
 
     Parameters
     ----------
     epsilon, delta : privacy parameters of the release each ``fit`` makes (per holder).
-    bounds : (B_x, B_y)
+    bounds : (B_x, B_y), or with a ``formula`` a dict of declared column bounds
         Public bounds on ||x||_2 and |y| (required; rows outside are clipped). ``"data"`` reads
         them off the rows, which is NOT private (the release is flagged and has no privacy
         cost that can be added up).
+    formula : str or None
+        An R-style formula over the columns of the tables ``fit`` and ``predict`` take, e.g.
+        ``"log(cnt + 1) ~ temp + C(season)"`` (:func:`bayesdp.release`).
     method : str
         Inference method (``bayesdp.METHODS``); default ``"eiv"``: the noise on S carried into
         theta's likelihood, theta's prior scale and sigma_y^2 integrated on grids, then theta
@@ -128,8 +138,10 @@ class BayesDPRegressor(*_BASES):
 
     Attributes (after ``fit``)
     --------------------------
-    coef_ : (d,) posterior mean of theta (exact closed-form mean for ``fast``).
-    intercept_ : 0.0 (the model has none; for scikit-learn compatibility).
+    coef_ : (d,) posterior mean of theta (exact closed-form mean for ``fast``); with a
+        ``formula``, of the coefficients of its columns (``release_.table.feature_names``).
+    intercept_ : 0.0 (the model has none; for scikit-learn compatibility); with a formula that
+        has an intercept, its posterior mean.
     idata_ : the posterior, ArviZ InferenceData.
     release_ : the :class:`bayesdp.Release` that was fitted (the only thing that saw the rows).
     privacy_cost_ : dict
@@ -182,7 +194,7 @@ class BayesDPRegressor(*_BASES):
 
     def __init__(self, epsilon=1.0, delta=1e-5, bounds=None, method="eiv", nodes=1, seed=None,
                  calibration="exact", include_yty=True, priors=None, num_samples=1000,
-                 num_chains=4, num_warmup=1000, method_options=None):
+                 num_chains=4, num_warmup=1000, method_options=None, formula=None):
         self.epsilon = epsilon
         self.delta = delta
         self.bounds = bounds
@@ -196,6 +208,7 @@ class BayesDPRegressor(*_BASES):
         self.num_chains = num_chains
         self.num_warmup = num_warmup
         self.method_options = method_options
+        self.formula = formula
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -237,13 +250,15 @@ class BayesDPRegressor(*_BASES):
 
     # -- fit / predict / score ------------------------------------------------------------------
 
-    def fit(self, X, y):
+    def fit(self, X, y=None):
         """Release (X, y) with DP and fit the posterior from the release.
 
         Parameters
         ----------
-        X : array (n, d) or DataFrame of numbers (no NaN, infinite, complex or sparse input)
-        y : array (n,) (a (n, 1) column is accepted with a warning)
+        X : array (n, d) or DataFrame of numbers (no NaN, infinite, complex or sparse input);
+            with a ``formula``, the table (a DataFrame with the columns the formula uses)
+        y : array (n,) (a (n, 1) column is accepted with a warning); with a ``formula``, left
+            out (the response is the formula's left side)
 
         Returns
         -------
@@ -252,11 +267,16 @@ class BayesDPRegressor(*_BASES):
         if self.bounds is None:
             raise BayesdpInputError(
                 "bounds: BayesDPRegressor needs public bounds (B_x, B_y) on ||x||_2 and |y|, "
-                "e.g. BayesDPRegressor(bounds=(10.0, 5.0)); rows outside are clipped")
+                "e.g. BayesDPRegressor(bounds=(10.0, 5.0)); rows outside are clipped"
+                if self.formula is None else
+                "bounds: with a formula, BayesDPRegressor needs the public range or levels of "
+                "each column it uses, e.g. bounds={'x': (0, 10), 'region': ['north', 'south']}")
         seed = check_seed(self.seed)  # one seed, one noise: see the class's "seed"
         s_release = s_fit = None
         if seed is not None:
             s_release, s_fit = (int(s) for s in np.random.default_rng(seed).integers(0, 2**62, 2))
+        if self.formula is not None:
+            return self._fit_table(X, y, s_release, s_fit)
         names = _string_columns(X)
         if HAVE_SKLEARN:
             X, y = _as_input_error(lambda: _validate_data(
@@ -298,6 +318,10 @@ class BayesDPRegressor(*_BASES):
         """
         self._check_fitted()
         names = feature_names(self.idata_)
+        if self.release_.table is not None:
+            X, _ = check_new_rows(table_design(self.idata_, X, names, self.release_, "X"),
+                                  names, what="X")
+            return self._moments(X, return_std)
         fitted_names = getattr(self, "feature_names_in_", None)
         if fitted_names is not None and _string_columns(X) is not None \
                 and set(X.columns) == set(fitted_names) and len(X.columns) == len(fitted_names):
@@ -309,6 +333,10 @@ class BayesDPRegressor(*_BASES):
         elif hasattr(X, "columns") and fitted_names is None:
             X = X.to_numpy()  # fitted on an array: columns by position
         X, _ = check_new_rows(X, names, what="X")
+        return self._moments(X, return_std)
+
+    def _moments(self, X, return_std):
+        """The predictive mean (and sd) at the design rows X."""
         mean, sd, _ = predictive_moments(self.idata_, X)
         if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(sd))):
             raise BayesdpInputError(  # never hand NaN to a scorer, which would average it
@@ -316,17 +344,21 @@ class BayesDPRegressor(*_BASES):
                 "outside the bounds the release was made with?)")
         return (mean, sd) if return_std else mean
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X, y=None, sample_weight=None):
         """Coefficient of determination R^2 of ``predict(X)`` against ``y``.
 
         Parameters
         ----------
-        X : rows as for :meth:`predict`; y : array (m,); sample_weight : array (m,) or None.
+        X : rows as for :meth:`predict`; y : array (m,) (with a ``formula``, None: the
+            formula's response of the table's rows); sample_weight : array (m,) or None.
 
         Returns
         -------
         float R^2 (1 is a perfect fit; 0 that of predicting the mean of y).
         """
+        if y is None and getattr(self, "release_", None) is not None \
+                and self.release_.table is not None:
+            y = self.release_.table.encode(X)[1]  # the formula's response, clamped
         y_arr = np.asarray(y)
         if y_arr.ndim == 0 or (y_arr.ndim == 2 and y_arr.shape[1] != 1) or y_arr.ndim > 2:
             raise BayesdpInputError(f"y must be one value per row, got shape {y_arr.shape}")
@@ -376,6 +408,33 @@ class BayesDPRegressor(*_BASES):
         label = "this fit" if n_fits == 1 else f"this fit x {int(n_fits)}"
         return accounting.budget(accounting.repeated(self.release_, n_fits, label=label),
                                  delta=delta, accountant=accountant)
+
+    def _fit_table(self, table, y, s_release, s_fit):
+        """``fit`` with a formula: release the table's rows encoded by it, fit, and record the
+        encoding in the posterior (attrs ``table_encoding``) so that :func:`bayesdp.predict`
+        encodes new tables the same way."""
+        from . import diagnostics
+        if y is not None:
+            raise BayesdpInputError("y: with a formula the response is the formula's left side; "
+                                    "call fit(table)")
+        rel = releases.release(table, formula=self.formula, epsilon=self.epsilon, delta=self.delta,
+                      bounds=self.bounds, nodes=self.nodes, seed=s_release,
+                      calibration=self.calibration, include_yty=self.include_yty)
+        idata = inference.fit(rel, method=self.method, seed=s_fit, priors=self.priors,
+                    num_samples=self.num_samples, num_chains=self.num_chains,
+                    num_warmup=self.num_warmup, **(self.method_options or {}))
+        diagnostics.set_attrs(idata, {"table_encoding": rel.table.to_json()})
+        self.release_ = rel
+        self.idata_ = idata
+        self.privacy_cost_ = _seeded_cost(accounting.privacy_cost(rel), self.seed) if rel.seeded \
+            else accounting.privacy_cost(rel)
+        used = [c for c in table.columns if c in rel.table.columns]
+        self.feature_names_in_ = np.asarray(used, dtype=object)
+        self.n_features_in_ = len(used)
+        theta = _posterior_mean(idata)
+        self.intercept_ = float(theta[0]) if rel.intercept else 0.0
+        self.coef_ = theta[int(rel.intercept):]
+        return self
 
     def _check_fitted(self):
         if not hasattr(self, "idata_"):

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def predict(idata, X_new, *, seed=None, hdi_prob=0.9):
+def predict(idata, X_new, *, seed=None, hdi_prob=0.9, encoding=None):
     """Posterior predictive draws of y at the rows of ``X_new``.
 
     Parameters
@@ -43,12 +43,19 @@ def predict(idata, X_new, *, seed=None, hdi_prob=0.9):
         New rows. A DataFrame whose column names are strings must have exactly the posterior's
         feature names (in any order; they are matched by name) and its index becomes the ``row``
         coordinate when it is unique; an array must have the d features in the posterior's
-        order. No NaN or infinite values.
+        order. No NaN or infinite values. For a posterior of a release made from a table with a
+        formula (docs/tables.md): a table of new rows with the columns the formula uses (its
+        response may be missing), encoded as the release encoded its rows (values clamped to
+        the declared ranges, with a warning naming the columns; undeclared levels refused).
     seed : int or None
         Seed of the noise draws (None: fresh OS entropy, recorded in the attrs).
     hdi_prob : float in (0, 1)
         Probability of the intervals :func:`prediction_summary` reports by default (recorded in
         the attrs of the ``predictions`` group).
+    encoding : Release, TableEncoding or None
+        The table encoding of the release the posterior was fitted to (``release`` itself, or
+        ``release.table``); default: the one the posterior records (attrs
+        ``table_encoding``), if any.
 
     Returns
     -------
@@ -61,6 +68,7 @@ def predict(idata, X_new, *, seed=None, hdi_prob=0.9):
     if isinstance(idata, (str, bytes)) or hasattr(idata, "__fspath__"):
         idata = diagnostics.load(idata)
     names = feature_names(idata)
+    X_new = table_design(idata, X_new, names, encoding)
     X, rows = check_new_rows(X_new, names)
     hdi_prob = _check_prob(hdi_prob)
     seed = check_seed(seed)
@@ -185,6 +193,53 @@ def feature_names(idata) -> list:
                                 f"draw, got {dims}")
     return [str(v) for v in da.coords[dims[0]].values] if dims[0] in da.coords \
         else [f"x{i}" for i in range(da.sizes[dims[0]])]
+
+
+def table_encoding(idata, encoding=None):
+    """The :class:`~bayesdp.releases.formula.TableEncoding` that new rows of a table are
+    encoded by: ``encoding`` (a Release, its ``table``, or the record) when given, else the
+    one ``idata`` records (attrs ``table_encoding``), else None."""
+    from .releases.formula import TableEncoding, encoding_of
+
+    if encoding is not None:
+        return encoding_of(encoding)
+    if not hasattr(idata, "posterior"):
+        return None
+    recorded = diagnostics.attrs(idata).get("table_encoding")
+    return None if recorded is None else TableEncoding.from_dict(recorded)
+
+
+def table_design(idata, X_new, names, encoding=None, what="X_new"):
+    """``X_new`` as the design the posterior's features ``names`` need: a table (DataFrame or
+    dict of columns) whose columns are not the features themselves is encoded by the table
+    encoding (:func:`table_encoding`) into a DataFrame of the features; anything else is
+    returned as it is. Values clamped to their declared ranges are named in a warning."""
+    enc = table_encoding(idata, encoding)
+    if enc is None:
+        return X_new
+    from .releases import INTERCEPT_NAME
+
+    expected = ([INTERCEPT_NAME] if enc.intercept else []) + list(enc.feature_names)
+    if list(names) != expected:
+        raise BayesdpInputError(
+            f"encoding: the formula {enc.formula!r} gives the features {expected}, but the "
+            f"posterior has {list(names)}; give the encoding of the release it was fitted to")
+    if isinstance(X_new, dict):
+        import pandas as pd
+
+        X_new = pd.DataFrame(X_new)
+    cols = getattr(X_new, "columns", None)
+    if cols is None or sorted(map(str, cols)) == sorted(expected):
+        return X_new
+    design = enc.design(X_new)
+    clamped = {c: n for c, n in design.attrs.get("n_clamped", {}).items() if n}
+    if clamped:
+        listing = ", ".join(f"{c} ({n})" for c, n in clamped.items())
+        warnings.warn(
+            f"{what}: value(s) outside their declared ranges were clamped to them, as the "
+            f"release clamped its rows: {listing}; predictions there are those at the range's "
+            "end", UserWarning, stacklevel=3)
+    return design
 
 
 def check_new_rows(X_new, names, what="X_new"):

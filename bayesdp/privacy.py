@@ -71,6 +71,12 @@ PUBLIC = {
 PUBLIC_ALWAYS = ("; the bounds, feature names, n_rows (rows before averaging) and design are "
                  "public inputs; n_clipped, when a holder chooses to include it, is NOT "
                  "protected (it tells whether a row was clipped)")
+#: added to ``privacy.public`` for a release made from a table with a formula (docs/tables.md)
+PUBLIC_TABLE = ("; the formula, its encoding (terms, levels, reference levels, transforms) and "
+                "the declared range or levels of each column it uses are public inputs, "
+                "declared by the holder without looking at the data (the bounds follow from "
+                "them); n_clamped, when a holder chooses to include it, is NOT protected (it "
+                "tells whether a value was outside its declared range)")
 
 
 def split_kind(provenance):

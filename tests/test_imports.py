@@ -15,7 +15,8 @@ import pytest
 import bayesdp
 
 #: modules that ``import bayesdp`` and ``bayesdp --help`` must not load
-HEAVY = ("scipy.stats", "pandas", "arviz", "matplotlib", "xarray", "jax", "numpyro", "sklearn")
+HEAVY = ("scipy.stats", "pandas", "arviz", "matplotlib", "xarray", "jax", "numpyro", "sklearn",
+         "formulaic")
 
 _REPORT = textwrap.dedent("""
     import json as _json, sys as _sys

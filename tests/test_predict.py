@@ -244,7 +244,7 @@ def test_regressor_parameters_follow_scikit_learn():
     params = est.get_params()
     assert sorted(params) == sorted(["epsilon", "delta", "bounds", "method", "nodes", "seed",
                                      "calibration", "include_yty", "priors", "num_samples",
-                                     "num_chains", "num_warmup", "method_options"])
+                                     "num_chains", "num_warmup", "method_options", "formula"])
     assert params["epsilon"] == 2.0 and params["method"] == "eiv" and params["seed"] is None
     assert est.set_params(method="fast", nodes=3) is est
     assert (est.method, est.nodes) == ("fast", 3)

@@ -3,6 +3,8 @@
 
     bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds 10 5 --nodes 5 --out release.json
     bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds private --out release.json
+    bayesdp release table.csv --epsilon 1 --delta 1e-5 --formula "y ~ x + C(region)" \
+        --bound x 0 10 --bound y -5 5 --bound region north south --out release.json
     bayesdp combine a.json b.json --out all.json
 """
 
@@ -18,8 +20,20 @@ from .common import add_command, add_progress_option, print_warnings
 
 def _cmd_release(args):
     """Each data holder's rows are clipped to the public bounds, X^T X and X^T y are
-    accumulated in chunks (constant memory), and Gaussian noise is added once per holder."""
-    if args.bounds_from_data:
+    accumulated in chunks (constant memory), and Gaussian noise is added once per holder.
+    With --formula the file is a table: each row is encoded by the formula, its values clamped
+    to the ranges declared with --bound / --bounds-file (docs/tables.md)."""
+    if args.formula is not None:
+        if args.bounds or args.bounds_from_data:
+            raise BayesdpInputError(
+                "--bounds: with --formula declare each column's public range or levels with "
+                "--bound COLUMN LO HI (or --bound COLUMN LEVEL ...) or --bounds-file FILE; "
+                "(B_x, B_y) follow from them")
+        bounds = column_bounds(args.formula, args.bound, args.bounds_file)
+    elif args.bound or args.bounds_file:
+        raise BayesdpInputError("--bound and --bounds-file declare the columns of a --formula; "
+                                "without one give --bounds B_X B_Y")
+    elif args.bounds_from_data:
         bounds = "data"
     elif args.bounds == ["private"]:
         bounds = "private"
@@ -32,7 +46,8 @@ def _cmd_release(args):
                        calibration=args.calibration, noise=args.noise, intercept=args.intercept,
                        average_rows=args.average_rows, include_yty=args.include_yty,
                        split=args.split, seed=args.seed, holder_name=args.holder,
-                       bounds_share=args.bounds_share, bounds_range=args.bounds_range)
+                       bounds_share=args.bounds_share, bounds_range=args.bounds_range,
+                       formula=args.formula)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         rel = release_file(args.data, nodes=args.nodes, y_column=_column(args.y_column),
@@ -46,6 +61,12 @@ def _cmd_release(args):
     if part is not None:
         print(f"bounds estimated privately: B_x={rel.bounds[0]:.6g}, B_y={rel.bounds[1]:.6g} "
               f"(eps {part['epsilon']:g} of {rel.epsilon:g}; the statistics used the rest)")
+    if rel.table is not None:
+        print(f"formula {rel.table.formula!r}: {rel.d} features {list(rel.feature_names)}; "
+              f"bounds derived from the declared ranges: B_x={rel.bounds[0]:.6g}, "
+              f"B_y={rel.bounds[1]:.6g}")
+        print("values clamped to their declared ranges (all holders): " + ", ".join(
+            f"{c} {int(n)}" for c, n in zip(rel.table.numeric_columns, rel.n_clamped.sum(0))))
     print(f"rows clipped to the bounds per holder: {rel.n_clipped.tolist()}")
     if rel.average_rows > 1:
         print(f"rows per holder: {rel.n_rows.tolist()}, averaged in groups of "
@@ -76,6 +97,61 @@ def _public_bounds(values):
         return tuple(float(v) for v in values)
     except ValueError:
         raise BayesdpInputError(message) from None
+
+
+def column_bounds(formula, bound, bounds_file):
+    """The declared bounds of a formula's columns from ``--bounds-file`` (JSON: ``{column:
+    [lo, hi]}`` or ``{column: {"range": [lo, hi]}}``, ``{column: [levels]}`` or ``{column:
+    {"levels": [...]}}``) and the repeated ``--bound COLUMN VALUE ...`` (which override the
+    file's entry of their column): two numbers LO HI for a numeric column, the levels for a
+    column used as C(column) (whole numbers are read as numbers)."""
+    import json
+    from pathlib import Path
+
+    from ..releases.formula import categorical_columns_of
+
+    bounds = {}
+    if bounds_file is not None:
+        path = Path(bounds_file)
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise BayesdpInputError(f"--bounds-file: {str(path)!r} does not exist") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BayesdpInputError(f"--bounds-file: {str(path)!r} is not a JSON file "
+                                    f"({exc})") from None
+        if not isinstance(doc, dict):
+            raise BayesdpInputError(f"--bounds-file: {str(path)!r} must hold a JSON object "
+                                    "{column: [lo, hi] or {\"levels\": [...]}}")
+        bounds.update(doc)
+    categorical = categorical_columns_of(formula)
+    seen = set()
+    for column, *values in bound or []:
+        if column in seen:
+            raise BayesdpInputError(f"--bound {column}: given twice")
+        seen.add(column)
+        if not values:
+            raise BayesdpInputError(f"--bound {column}: give LO HI, or the levels of C({column})")
+        if column in categorical:
+            bounds[column] = [int(v) if _whole(v) else v for v in values]
+            continue
+        try:
+            lo, hi = (float(v) for v in values)
+        except ValueError:
+            raise BayesdpInputError(
+                f"--bound {column} {' '.join(values)}: {column} is used as a number in the "
+                f"formula: give two numbers LO HI (a categorical column goes in as "
+                f"C({column}))") from None
+        bounds[column] = (lo, hi)
+    return bounds
+
+
+def _whole(text):
+    """True for a whole number written plainly ("3", "-2"; not "03" or "3.0")."""
+    try:
+        return str(int(text)) == text
+    except ValueError:
+        return False
 
 
 def _column(value):
@@ -112,6 +188,20 @@ def register(subparsers):
                         "factor of 10 (default: 1e-6 1e9)")
     p.add_argument("--bounds-from-data", action="store_true",
                    help="read the bounds off the data (NOT private; flagged in the release)")
+    p.add_argument("--formula", default=None,
+                   help="an R-style formula over the table's columns, e.g. 'log(y) ~ x + "
+                        "C(region)' (formulaic's syntax; docs/tables.md): the file needs a header "
+                        "row; each row is encoded by it, with the columns' bounds declared by "
+                        "--bound or --bounds-file (public, fixed without looking at the data)")
+    p.add_argument("--bound", nargs="+", action="append", metavar=("COLUMN", "VALUE"),
+                   help="with --formula, repeated: the public range 'COLUMN LO HI' of a numeric "
+                        "column (values outside are clamped and counted), or the levels "
+                        "'COLUMN LEVEL [LEVEL ...]' of a column used as C(COLUMN) (the first is "
+                        "the reference; an undeclared level is an error)")
+    p.add_argument("--bounds-file", default=None, metavar="FILE",
+                   help="with --formula: a JSON file of declared bounds, {\"x\": [0, 10], "
+                        "\"region\": {\"levels\": [\"north\", \"south\"]}}; --bound overrides "
+                        "its entries")
     p.add_argument("--nodes", type=int, default=1,
                    help="number of data holders J (default 1); rows assigned by --split")
     p.add_argument("--split", default="random", choices=["random", "contiguous"],

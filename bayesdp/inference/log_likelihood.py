@@ -127,7 +127,7 @@ def one_holder(release, j):
     """Holder j's part of a release (a Release with J = 1; the privacy record as the whole
     release's): the data of eiv's per-holder density."""
     per_holder = ("S_hat", "z_hat", "n", "sigma_s", "sigma_z", "n_clipped", "yty_hat",
-                  "sigma_yty", "noise_cov", "n_rows")
+                  "sigma_yty", "noise_cov", "n_rows", "n_clamped")
     changes = {k: getattr(release, k)[j:j + 1] for k in per_holder
                if getattr(release, k) is not None}
     changes["holder_names"] = tuple(release.holder_names[j:j + 1])

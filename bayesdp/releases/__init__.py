@@ -6,6 +6,9 @@ The modules in the order the data passes through them:
     layout.py             the data layout [vech(S), z, y^T y] and the noise model of a release
     rows.py, holders.py   checks of the rows, bounds and design; which rows go to which holder
     data_files.py         a CSV or Parquet data file read in chunks
+    formula.py            TableEncoding: a table's rows encoded by a formula with declared
+                          per-column bounds, and the (B_x, B_y) they give (docs/tables.md)
+    from_table.py         the rows of a table through release, release_file and release_dask
     partial.py            PartialStatistics: clipping and the exact per-holder sums (mergeable)
     mechanism.py          the Gaussian or discrete Gaussian noise on those sums
     from_rows.py          release() and release_file(): the one place rows become a Release
@@ -18,6 +21,7 @@ The modules in the order the data passes through them:
 
 from .combine import combine_releases
 from .files import load_release, write_text_atomic
+from .formula import TableEncoding
 from .from_dask import partial_statistics_dask, release_dask
 from .from_rows import release, release_file
 from .holders import contiguous_split, random_split
@@ -30,6 +34,7 @@ __all__ = [
     "PartialStatistics",
     "Release",
     "ReleaseSpec",
+    "TableEncoding",
     "combine_releases",
     "contiguous_split",
     "load_release",

@@ -19,7 +19,8 @@ def combine_releases(*releases) -> Release:
     """Put per-holder releases together into one analysis set.
 
     Refuses releases whose d, feature names, bounds, privacy parameters, calibration or noise
-    design differ. Holders hold disjoint rows, so the union keeps each holder's (eps, delta)
+    design differ, and releases made from tables whose encodings (formula, declared bounds of
+    its columns, the design they give) are not identical. Holders hold disjoint rows, so the union keeps each holder's (eps, delta)
     guarantee (parallel composition).
 
     Duplicates are refused with a :class:`CombineError` naming them, because counting one
@@ -52,6 +53,7 @@ def combine_releases(*releases) -> Release:
     # their own; they combine when their costs have the same form (docs/privacy.md section 9)
     own_bounds = all(r.bounds_part is not None and r.bounds is not None for r in rels)
     for k, r in enumerate(rels[1:], start=1):
+        _check_same_table(first, r, k)
         for field in ("d", "feature_names", "intercept", "average_rows", "bounds", "epsilon",
                       "delta", "calibration", "noise_mechanism", "noise_grid", "sensitivity",
                       "private_bounds"):
@@ -109,6 +111,8 @@ def combine_releases(*releases) -> Release:
         seeded=any(r.seeded for r in rels),
         n_clipped=None if any(r.n_clipped is None for r in rels) else np.concatenate([r.n_clipped for r in rels]),
         n_rows=None if any(r.n_rows is None for r in rels) else np.concatenate([r.n_rows for r in rels]),
+        n_clamped=None if any(r.n_clamped is None for r in rels)
+        else np.concatenate([r.n_clamped for r in rels]),
         yty_hat=cat("yty_hat"),
         sigma_yty=cat("sigma_yty"),
         noise_cov=cat("noise_cov"),
@@ -119,6 +123,25 @@ def combine_releases(*releases) -> Release:
         spec=None,  # several releases: no one spec made them all
         **(_largest_bounds(rels) if own_bounds else {}),
     )
+
+
+def _check_same_table(first, r, k):
+    """Releases made from tables combine only when their encodings are identical: the same
+    formula, the same declared bounds and so the same design (a table release with a matrix
+    release never)."""
+    a, b = first.table, r.table
+    if a is None and b is None:
+        return
+    if a is None or b is None:
+        has, hasnt = (k, 0) if a is None else (0, k)
+        raise CombineError(
+            f"cannot combine: release {has} was encoded from a table by a formula and release "
+            f"{hasnt} was not; holders must release by the same formula and declared bounds")
+    if a != b:
+        raise CombineError(
+            f"cannot combine: release {k} was encoded differently from release 0 (its "
+            f"{a.difference(b)}); holders must release by the same formula and the same "
+            "declared bounds")
 
 
 def _combined_cost(rels, names, labels):

@@ -147,6 +147,9 @@ def release_to_dict(rel, include_clip_counts=False) -> dict:
             h["n_rows"] = int(rel.n_rows[j])
         if include_clip_counts and rel.n_clipped is not None:
             h["n_clipped"] = int(rel.n_clipped[j])
+        if include_clip_counts and rel.n_clamped is not None:
+            h["n_clamped"] = {c: int(v) for c, v in zip(rel.table.numeric_columns,
+                                                         rel.n_clamped[j])}
         if rel.yty_hat is not None:
             h["yty_hat"] = float(rel.yty_hat[j])
             h["sigma_yty"] = float(rel.sigma_yty[j])
@@ -164,6 +167,7 @@ def release_to_dict(rel, include_clip_counts=False) -> dict:
         "d": rel.d,
         "feature_names": list(rel.feature_names),
         **shape,
+        **({} if rel.table is None else {"table": rel.table.to_dict()}),
         "holders": holders,
         "privacy": {
             "epsilon": rel.epsilon,
@@ -173,7 +177,8 @@ def release_to_dict(rel, include_clip_counts=False) -> dict:
             "bounds": None if rel.bounds is None else {"x": rel.bounds[0], "y": rel.bounds[1]},
             "private_bounds": bool(rel.private_bounds),
             "neighbouring": privacy.NEIGHBOURING[privacy.split_kind(rel.provenance)],
-            "public": privacy.PUBLIC[privacy.split_kind(rel.provenance)] + privacy.PUBLIC_ALWAYS,
+            "public": privacy.PUBLIC[privacy.split_kind(rel.provenance)] + privacy.PUBLIC_ALWAYS
+            + ("" if rel.table is None else privacy.PUBLIC_TABLE),
             "dp_claim_valid": bool(rel.dp_claim_valid),
             "dp_claim_note": rel.dp_claim_note,
             "cost": {"parts": [dict(p) for p in rel.privacy_cost],
@@ -316,8 +321,9 @@ def release_from_dict(doc) -> Release:
         raise ReleaseFormatError(f"field 'average_rows' must be a whole number >= 1, got {k!r}")
     if k > MAX_COUNT:  # a group holds at most as many rows as a holder can count
         raise ReleaseFormatError(f"field 'average_rows' must be at most 2**53, got {_short(k)}")
+    table = _table_from_dict(doc.get("table"))
     S, z, n, ss, sz, hn = [], [], [], [], [], []
-    clipped, yty, syty, cov, rows = [], [], [], [], []
+    clipped, yty, syty, cov, rows, clamped = [], [], [], [], [], []
     for j, h in enumerate(holders):
         w = f"holders[{j}]."
         Sj = _number_array(_need(h, "S_hat", w, list), w + "S_hat", 2)
@@ -335,6 +341,8 @@ def release_from_dict(doc) -> Release:
         clipped.append(None if h.get("n_clipped") is None
                        else _count(h["n_clipped"], w + "n_clipped", minimum=0))
         rows.append(None if h.get("n_rows") is None else _count(h["n_rows"], w + "n_rows"))
+        clamped.append(None if h.get("n_clamped") is None
+                       else _clamped(h["n_clamped"], table, w + "n_clamped"))
         yty.append(None if h.get("yty_hat") is None else _number(h["yty_hat"], w + "yty_hat"))
         if h.get("yty_hat") is not None:
             syty.append(_number(_need(h, "sigma_yty", w), w + "sigma_yty"))
@@ -383,6 +391,8 @@ def release_from_dict(doc) -> Release:
         raise ReleaseFormatError("n_clipped must be given for every holder or for none")
     if any(v is not None for v in rows) and not has(rows):
         raise ReleaseFormatError("n_rows must be given for every holder or for none")
+    if any(v is not None for v in clamped) and not has(clamped):
+        raise ReleaseFormatError("n_clamped must be given for every holder or for none")
     try:
         rel = Release(
             S_hat=np.stack(S),
@@ -413,6 +423,8 @@ def release_from_dict(doc) -> Release:
             privacy_cost=parts,
             noise_mechanism=mech,
             noise_grid=grid,
+            table=table,
+            n_clamped=np.array(clamped, dtype=np.int64) if has(clamped) else None,
         )
         # the record must agree with the cost the file's own noise, bounds and design give
         verify_cost(rel)
@@ -421,6 +433,32 @@ def release_from_dict(doc) -> Release:
     except BayesdpInputError as exc:
         raise ReleaseFormatError(str(exc)) from None
     return rel
+
+
+def _table_from_dict(doc):
+    """The :class:`~bayesdp.releases.formula.TableEncoding` of the file's "table" section
+    (None without one), rebuilt from its formula and declared bounds and checked against the
+    rest of the section."""
+    if doc is None:
+        return None
+    from .formula import TableEncoding
+
+    try:
+        return TableEncoding.from_dict(doc)
+    except BayesdpInputError as exc:
+        text = str(exc)
+        raise ReleaseFormatError(text if text.startswith("table") else f"table: {text}") from None
+
+
+def _clamped(v, table, where):
+    """A holder's ``n_clamped``: one whole number >= 0 per numeric column of the table."""
+    if table is None:
+        raise ReleaseFormatError(f"{where} is given without a 'table' section")
+    cols = list(table.numeric_columns)
+    if not isinstance(v, dict) or sorted(v) != sorted(cols):
+        raise ReleaseFormatError(f"{where} must map each numeric column {cols} to a count, "
+                                 f"got {v!r}")
+    return [_count(v[c], f"{where}.{c}", minimum=0) for c in cols]
 
 
 def _noise_from_dict(noise):

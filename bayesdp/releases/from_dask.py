@@ -14,11 +14,14 @@ open.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import privacy
 from ..errors import BayesdpInputError
 from .data_files import frame_rows, pick_columns
+from .from_table import check_columns, table_partial
 from .holders import check_one_holder, holder_count, random_split, split_entropy, split_rng
 from .mechanism import noisy_release, secure_plan
 from .partial import PartialStatistics
@@ -37,12 +40,14 @@ def _dask():
 
 def partial_statistics_dask(data, y=None, *, bounds, nodes=1, y_column=None, node_column=None,
                             intercept=False, average_rows=1, grid=None, split_every=8,
-                            scheduler=None, seed=None) -> PartialStatistics:
+                            scheduler=None, seed=None, table=None) -> PartialStatistics:
     """The exact :class:`PartialStatistics` of a Dask DataFrame ``data`` (or Dask arrays
     ``data`` = X, ``y``), computed by the active Dask scheduler: one object per partition,
     merged ``split_every`` at a time. NOT private (the raw sums); see :func:`release_dask`.
     With a holder count ``nodes`` = J each row goes to a uniformly random holder; partition i
-    draws from its own stream of ``seed`` (None: of fresh OS entropy)."""
+    draws from its own stream of ``seed`` (None: of fresh OS entropy). ``table``: a
+    :class:`~bayesdp.releases.formula.TableEncoding` that encodes each partition's rows (a
+    Dask DataFrame only; ``bounds`` and ``intercept`` are then the encoding's)."""
     dask = _dask()
     import dask.array as da
     import dask.dataframe as dd
@@ -64,14 +69,28 @@ def partial_statistics_dask(data, y=None, *, bounds, nodes=1, y_column=None, nod
         if node_column is None and J is None:
             raise BayesdpInputError("nodes: with a Dask DataFrame per-row holder labels go in "
                                     "node_column")
-        feats, ycol, ncol = pick_columns(list(data.columns), y_column, node_column,
-                                         "the Dask DataFrame")
-        names = dataframe_names(data[feats])
-        k = check_design(intercept, average_rows, names)
-        cfg = (len(feats), bnds, None if ncol is not None else J, intercept, k, grid,
-               "labels" if ncol is not None else "random", split_entropy(seed))
-        parts = [dask.delayed(_frame_partial)(p, i, feats, ycol, ncol, cfg)
-                 for i, p in enumerate(data.to_delayed())]
+        if table is not None:
+            check_columns(table, list(data.columns), "the Dask DataFrame", node_column)
+            names = list(table.feature_names)
+            k = check_design(table.intercept, average_rows, names)
+            cfg = (len(names), table.bounds, None if node_column is not None else J,
+                   table.intercept, k, grid, "labels" if node_column is not None else "random",
+                   split_entropy(seed))
+            labels_of = functools.partial(_random_labels, cfg=cfg)
+            parts = [dask.delayed(table_partial)(p, i, node_column, cfg, table, labels_of)
+                     for i, p in enumerate(data.to_delayed())]
+        else:
+            feats, ycol, ncol = pick_columns(list(data.columns), y_column, node_column,
+                                             "the Dask DataFrame")
+            names = dataframe_names(data[feats])
+            k = check_design(intercept, average_rows, names)
+            cfg = (len(feats), bnds, None if ncol is not None else J, intercept, k, grid,
+                   "labels" if ncol is not None else "random", split_entropy(seed))
+            parts = [dask.delayed(_frame_partial)(p, i, feats, ycol, ncol, cfg)
+                     for i, p in enumerate(data.to_delayed())]
+    elif table is not None:
+        raise BayesdpInputError(f"data: a formula encodes the columns of a Dask DataFrame, got "
+                                f"{type(data).__name__}")
     elif isinstance(data, da.Array):
         X = data
         if X.ndim != 2:
@@ -153,7 +172,8 @@ def _merge(*parts):
 def release_dask(data, y=None, *, epsilon=None, delta=None, bounds=None, nodes=1,
                  y_column=None, node_column=None, seed=None, calibration="exact",
                  include_yty=True, holder_name=None, intercept=False, average_rows=1,
-                 noise="float", split_every=8, scheduler=None, spec=None) -> Release:
+                 noise="float", split_every=8, scheduler=None, formula=None,
+                 spec=None) -> Release:
     """Release noisy (S_hat_j, z_hat_j, n_j) from a Dask DataFrame (or Dask arrays X, y),
     computed where the data are.
 
@@ -174,6 +194,9 @@ def release_dask(data, y=None, *, epsilon=None, delta=None, bounds=None, nodes=1
     as in :func:`bayesdp.release`; ``average_rows`` > 1 moves the clipped rows (not sums) to the
     merge, so the memory of all rows is needed there.
 
+    ``formula`` and its declared ``bounds`` as in :func:`bayesdp.release`: each partition of a
+    Dask DataFrame is encoded by the formula (``y_column`` left out; other columns ignored).
+
     ``spec``: a :class:`~bayesdp.releases.spec.ReleaseSpec` in place of the mechanism's
     keywords, as in :func:`bayesdp.release` (its ``split`` must be "random", the only split of
     a holder count here).
@@ -184,8 +207,12 @@ def release_dask(data, y=None, *, epsilon=None, delta=None, bounds=None, nodes=1
     spec = spec_of_call(spec, epsilon=epsilon, delta=delta, bounds=bounds, seed=seed,
                         calibration=calibration, include_yty=include_yty, split="random",
                         holder_name=holder_name, intercept=intercept, average_rows=average_rows,
-                        noise=noise, bounds_share=None, bounds_range=None)
+                        noise=noise, bounds_share=None, bounds_range=None, formula=formula)
     _dask()
+    table = spec.table
+    if table is not None and y_column is not None:
+        raise BayesdpInputError("y_column: with a formula the response is the formula's left "
+                                "side; leave y_column out")
     if isinstance(spec.bounds, str):
         raise BayesdpInputError(
             f"bounds={spec.bounds!r}: release_dask needs public bounds (B_x, B_y); estimate them "
@@ -196,13 +223,16 @@ def release_dask(data, y=None, *, epsilon=None, delta=None, bounds=None, nodes=1
     J = holder_count(nodes) if isinstance(nodes, (int, np.integer)) and node_column is None \
         else None
     check_one_holder(spec.holder_name, J)
-    d = _feature_count(data, y_column, node_column)
-    plan = secure_plan(spec, spec.bounds, d)
-    acc = partial_statistics_dask(data, y, bounds=spec.bounds, nodes=nodes, y_column=y_column,
+    d = len(table.feature_names) if table is not None else _feature_count(data, y_column,
+                                                                             node_column)
+    bounds = table.bounds if table is not None else spec.bounds
+    plan = secure_plan(spec, bounds, d)
+    acc = partial_statistics_dask(data, y, bounds=bounds, nodes=nodes, y_column=y_column,
                                   node_column=node_column, intercept=spec.intercept,
                                   average_rows=spec.average_rows,
                                   grid=None if plan is None else plan["grid"],
-                                  split_every=split_every, scheduler=scheduler, seed=spec.seed)
+                                  split_every=split_every, scheduler=scheduler, seed=spec.seed,
+                                  table=table)
     rows = int(acc.n.sum())
     if rows == 0:
         raise BayesdpInputError("the Dask data has no rows")
@@ -211,7 +241,7 @@ def release_dask(data, y=None, *, epsilon=None, delta=None, bounds=None, nodes=1
     names = acc.feature_names or [f"x{i}" for i in range(d)]
     return noisy_release(acc, spec, feature_names=names,
                          source="Dask " + ("DataFrame" if hasattr(data, "columns") else "arrays"),
-                         split=acc.split, plan=plan)
+                         split=acc.split, plan=plan, table=table)
 
 
 def _feature_count(data, y_column, node_column):

@@ -15,6 +15,7 @@ import numpy as np
 from .. import privacy
 from ..errors import BayesdpInputError
 from .data_files import check_csv_header, iter_stacked
+from .from_table import release_table, release_table_file
 from .holders import (check_one_holder, holder_count, node_labels, random_split, split_entropy,
                       split_rng)
 from .mechanism import estimate_bounds, noisy_release, secure_plan
@@ -25,16 +26,29 @@ from .rows import (bounds_read_off, check_design, check_feature_names, check_row
 from .spec import spec_of_call
 
 
-def release(X, y, *, epsilon=None, delta=None, bounds=None, nodes=1, seed=None,
+def release(X, y=None, *, epsilon=None, delta=None, bounds=None, nodes=1, seed=None,
             calibration="exact", include_yty=True, feature_names=None, split="random",
             holder_name=None, intercept=False, average_rows=1, noise="float",
-            bounds_share=None, bounds_range=None, spec=None) -> Release:
+            bounds_share=None, bounds_range=None, formula=None, spec=None) -> Release:
     """Release noisy (S_hat_j, z_hat_j, n_j) for each data holder with (eps, delta)-DP.
 
     Parameters
     ----------
     X, y : array-like or pandas DataFrame / Series
         Rows of the regression data; a DataFrame's column names become the feature names.
+        With a ``formula``: X is the table (a pandas DataFrame) and y is left out.
+    formula : str or None
+        An R-style formula over the table's columns, e.g.
+        ``"log(price) ~ carat + depth + C(cut)"`` (formulaic's syntax; docs/tables.md). Each
+        row is encoded by it: numeric values clamped to their declared ranges (counted per
+        holder and column in ``n_clamped``), categorical values matched to their declared
+        levels (an undeclared level is an error), the transforms evaluated row by row (those
+        that learn from the data, such as ``center()`` or ``poly()``, are refused). ``bounds``
+        is then ``{column: (lo, hi)}`` for numeric columns and ``{column: [levels]}`` for
+        columns used as ``C(column)`` (the first level is the reference), public values fixed
+        without looking at the data; (B_x, B_y) are derived from them. The formula's intercept
+        is ``intercept=True``. The feature names are the formula's column names, and the
+        release records the encoding (``Release.table``) so new rows are encoded the same way.
     epsilon, delta : float
         Privacy parameters (eps > 0, 0 < delta < 1), per holder; holders hold disjoint rows.
         With ``bounds="private"`` they are the total over the bounds estimate and the
@@ -44,7 +58,8 @@ def release(X, y, *, epsilon=None, delta=None, bounds=None, nodes=1, seed=None,
         [-B_y, B_y]) and counted per holder (``n_clipped``). ``"private"`` estimates them from
         the rows with DP, spending ``bounds_share`` of epsilon (docs/privacy.md section 11).
         ``"data"`` reads them off the data: a loud warning, and the release is flagged
-        ``private_bounds=False``.
+        ``private_bounds=False``. With a ``formula``: the declared bounds of its columns,
+        ``{column: (lo, hi)}`` and ``{column: [levels]}`` (below).
     bounds_share : float in (0, 1), default 0.1
         With ``bounds="private"``: the share of epsilon spent on the bounds. B_x and B_y are
         each estimated by an exponential mechanism with eps * bounds_share / 2 over the
@@ -105,7 +120,7 @@ def release(X, y, *, epsilon=None, delta=None, bounds=None, nodes=1, seed=None,
     spec : ReleaseSpec or None
         All the parameters above except X, y, nodes and feature_names (the mechanism: epsilon,
         delta, bounds, calibration, noise, intercept, average_rows, include_yty, split, seed,
-        holder_name, bounds_share, bounds_range) as one checked
+        holder_name, bounds_share, bounds_range, formula) as one checked
         :class:`~bayesdp.releases.spec.ReleaseSpec`, in place of those keywords (which must then
         be left out). The release keeps it as ``Release.spec``, so
         ``release(X2, y2, spec=rel.spec)`` releases other rows by the same mechanism.
@@ -117,7 +132,13 @@ def release(X, y, *, epsilon=None, delta=None, bounds=None, nodes=1, seed=None,
     spec = spec_of_call(spec, epsilon=epsilon, delta=delta, bounds=bounds, seed=seed,
                         calibration=calibration, include_yty=include_yty, split=split,
                         holder_name=holder_name, intercept=intercept, average_rows=average_rows,
-                        noise=noise, bounds_share=bounds_share, bounds_range=bounds_range)
+                        noise=noise, bounds_share=bounds_share, bounds_range=bounds_range,
+                        formula=formula)
+    if spec.formula is not None:
+        return release_table(X, y, nodes, spec, feature_names)
+    if y is None:
+        raise BayesdpInputError("y is required (or give a formula whose left side names the "
+                                "response: release(table, formula='y ~ x', bounds={...}))")
     df_names = dataframe_names(X) if feature_names is None and hasattr(X, "columns") else None
     check_one_holder(spec.holder_name, nodes)
     X, y = check_rows(X, y)
@@ -150,7 +171,7 @@ def release_file(path, *, epsilon=None, delta=None, bounds=None, nodes=1, y_colu
                  node_column=None, header="infer", seed=None, calibration="exact",
                  include_yty=True, chunksize=100_000, split="random", holder_name=None,
                  progress=None, intercept=False, average_rows=1, noise="float",
-                 bounds_share=None, bounds_range=None, spec=None) -> Release:
+                 bounds_share=None, bounds_range=None, formula=None, spec=None) -> Release:
     """Release from a CSV or Parquet file far larger than memory, in constant memory.
 
     The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
@@ -177,13 +198,18 @@ def release_file(path, *, epsilon=None, delta=None, bounds=None, nodes=1, y_colu
     The rows are summed chunk by chunk (:meth:`PartialStatistics.add_stacked`; a Parquet file
     with numeric columns is read by pyarrow straight into float64, docs/scale-out.md "Speed"):
     the sums are those of :func:`release` on the same rows up to floating-point rounding.
+    ``formula`` and its declared ``bounds`` as in :func:`release`: the file is a table with a
+    header row naming its columns (CSV or Parquet; text columns for ``C()``), each chunk is
+    encoded by the formula, and ``y_column`` is left out (the response is the formula's left
+    side); other columns are ignored.
     ``spec``: a :class:`~bayesdp.releases.spec.ReleaseSpec` in place of the mechanism's
     keywords, as in :func:`release`.
     """
     spec = spec_of_call(spec, epsilon=epsilon, delta=delta, bounds=bounds, seed=seed,
                         calibration=calibration, include_yty=include_yty, split=split,
                         holder_name=holder_name, intercept=intercept, average_rows=average_rows,
-                        noise=noise, bounds_share=bounds_share, bounds_range=bounds_range)
+                        noise=noise, bounds_share=bounds_share, bounds_range=bounds_range,
+                        formula=formula)
     path = Path(path)
     if not path.exists():
         raise BayesdpInputError(f"data file {str(path)!r} does not exist")
@@ -191,6 +217,12 @@ def release_file(path, *, epsilon=None, delta=None, bounds=None, nodes=1, y_colu
         raise BayesdpInputError(f"data file {str(path)!r} is a folder, not a file")
     if header not in ("infer", None):
         raise BayesdpInputError(f"header must be 'infer' or None, got {header!r}")
+    if spec.formula is not None:
+        if chunksize < 1:
+            raise BayesdpInputError(f"chunksize must be >= 1, got {chunksize}")
+        return release_table_file(path, spec, nodes=nodes, node_column=node_column,
+                                  header=header, chunksize=chunksize, progress=progress,
+                                  y_column=y_column)
     check_one_holder(spec.holder_name, nodes if node_column is None else None)
     if header == "infer" and path.suffix.lower() not in (".parquet", ".pq"):
         check_csv_header(path)

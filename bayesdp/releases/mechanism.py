@@ -54,7 +54,7 @@ def estimate_bounds(hist, spec):
 
 
 def noisy_release(acc, spec, *, feature_names, source, split="labels", plan=None,
-                  bounds_part=None):
+                  bounds_part=None, table=None):
     """The release of the accumulated statistics ``acc`` (:class:`PartialStatistics`) by the
     mechanism of ``spec`` (:class:`~bayesdp.releases.spec.ReleaseSpec`, which it records).
 
@@ -62,7 +62,9 @@ def noisy_release(acc, spec, *, feature_names, source, split="labels", plan=None
     ``split``: how they were assigned to holders ("labels", "random" or "contiguous"), both for
     the provenance. ``plan`` (secure noise, :func:`secure_plan`): discrete Gaussian noise on the
     grid sums ``acc`` holds. ``bounds_part``: the cost of a private bounds estimate; the
-    statistics get the rest of epsilon (basic composition)."""
+    statistics get the rest of epsilon (basic composition). ``table``: the
+    :class:`~bayesdp.releases.formula.TableEncoding` of rows encoded from a table (recorded
+    with the values clamped per column, ``acc.clamp_columns``)."""
     eps, dlt = spec.epsilon, spec.delta
     calibration, include_yty, seed = spec.calibration, spec.include_yty, spec.seed
     private_bounds = spec.bounds != "data"
@@ -163,6 +165,8 @@ def noisy_release(acc, spec, *, feature_names, source, split="labels", plan=None
         notes.append(_averaging_note(k, bx, by, acc.intercept, include_yty, sens))
     J = len(labels)
     design = "[1, x]" if acc.intercept else "x"
+    if table is not None:
+        design += f" encoded from a table by the formula {table.formula!r}"
     if k > 1:
         design = f"sums of {design} over random groups of {k} rows, divided by sqrt({k})"
     return Release(
@@ -193,6 +197,8 @@ def noisy_release(acc, spec, *, feature_names, source, split="labels", plan=None
         noise_mechanism="gaussian" if plan is None else secure_noise.MECHANISM,
         noise_grid=None if plan is None else plan["grid"],
         spec=spec,
+        table=table,
+        n_clamped=None if table is None else acc.n_clamped,
         provenance={
             "created_by": f"bayesdp {__version__}",
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

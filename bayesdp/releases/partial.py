@@ -47,12 +47,14 @@ class _HolderSums:
     rows: list  # (X, y) chunks kept for averaging
     n_used: int = 0  # rows (or groups, when averaging) in S, z
     K: object = 0  # secure noise: integer sums [vech(S), z, y^T y] / grid (an object array)
+    n_clamped: object = 0  # values clamped to their declared range, per column of a table
 
     def plus(self, other):
         """The sums over the rows of both (new arrays; the inputs are left as they are)."""
         return _HolderSums(self.S + other.S, self.z + other.z, self.yty + other.yty,
                            self.n + other.n, self.n_clipped + other.n_clipped,
-                           self.rows + other.rows, 0, self.K + other.K)
+                           self.rows + other.rows, 0, self.K + other.K,
+                           self.n_clamped + other.n_clamped)
 
 
 class PartialStatistics:
@@ -91,6 +93,10 @@ class PartialStatistics:
         public), or :func:`~bayesdp.releases.holders.random_split` with ``holders`` = J
         (recorded in the release's provenance). Both keep add/remove-one DP: a row's holder
         depends on no other row (docs/privacy.md section 3a).
+    clamp_columns : tuple of str
+        For rows encoded from a table (docs/tables.md): the numeric columns whose values
+        clamped to their declared ranges are counted per holder (``add(..., clamped=...)``;
+        :attr:`n_clamped`).
 
     ``add(X, y, labels)`` feeds rows; ``a + b`` (or ``a.merge(b)``) is the object of the rows of
     both, for objects of the same d, bounds, intercept, average_rows, grid, feature names and
@@ -103,7 +109,7 @@ class PartialStatistics:
     """
 
     def __init__(self, d, bounds, holders=None, *, intercept=False, average_rows=1, grid=None,
-                 feature_names=None, split="labels"):
+                 feature_names=None, split="labels", clamp_columns=()):
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
             raise BayesdpInputError(f"d must be a whole number >= 1 (features), got {d!r}")
         self.d = int(d)
@@ -120,6 +126,7 @@ class PartialStatistics:
                 "the contiguous split depends on row positions over the whole data and is not "
                 "add/remove-one private")
         self.split = split
+        self.clamp_columns = tuple(str(c) for c in clamp_columns)
         self.released = False
         # over all rows, after clipping: [sum x, sum x^2 (per column), sum y, sum y^2], for the
         # centring check (uncentred_columns)
@@ -146,21 +153,28 @@ class PartialStatistics:
                 "same rows would spend the privacy budget again. Accumulate a new "
                 "PartialStatistics for another release")
 
-    def add(self, X, y, labels=None, what="nodes", overwrite=False):
+    def add(self, X, y, labels=None, what="nodes", overwrite=False, clamped=None):
         """Add the rows (X, y) (n x d and n), clipped to the bounds; ``labels``: one holder
         label per row (None: all rows to the single holder, which must be the only one).
         ``overwrite``: X and y are the caller's own float64 copies and may be clipped in place.
-        Returns self."""
+        ``clamped``: (n, len(clamp_columns)) bool, the values of a table's rows clamped to
+        their declared ranges, counted per holder. Returns self."""
         self._check_open("add")
         X, y = check_rows(X, y, self.d, finite=False)
         groups = self._groups(labels, len(y), what)
         X, y, clipped = self._clip(X, y, overwrite)
         X = np.ascontiguousarray(X)
+        if clamped is not None:
+            clamped = np.asarray(clamped, dtype=bool).reshape(len(y), len(self.clamp_columns))
         for lab, idx in groups:
             if idx is None:
                 self._add_holder(lab, X, y, clipped)
             else:
                 self._add_holder(lab, X.take(idx, axis=0), y[idx], clipped[idx])
+            if clamped is not None:
+                st = self.stats[lab]
+                st.n_clamped = st.n_clamped + np.count_nonzero(
+                    clamped if idx is None else clamped[idx], axis=0).astype(np.int64)
         return self
 
     def add_stacked(self, A, labels=None, what="nodes"):
@@ -298,7 +312,7 @@ class PartialStatistics:
         self._check_open("merge")
         other._check_open("merge")
         for name in ("d", "bounds", "intercept", "average_rows", "grid", "feature_names",
-                     "split"):
+                     "split", "clamp_columns"):
             a, b = getattr(self, name), getattr(other, name)
             if a != b:
                 raise BayesdpInputError(
@@ -306,7 +320,8 @@ class PartialStatistics:
                     "be merged; their sums are of different rows, clipping or design")
         out = PartialStatistics(self.d, self.bounds, intercept=self.intercept,
                                 average_rows=self.average_rows, grid=self.grid,
-                                feature_names=self.feature_names, split=self.split)
+                                feature_names=self.feature_names, split=self.split,
+                                clamp_columns=self.clamp_columns)
         for lab, st in self.stats.items():
             out.stats[lab] = st.plus(other.stats[lab]) if lab in other.stats else st.plus(
                 out._new_sums())
@@ -318,7 +333,8 @@ class PartialStatistics:
 
     def _new_sums(self):
         D = self.d + int(self.intercept)
-        return _HolderSums(np.zeros((D, D)), np.zeros(D), 0.0, 0, 0, [])
+        return _HolderSums(np.zeros((D, D)), np.zeros(D), 0.0, 0, 0, [],
+                           n_clamped=np.zeros(len(self.clamp_columns), dtype=np.int64))
 
     def __add__(self, other):
         if not isinstance(other, PartialStatistics):
@@ -341,6 +357,14 @@ class PartialStatistics:
     def n_clipped(self):
         """Rows of each holder changed by clipping (J,)."""
         return np.array([st.n_clipped for st in self.stats.values()], dtype=np.int64)
+
+    @property
+    def n_clamped(self):
+        """Values of each holder clamped to their declared ranges, per column of
+        ``clamp_columns`` (J, k)."""
+        return np.array([np.broadcast_to(st.n_clamped, (len(self.clamp_columns),))
+                         for st in self.stats.values()], dtype=np.int64).reshape(
+                             len(self.stats), len(self.clamp_columns))
 
     def _sums(self, what):
         if self.average_rows > 1 or self.grid is not None:

@@ -69,6 +69,14 @@ class Release:
     their basic composition is the release's (epsilon, delta) (docs/privacy.md, "Private
     bounds").
 
+    ``table``: the :class:`~bayesdp.releases.formula.TableEncoding` of a release made from a
+    table with a formula (docs/tables.md): the formula, the declared bounds of its columns and
+    the design they give (the feature names are its columns, the bounds its derived (B_x, B_y));
+    public, and written to the file. ``n_clamped`` (J, k): the values of each holder clamped to
+    their declared ranges, one column per numeric column of the table
+    (``table.numeric_columns``); exact counts, like ``n_clipped`` not covered by the DP
+    guarantee, so a file holds them only when asked (``include_clip_counts``).
+
     ``spec``: the :class:`~bayesdp.releases.spec.ReleaseSpec` the release was made by
     (:func:`bayesdp.release` and its kin), kept in memory only: a file never holds it (its seed
     would let anyone regenerate the noise), so a release read from a file, combined or built
@@ -103,6 +111,8 @@ class Release:
     noise_mechanism: str = "gaussian"
     noise_grid: Optional[float] = None
     spec: Optional[ReleaseSpec] = None
+    table: Optional[object] = None
+    n_clamped: Optional[dict] = None
 
     def __post_init__(self):
         """Check every field, group by group; normalise arrays to float64 (counts to int64),
@@ -114,6 +124,7 @@ class Release:
         self._check_yty()
         self._check_noise()
         self._check_origin()
+        self._check_table()
         self._check_cost()
 
     def _set(self, name, value):
@@ -300,6 +311,18 @@ class Release:
                                     f"{type(self.spec).__name__}")
         self._set("provenance", dict(self.provenance))
 
+    def _check_table(self):
+        """``table`` (a :class:`~bayesdp.releases.formula.TableEncoding`, or None) agrees with
+        the feature names, intercept and bounds; ``n_clamped`` goes with it
+        (:func:`bayesdp.releases.formula.check_release_table`)."""
+        if self.table is None:
+            if self.n_clamped is not None:
+                raise BayesdpInputError("n_clamped is given without a table encoding")
+            return
+        from .formula import check_release_table
+
+        self._set("n_clamped", check_release_table(self))
+
     def _check_cost(self):
         """``privacy_cost``: a non-empty list of cost parts, each checked
         (:func:`bayesdp.accounting.check_part`); None derives it from the other fields
@@ -358,6 +381,8 @@ class Release:
             flags.append(f"bounds estimated privately with eps={part['epsilon']:g}")
         extra = f" [{'; '.join(flags)}]" if flags else ""
         shape = ", intercept" if self.intercept else ""
+        if self.table is not None:
+            shape += f", formula {self.table.formula!r}"
         if self.average_rows > 1:
             shape += f", average_rows={self.average_rows} (n = groups)"
         return (

@@ -65,6 +65,12 @@ class ReleaseSpec:
     bounds_range : (low, high) or None
         With ``bounds="private"``: the public range of candidate bounds (default
         :data:`bayesdp.privacy.PRIVATE_BOUNDS_RANGE`); None otherwise.
+    formula : str or None
+        An R-style formula over the columns of a table (``"log(y) ~ x1 + C(region)"``,
+        docs/tables.md). Then ``bounds`` declares each column's public range or levels
+        (``{column: (lo, hi)}``, ``{column: [levels]}``; normalised to a dict of the columns the
+        formula uses), the release's (B_x, B_y) follow from them (:attr:`table`), and
+        ``intercept`` is the formula's (True unless it has ``- 1`` or ``0 +``).
 
     A bad value raises :class:`~bayesdp.errors.BayesdpInputError` naming the field. Example::
 
@@ -86,6 +92,7 @@ class ReleaseSpec:
     holder_name: Optional[str] = None
     bounds_share: Optional[float] = None
     bounds_range: Optional[tuple] = None
+    formula: Optional[str] = None
 
     def __post_init__(self):
         self._check_noise()
@@ -129,7 +136,11 @@ class ReleaseSpec:
     def _check_bounds(self):
         """``bounds`` a public pair (floats > 0), "private" or "data"; ``bounds_share`` and
         ``bounds_range`` go with "private" only (their defaults filled in); secure noise needs
-        bounds fixed before its calibration, so not "private"."""
+        bounds fixed before its calibration, so not "private". With a ``formula``: the
+        declared bounds of its columns (:meth:`_check_formula`)."""
+        if self.formula is not None:
+            self._check_formula()
+            return
         self._set("bounds", check_bounds_option(self.bounds))
         if self.bounds != "private":
             for name in ("bounds_share", "bounds_range"):
@@ -146,6 +157,42 @@ class ReleaseSpec:
             raise BayesdpInputError(
                 "noise: noise='secure' with bounds='private' is not supported yet (the secure "
                 "calibration is fixed before the bounds are estimated); use public bounds")
+
+    def _check_formula(self):
+        """``formula`` and the declared ``bounds`` of its columns make a
+        :class:`~bayesdp.releases.formula.TableEncoding` (kept as :attr:`table`); ``bounds`` is
+        normalised to the columns the formula uses; the intercept is the formula's (an explicit
+        ``intercept=True`` with a formula without one is refused); "private" and "data" bounds,
+        ``bounds_share``, ``bounds_range`` and the contiguous split are refused."""
+        from .formula import check_column_bounds
+
+        if isinstance(self.bounds, str) or self.bounds is None:
+            raise BayesdpInputError(
+                f"bounds: with a formula, declare each column's public range or levels, e.g. "
+                f"{{'x': (0, 10), 'region': ['north', 'south']}}, got {self.bounds!r} (bounds are "
+                "never read off the data)")
+        for name in ("bounds_share", "bounds_range"):
+            if getattr(self, name) is not None:
+                raise BayesdpInputError(f"{name} applies to bounds='private' only, not to a "
+                                        "formula's declared bounds")
+        if self.split == "contiguous":
+            raise BayesdpInputError("split: a release with a formula assigns a holder count's "
+                                    "rows at random (split='random'); 'contiguous' is kept for "
+                                    "the paper's experiments on numeric matrices only")
+        bounds, table = check_column_bounds(self.formula, self.bounds)
+        if check_intercept(self.intercept) and not table.intercept:
+            raise BayesdpInputError(
+                f"intercept: the formula {self.formula!r} has no intercept ('- 1' or '0 +'); with "
+                "a formula the intercept is the formula's")
+        self._set("bounds", bounds)
+        self._set("intercept", table.intercept)
+        self._set("_table", table)
+
+    @property
+    def table(self):
+        """The :class:`~bayesdp.releases.formula.TableEncoding` of ``formula`` and ``bounds``
+        (None without a formula)."""
+        return self.__dict__.get("_table")
 
     def _check_design(self):
         """``intercept`` and ``include_yty`` True or False, ``average_rows`` a whole number
