@@ -102,7 +102,7 @@ def run(path, *, epsilon=1.0, delta=1e-5, formula=FORMULA, out_dir=None, seed=No
     print("\n" + report.format_table(report.theta_table(idata, estimates={"non-private": ols})))
 
     # 3. predictions at the held-out rows, encoded from their raw columns as the release did
-    pred = bayesdp.predict(idata, test.drop(columns="cnt"), encoding=both, seed=0)
+    pred = bayesdp.predict(idata, test.drop(columns="cnt"), seed=0)  # fit kept the encoding
     summary = bayesdp.prediction_summary(pred)
     truth = both.table.encode(test)[1]
     rmse = {

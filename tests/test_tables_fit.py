@@ -77,15 +77,20 @@ def test_predict_encodes_a_table_as_the_release_did(fitted):
     with pytest.raises(BayesdpInputError, match=r"encoding: the formula 'y ~ x' gives the "
                                                 r"features \['intercept', 'x'\]"):
         bayesdp.predict(idata, new, encoding=other)
-    # without an encoding a table is not the design: the error lists the features
+    # fit records the encoding: a table needs no encoding= (the same predictions)
+    assert diagnostics.attrs(idata)["table_encoding"] == rel.table.to_json()
+    np.testing.assert_array_equal(bayesdp.predict(idata, new, seed=3).predictions["y"].values,
+                                  by_table.predictions["y"].values)
+    # a posterior without the encoding: a table is not the design, the error lists the features
+    bare = idata.copy()
+    del bare.posterior.attrs["table_encoding"]
     with pytest.raises(BayesdpInputError, match=r"its columns must be the features"):
-        bayesdp.predict(idata, new)
+        bayesdp.predict(bare, new)
 
 
 def test_a_posterior_that_records_the_encoding_encodes_tables_itself(fitted, tmp_path):
-    """The attrs ``table_encoding`` (which BayesDPRegressor sets, and which fit sets once its
-    release attrs include it) survive a netCDF round trip and encode tables without
-    ``encoding=``."""
+    """The attrs ``table_encoding`` (which fit and BayesDPRegressor set) survive a netCDF round
+    trip and encode tables without ``encoding=``."""
     rel, idata = fitted
     idata = idata.copy()
     diagnostics.set_attrs(idata, {"table_encoding": rel.table.to_json()})

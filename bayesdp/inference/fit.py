@@ -247,6 +247,8 @@ def _release_attrs(release) -> dict:
         "intercept": int(release.intercept),
         "average_rows": int(release.average_rows),
         **({} if release.n_rows is None else {"n_rows_total": int(release.n_rows.sum())}),
+        # a release of a table with a formula: bayesdp.predict encodes new tables by it
+        **({} if release.table is None else {"table_encoding": release.table.to_json()}),
     }
 
 
