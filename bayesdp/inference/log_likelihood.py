@@ -284,7 +284,6 @@ def _evaluate_numpy(setup: Likelihood, flat, J, d, seed):
     not positive definite (then the caller uses :func:`_evaluate`)."""
     N = next(iter(flat.values())).shape[0]
     chunk = int(max(1, min(N, _CHUNK_BYTES // (8 * 4 * J * d * d))))
-    z = np.asarray(setup.data.z_hat, dtype=np.float64)
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_PREDICTIVE_STREAM,)))
     lls, draws = [], []
     for start in range(0, N, chunk):
@@ -292,6 +291,7 @@ def _evaluate_numpy(setup: Likelihood, flat, J, d, seed):
         if gauss is None:
             return None
         loc, cov, which = gauss
+        z = np.asarray(setup.data.z_hat, dtype=np.float64)
         try:  # of the symmetric part, as jnp.linalg.cholesky takes it
             L = np.linalg.cholesky(0.5 * (cov + np.swapaxes(cov, -1, -2)))[which]
         except np.linalg.LinAlgError:

@@ -407,6 +407,19 @@ def test_fast_model_data_in_numpy_is_model_data(rel):
         np.testing.assert_array_equal(value, np.asarray(getattr(want, name)), err_msg=name)
 
 
+def test_numpy_evaluator_leaves_other_models_to_jax():
+    """A model whose sites the NumPy evaluator does not write out (normalX's S_hat and z_hat,
+    B&S's ss_hat with data in a plain tuple, a model it does not know) gets None."""
+    from bayesdp.inference import log_likelihood as LL
+    from bayesdp.models import regression as R
+
+    flat = {"theta": np.zeros((3, 2)), "sigma_y2": np.ones(3)}
+    for setup in (LL.Likelihood(R.normalx_model, None, {}, ("S_hat", "z_hat"), ("S_hat", "z_hat")),
+                  LL.Likelihood(R.fixeds_model, (np.zeros(2),), {}, ("ss_hat",), ("ss_hat",)),
+                  LL.Likelihood(lambda data: None, (np.zeros(2),), {}, ("z_hat",), ("z_hat",))):
+        assert LL._evaluate_numpy(setup, flat, 1, 2, seed=0) is None
+
+
 def test_a_covariance_that_is_not_positive_definite_goes_to_the_jax_evaluator():
     """A release without noise whose S_j is singular makes fast's z_hat covariance singular:
     the NumPy evaluator hands it to the JAX one (the numpyro model's values, as before)."""
