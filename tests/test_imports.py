@@ -103,10 +103,14 @@ def test_command_fit_of_a_closed_form_loads_no_jax(tmp_path, release_file, metho
     predictive groups too - without loading JAX, numpyro or distributed."""
     code = _command(["fit", str(release_file), "--method", method, "--seed", "1",
                      "--out", "posterior.nc"]) + f"""
+        import gc
         print("LOADED=" + ",".join(m for m in {NO_JAX!r} if m in sys.modules))
+        print("FROZEN=" + str(gc.get_freeze_count()))
     """
     _, out, err = _heavy_loaded(code, tmp_path)
     assert "STATUS=0" in out, err
+    # the command ends with gc.freeze(): the exit does not walk every object again
+    assert int(out.split("FROZEN=")[1].split()[0]) > 100_000
     assert "posterior of theta" in out
     loaded = [ln for ln in out.splitlines() if ln.startswith("LOADED=")][-1]
     assert loaded == "LOADED=", loaded
