@@ -1,9 +1,11 @@
-"""Start-up cost of a fresh process (issue 36, item 4): ``import bayesdp``, ``bayesdp --help``
-and ``bayesdp fit release.json --method fast``, this source tree against a baseline commit, in
-one sitting.
+"""Start-up cost of a fresh process (issue 36, items 4 and 5): ``import bayesdp``, ``bayesdp
+--help``, ``bayesdp fit release.json --method fast`` (with and without ``--out posterior.nc``)
+and the README's ``bayesdp fit release.json --out posterior.nc`` (the default method, eiv), this
+source tree against a baseline commit, in one sitting.
 
     python benchmarks/bench_imports.py                      # baseline: BASE_REV, 5 repeats
     python benchmarks/bench_imports.py --base-rev HEAD~3 --repeat 9
+    python benchmarks/bench_imports.py --commands fit-fast-out fit-out   # the two fits only
 
 The baseline is checked out with ``git worktree add --detach`` (in ``--base-dir``, default
 /tmp/bayesdp_base_<rev>; reused when it exists) and both trees run from the same interpreter
@@ -37,11 +39,18 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the last commit before the light imports (issue 36, item 4)
 BASE_REV = "b8484c1"
 
-#: a fresh process's command line for each measured command ({release}: the release file)
+#: each measured command: its key (``--commands``), its name in the table and a fresh process's
+#: command line ({release}: the release file, {out}: a posterior file in the sitting's folder)
 COMMANDS = {
-    "import bayesdp": ["-c", "import bayesdp"],
-    "bayesdp --help": ["-m", "bayesdp.cli", "--help"],
-    "bayesdp fit --method fast": ["-m", "bayesdp.cli", "fit", "{release}", "--method", "fast"],
+    "import": ("import bayesdp", ["-c", "import bayesdp"]),
+    "help": ("bayesdp --help", ["-m", "bayesdp.cli", "--help"]),
+    "fit-fast": ("bayesdp fit --method fast",
+                 ["-m", "bayesdp.cli", "fit", "{release}", "--method", "fast"]),
+    "fit-fast-out": ("bayesdp fit --method fast --out posterior.nc",
+                     ["-m", "bayesdp.cli", "fit", "{release}", "--method", "fast", "--out",
+                      "{out}"]),
+    "fit-out": ("bayesdp fit --out posterior.nc (eiv)",
+                ["-m", "bayesdp.cli", "fit", "{release}", "--out", "{out}"]),
 }
 #: appended to a command to count the modules loaded at exit
 COUNT = ("import atexit, sys; atexit.register(lambda: print('MODULES=%d' % len(sys.modules), "
@@ -115,6 +124,8 @@ def main():
     ap.add_argument("--base-dir", default=None, help="worktree of the baseline (default: "
                                                      "/tmp/bayesdp_base_<rev>)")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per command and tree")
+    ap.add_argument("--commands", nargs="+", choices=list(COMMANDS), default=list(COMMANDS),
+                    help="the commands to measure (default: all)")
     ap.add_argument("--blas-threads", type=int, default=None,
                     help="set OPENBLAS/OMP/MKL_NUM_THREADS for both trees (default: leave them): "
                          "on a loaded machine BLAS threads that wait by spinning make the fit's "
@@ -134,8 +145,9 @@ def main():
               f"threads {args.blas_threads or 'default'}; load average "
               f"{os.getloadavg()[0]:.2f} at the start")
         rows = []
-        for name, cmd in COMMANDS.items():
-            cmd = [a.format(release=rel) for a in cmd]
+        for key in args.commands:
+            name, cmd = COMMANDS[key]
+            cmd = [a.format(release=rel, out=tmp / "posterior.nc") for a in cmd]
             walls, imports, shares = ({k: [] for k in trees} for _ in range(3))
             mods = {}
             for k, tree in trees.items():  # warm-up: the page cache, JAX's compilation cache
