@@ -67,10 +67,11 @@ def base_tree(rev, base_dir):
     return path
 
 
-def run(tree, args, env, importtime=False):
-    """Run ``python ARGS`` with bayesdp from ``tree`` in a new process; returns (wall seconds,
-    CPU seconds (user + system), stderr). The module count is printed at exit (a ``-c`` hook
-    for ``-m`` commands too)."""
+def run(tree, args, env, importtime=False, cwd=None):
+    """Run ``python ARGS`` with bayesdp from ``tree`` in a new process, in the folder ``cwd``
+    (``-c`` puts the working folder first on sys.path: run from the source tree, both trees
+    would import its bayesdp); returns (wall seconds, CPU seconds (user + system), stderr). The
+    module count is printed at exit (a ``-c`` hook for ``-m`` commands too)."""
     if args[0] == "-c":
         argv = ["-c", COUNT + "\n" + args[1]]
     else:  # -m module ...: run it through runpy after the hook
@@ -81,7 +82,8 @@ def run(tree, args, env, importtime=False):
     env = dict(env, PYTHONPATH=str(tree))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True)
+    p = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True,
+                       cwd=cwd)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -114,7 +116,7 @@ def release_file(folder):
             "bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=4, "
             f"seed=2).save({str(folder / 'release.json')!r})")
     subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                   check=True, capture_output=True)
+                   check=True, capture_output=True, cwd=folder)
     return folder / "release.json"
 
 
@@ -151,12 +153,12 @@ def main():
             walls, imports, shares = ({k: [] for k in trees} for _ in range(3))
             mods = {}
             for k, tree in trees.items():  # warm-up: the page cache, JAX's compilation cache
-                mods[k] = modules_loaded(run(tree, cmd, env)[2])
+                mods[k] = modules_loaded(run(tree, cmd, env, cwd=tmp)[2])
             for r in range(args.repeat):
                 order = list(trees) if r % 2 == 0 else list(trees)[::-1]
                 for k in order:
-                    walls[k].append(run(trees[k], cmd, env)[0])
-                    wall, _, err = run(trees[k], cmd, env, importtime=True)
+                    walls[k].append(run(trees[k], cmd, env, cwd=tmp)[0])
+                    wall, _, err = run(trees[k], cmd, env, importtime=True, cwd=tmp)
                     imports[k].append(import_seconds(err))
                     shares[k].append(imports[k][-1] / wall)
             med = [{k: statistics.median(v) for k, v in d.items()}
