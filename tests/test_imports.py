@@ -1,6 +1,6 @@
 """Light imports (issue 36, item 4): ``import bayesdp``, ``bayesdp --help`` (and a sub-command's),
 and the command's bad-input errors load none of the heavy dependencies; every public name is
-still there. Each check runs in a fresh Python process and looks at which modules it loaded
+still there. A closed-form fit from the command line loads no JAX (item 5). Each check runs in a fresh Python process and looks at which modules it loaded
 (``sys.modules``), never at a time; negative controls show the same check sees a heavy import.
 """
 

@@ -92,7 +92,7 @@ def no_distributed_import():
     get_dask_scheduler``, ``dask.base.get_scheduler``); both import distributed only to see
     whether a distributed client is running and take an ImportError as "no". A process that
     never imported distributed has no client, so the answer is the same without the import,
-    which loads a few hundred modules. For a command's own writes, not for a library call
+    which loads about two hundred modules. For a command's own writes, not for a library call
     (another thread could be importing it meanwhile)."""
     if any(name in sys.modules for name in _DISTRIBUTED):
         yield
