@@ -1,9 +1,11 @@
-"""Start-up cost of a fresh process (issue 36, item 4): ``import bayesdp``, ``bayesdp --help``
-and ``bayesdp fit release.json --method fast``, this source tree against a baseline commit, in
-one sitting.
+"""Start-up cost of a fresh process (issue 36, items 4 and 5): ``import bayesdp``, ``bayesdp
+--help``, ``bayesdp fit release.json --method fast`` (with and without ``--out posterior.nc``)
+and the README's ``bayesdp fit release.json --out posterior.nc`` (the default method, eiv), this
+source tree against a baseline commit, in one sitting.
 
     python benchmarks/bench_imports.py                      # baseline: BASE_REV, 5 repeats
     python benchmarks/bench_imports.py --base-rev HEAD~3 --repeat 9
+    python benchmarks/bench_imports.py --commands fit-fast-out fit-out   # the two fits only
 
 The baseline is checked out with ``git worktree add --detach`` (in ``--base-dir``, default
 /tmp/bayesdp_base_<rev>; reused when it exists) and both trees run from the same interpreter
@@ -37,11 +39,18 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the last commit before the light imports (issue 36, item 4)
 BASE_REV = "b8484c1"
 
-#: a fresh process's command line for each measured command ({release}: the release file)
+#: each measured command: its key (``--commands``), its name in the table and a fresh process's
+#: command line ({release}: the release file, {out}: a posterior file in the sitting's folder)
 COMMANDS = {
-    "import bayesdp": ["-c", "import bayesdp"],
-    "bayesdp --help": ["-m", "bayesdp.cli", "--help"],
-    "bayesdp fit --method fast": ["-m", "bayesdp.cli", "fit", "{release}", "--method", "fast"],
+    "import": ("import bayesdp", ["-c", "import bayesdp"]),
+    "help": ("bayesdp --help", ["-m", "bayesdp.cli", "--help"]),
+    "fit-fast": ("bayesdp fit --method fast",
+                 ["-m", "bayesdp.cli", "fit", "{release}", "--method", "fast"]),
+    "fit-fast-out": ("bayesdp fit --method fast --out posterior.nc",
+                     ["-m", "bayesdp.cli", "fit", "{release}", "--method", "fast", "--out",
+                      "{out}"]),
+    "fit-out": ("bayesdp fit --out posterior.nc (eiv)",
+                ["-m", "bayesdp.cli", "fit", "{release}", "--out", "{out}"]),
 }
 #: appended to a command to count the modules loaded at exit
 COUNT = ("import atexit, sys; atexit.register(lambda: print('MODULES=%d' % len(sys.modules), "
@@ -58,10 +67,11 @@ def base_tree(rev, base_dir):
     return path
 
 
-def run(tree, args, env, importtime=False):
-    """Run ``python ARGS`` with bayesdp from ``tree`` in a new process; returns (wall seconds,
-    CPU seconds (user + system), stderr). The module count is printed at exit (a ``-c`` hook
-    for ``-m`` commands too)."""
+def run(tree, args, env, importtime=False, cwd=None):
+    """Run ``python ARGS`` with bayesdp from ``tree`` in a new process, in the folder ``cwd``
+    (``-c`` puts the working folder first on sys.path: run from the source tree, both trees
+    would import its bayesdp); returns (wall seconds, CPU seconds (user + system), stderr). The
+    module count is printed at exit (a ``-c`` hook for ``-m`` commands too)."""
     if args[0] == "-c":
         argv = ["-c", COUNT + "\n" + args[1]]
     else:  # -m module ...: run it through runpy after the hook
@@ -72,7 +82,8 @@ def run(tree, args, env, importtime=False):
     env = dict(env, PYTHONPATH=str(tree))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True)
+    p = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True,
+                       cwd=cwd)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -105,7 +116,7 @@ def release_file(folder):
             "bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=4, "
             f"seed=2).save({str(folder / 'release.json')!r})")
     subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                   check=True, capture_output=True)
+                   check=True, capture_output=True, cwd=folder)
     return folder / "release.json"
 
 
@@ -115,6 +126,8 @@ def main():
     ap.add_argument("--base-dir", default=None, help="worktree of the baseline (default: "
                                                      "/tmp/bayesdp_base_<rev>)")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per command and tree")
+    ap.add_argument("--commands", nargs="+", choices=list(COMMANDS), default=list(COMMANDS),
+                    help="the commands to measure (default: all)")
     ap.add_argument("--blas-threads", type=int, default=None,
                     help="set OPENBLAS/OMP/MKL_NUM_THREADS for both trees (default: leave them): "
                          "on a loaded machine BLAS threads that wait by spinning make the fit's "
@@ -134,17 +147,18 @@ def main():
               f"threads {args.blas_threads or 'default'}; load average "
               f"{os.getloadavg()[0]:.2f} at the start")
         rows = []
-        for name, cmd in COMMANDS.items():
-            cmd = [a.format(release=rel) for a in cmd]
+        for key in args.commands:
+            name, cmd = COMMANDS[key]
+            cmd = [a.format(release=rel, out=tmp / "posterior.nc") for a in cmd]
             walls, imports, shares = ({k: [] for k in trees} for _ in range(3))
             mods = {}
             for k, tree in trees.items():  # warm-up: the page cache, JAX's compilation cache
-                mods[k] = modules_loaded(run(tree, cmd, env)[2])
+                mods[k] = modules_loaded(run(tree, cmd, env, cwd=tmp)[2])
             for r in range(args.repeat):
                 order = list(trees) if r % 2 == 0 else list(trees)[::-1]
                 for k in order:
-                    walls[k].append(run(trees[k], cmd, env)[0])
-                    wall, _, err = run(trees[k], cmd, env, importtime=True)
+                    walls[k].append(run(trees[k], cmd, env, cwd=tmp)[0])
+                    wall, _, err = run(trees[k], cmd, env, importtime=True, cwd=tmp)
                     imports[k].append(import_seconds(err))
                     shares[k].append(imports[k][-1] / wall)
             med = [{k: statistics.median(v) for k, v in d.items()}

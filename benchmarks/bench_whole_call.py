@@ -3,6 +3,7 @@ from the command line with an empty and a warm compilation cache, with the small
 
     .venv/bin/python benchmarks/bench_whole_call.py                          # d = 5 and 20, J = 10
     .venv/bin/python benchmarks/bench_whole_call.py --d 5 --methods normalx
+    .venv/bin/python benchmarks/bench_whole_call.py --d 5 --methods eiv fast  # the closed forms
 
 For each d, the paper's simulation (n = 1e5) is released once (eps = 1, seed 1) into a file;
 then, per method, each in its own process with every default:
@@ -55,7 +56,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--d", type=int, nargs="+", default=[5, 20])
     ap.add_argument("--nodes", type=int, default=10)
-    ap.add_argument("--methods", nargs="+", default=["fast", "fixeds", "normalx"])
+    ap.add_argument("--methods", nargs="+", default=["eiv", "fast", "fixeds", "normalx"])
     a = ap.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f}")
     print(f"{'method':8s} {'d':>3s} | python: {'first':>6s} {'second':>6s} {'process':>7s} "

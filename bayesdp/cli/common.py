@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import textwrap
@@ -78,6 +79,34 @@ def check_output_paths(args):
             value = getattr(args, name, None)
             if value is not None:
                 check(value, "--" + name.replace("_", "-"))
+
+
+#: the modules :func:`no_distributed_import` keeps out
+_DISTRIBUTED = ("distributed", "dask.distributed")
+
+
+@contextlib.contextmanager
+def no_distributed_import():
+    """Within it, ``import distributed`` and ``import dask.distributed`` raise ImportError,
+    unless the process already imported either (then nothing changes).
+
+    xarray, writing netCDF, asks dask which scheduler is active (``xarray.backends.locks.
+    get_dask_scheduler``, ``dask.base.get_scheduler``); both import distributed only to see
+    whether a distributed client is running and take an ImportError as "no". A process that
+    never imported distributed has no client, so the answer is the same without the import,
+    which loads about two hundred modules. For a command's own writes, not for a library call
+    (another thread could be importing it meanwhile)."""
+    if any(name in sys.modules for name in _DISTRIBUTED):
+        yield
+        return
+    for name in _DISTRIBUTED:
+        sys.modules[name] = None  # the import system's "not importable"
+    try:
+        yield
+    finally:
+        for name in _DISTRIBUTED:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
 
 
 def print_warnings(caught):

@@ -14,7 +14,8 @@ from .. import diagnostics, inference, releases
 from .. import paper  # noqa: F401  (registers the paper's methods: --method bs, ...)
 from ..errors import BayesdpError
 from ..models.priors import Priors
-from .common import add_command, add_progress_option, check_release_argument, print_warnings
+from .common import (add_command, add_progress_option, check_release_argument,
+                     no_distributed_import, print_warnings)
 
 
 def _cmd_fit(args):
@@ -50,7 +51,8 @@ def _cmd_fit(args):
     if diagnostics.attrs(idata).get("convergence_checked", True):  # MCMC draws, not iid
         _print_mcmc_summary(idata, full=args.full)
     if args.out:
-        diagnostics.save(idata, args.out)
+        with no_distributed_import():  # the process never used dask's distributed scheduler
+            diagnostics.save(idata, args.out)
         print(f"\nwrote {args.out}")
 
 

@@ -36,12 +36,22 @@ yty_hat_j) for "bs"; ``az.compare`` across families compares different data
 Each method's record says how (:attr:`bayesdp.inference.methods.Method.log_likelihood`: a
 function of the release, the priors and the method's result that returns a :class:`Likelihood`,
 defined in the method's module); a method without one gets neither group.
+
+Two evaluators compute the groups. Where holder j's entry is the Gaussian z_hat site of
+:func:`fixeds_model` or of :func:`eiv_model` (fixedS methods, "fast", "eiv"), NumPy evaluates it
+(:func:`_gaussian_z_hat` writes out the site's mean and covariance as the model functions
+build them; tests/inference/test_log_likelihood.py checks them against the numpyro site to
+rounding), so a method that never samples with JAX does not import it. Every other model, and a
+covariance that is not positive definite, goes through the numpyro model traced and compiled by
+JAX (:func:`_evaluator`). The posterior predictive draws come from NumPy's generator in the first
+case and from JAX's in the second, both seeded by the fit's seed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 from typing import Callable, Optional
 
 import numpy as np
@@ -109,18 +119,46 @@ def groups(release, method, priors, result, seed):
     """
     if method.log_likelihood is None:
         return None, None
-    enable_x64()
-    default_compilation_cache()
-    setup = method.log_likelihood(release, priors, result)
+    setup = _setup(method, release, priors, result)
     chains, draws = next(iter(setup.samples.values())).shape[:2]
     flat = {k: np.asarray(v, dtype=np.float64).reshape(chains * draws, *np.shape(v)[2:])
             for k, v in setup.samples.items()}
-    loglik, predictive = _evaluate(setup, flat, release.J, release.d, int(seed))
+    out = _evaluate_numpy(setup, flat, release.J, release.d, int(seed))
+    if out is None:
+        enable_x64()
+        default_compilation_cache()
+        out = _evaluate(setup, flat, release.J, release.d, int(seed))
+    loglik, predictive = out
     loglik = loglik.reshape(chains, draws, release.J)
     pp = {k: v.reshape(chains, draws, *v.shape[1:]) for k, v in predictive.items()}
     if setup.z_shift is not None:
         pp["z_hat"] = pp["z_hat"] + np.asarray(setup.z_shift)
     return {"release": loglik}, pp
+
+
+def _setup(method, release, priors, result):
+    """The method's :class:`Likelihood`. Its data may be JAX arrays, which must be made with
+    float64 on: when JAX is imported, float64 is turned on first; when the method's function
+    imported JAX itself, it is called again with float64 on. A method whose data are NumPy
+    arrays never imports JAX here."""
+    if "jax" in sys.modules:
+        enable_x64()
+        return method.log_likelihood(release, priors, result)
+    setup = method.log_likelihood(release, priors, result)
+    if "jax" in sys.modules:  # its data were made before float64 was on: again
+        enable_x64()
+        setup = method.log_likelihood(release, priors, result)
+    return setup
+
+
+def stack_holders(per_holder):
+    """One data NamedTuple from one per holder (J of them, fields of one type): each field
+    stacked along a new leading axis as float64 NumPy arrays (None stays None), the data of
+    a ``per_holder`` :class:`Likelihood`."""
+    first = per_holder[0]
+    return type(first)(*(None if v is None else np.stack([np.asarray(x, dtype=np.float64)
+                                                          for x in values])
+                         for v, values in zip(first, zip(*per_holder))))
 
 
 def one_holder(release, j):
@@ -190,3 +228,83 @@ def _evaluate(setup: Likelihood, flat, J, d, seed):
     if "S_hat" in predictive and predictive["S_hat"].shape[-1] != d:  # vech -> matrix
         predictive["S_hat"] = np.asarray(layout.unvech(predictive["S_hat"], d))
     return loglik, predictive
+
+
+# -- the NumPy evaluator of the Gaussian z_hat sites ---------------------------------------------
+
+#: The seed's stream of the NumPy posterior predictive draws (a child of the fit's seed, apart
+#: from the stream the method drew its posterior from)
+_PREDICTIVE_STREAM = 1
+
+
+def _holder(data, j):
+    """Holder j's part of per-holder data (every field's leading axis), as ``jax.vmap`` hands
+    it to the model."""
+    return type(data)(*(None if v is None else np.asarray(v, dtype=np.float64)[j] for v in data))
+
+
+def _gaussian_z_hat(setup: Likelihood, samples):
+    """The z_hat site of the model of ``setup`` for a chunk of draws, as NumPy arrays: its mean
+    ``loc`` (n, J, d) and covariance ``cov[which]`` (n, J, d, d), with the covariances made once
+    for each distinct sigma_y^2 (``cov`` (U, J, d, d), ``which`` (n,) indices into it). None
+    when the site is not one this evaluator writes out:
+
+    - :func:`fixeds_model` (one run for all holders): loc_j = S_j theta, cov_j = sigma_y^2 S_j
+      + Sigma_z,j, S_j = ``data.S_fixed`` (``_z_likelihood`` of :mod:`bayesdp.models.regression`);
+    - :func:`eiv_model` run per holder with a plug-in t: loc_j = S_hat_j theta, cov_j =
+      sigma_y^2 S_+,j + ``eiv_noise_covariance`` (holder j's data, t).
+    """
+    from ..models import regression as R
+
+    if (setup.sites != ("z_hat",) or setup.predictive != ("z_hat",)
+            or setup.to_release is not None):
+        return None
+    theta = samples["theta"]
+    s2, which = np.unique(samples["sigma_y2"], return_inverse=True)
+    data = setup.data
+    if setup.model is R.fixeds_model and not setup.per_holder:
+        S = np.asarray(data.S_fixed, dtype=np.float64)
+        loc = np.einsum("jkl,nl->njk", S, theta)
+        cov = s2[:, None, None, None] * S + np.asarray(data.Sigma_z, dtype=np.float64)
+        return loc, cov, which.reshape(-1)
+    if setup.model is R.eiv_model and setup.per_holder:
+        holders = [_holder(data, j) for j in range(np.shape(data.z_hat)[0])]
+        if any(h.theta_plugin is None for h in holders):  # the noise depends on each draw
+            return None
+        loc = np.stack([theta @ h.S_hat.T for h in holders], axis=1)
+        cov = np.stack([s2[:, None, None] * h.S_plus
+                        + R.eiv_noise_covariance(h, h.theta_plugin, np) for h in holders], axis=1)
+        return loc, cov, which.reshape(-1)
+    return None
+
+
+def _evaluate_numpy(setup: Likelihood, flat, J, d, seed):
+    """What :func:`_evaluate` returns, computed in NumPy from :func:`_gaussian_z_hat` (the
+    log density of numpyro's ``MultivariateNormal``: Cholesky factor L of the covariance's
+    symmetric part,
+    -|L^-1 (z - loc)|^2 / 2 - sum log diag L - d log(2 pi) / 2; new draws loc + L eps), over the
+    draws in chunks; None when the model's site is not one it writes out or a covariance is
+    not positive definite (then the caller uses :func:`_evaluate`)."""
+    N = next(iter(flat.values())).shape[0]
+    chunk = int(max(1, min(N, _CHUNK_BYTES // (8 * 4 * J * d * d))))
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_PREDICTIVE_STREAM,)))
+    lls, draws = [], []
+    for start in range(0, N, chunk):
+        gauss = _gaussian_z_hat(setup, {k: v[start:start + chunk] for k, v in flat.items()})
+        if gauss is None:
+            return None
+        loc, cov, which = gauss
+        z = np.asarray(setup.data.z_hat, dtype=np.float64)
+        try:  # of the symmetric part, as jnp.linalg.cholesky takes it
+            L = np.linalg.cholesky(0.5 * (cov + np.swapaxes(cov, -1, -2)))[which]
+        except np.linalg.LinAlgError:
+            return None
+        u = np.linalg.solve(L, (z - loc)[..., None])[..., 0]
+        half_log_det = np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum(-1)
+        ll = -0.5 * np.sum(u * u, axis=-1) - half_log_det - 0.5 * d * np.log(2.0 * np.pi)
+        if not np.all(np.isfinite(ll)):
+            return None
+        lls.append(ll)
+        eps = rng.standard_normal(loc.shape)
+        draws.append(loc + np.einsum("njkl,njl->njk", L, eps))
+    return np.concatenate(lls), {"z_hat": np.concatenate(draws)}

@@ -639,3 +639,27 @@ def test_release_node_column_of_measurements_is_refused(tmp_path, capsys):
                  "--node-column", "a", "--y-column", "y", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "node_column" in err and "float64" in err and not out.exists()
+
+
+def test_no_distributed_import_keeps_out_only_what_was_never_imported(monkeypatch):
+    """Within ``no_distributed_import`` distributed and dask.distributed cannot be imported
+    (what xarray and dask take as "no distributed client"), and afterwards they can; a process
+    that imported distributed keeps it."""
+    import sys
+
+    from bayesdp.cli.common import no_distributed_import
+
+    for name in ("distributed", "dask.distributed"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with no_distributed_import():
+        with pytest.raises(ImportError):
+            import dask.distributed  # noqa: F401
+        with pytest.raises(ImportError):
+            from distributed import get_client  # noqa: F401
+    assert "distributed" not in sys.modules and "dask.distributed" not in sys.modules
+    marker = object()
+    monkeypatch.setitem(sys.modules, "distributed", marker)
+    with no_distributed_import():
+        assert sys.modules["distributed"] is marker
+        assert "dask.distributed" not in sys.modules
+    assert sys.modules["distributed"] is marker

@@ -288,3 +288,177 @@ def test_leave_one_holder_out_flags_an_altered_holder(method):
     clean, altered = gap(rel), gap(_alter(rel, 2, 20.0))
     assert clean.max() < 30
     assert np.argmax(altered) == 2 and altered[2] > 30
+
+
+# -- the NumPy evaluator of the z_hat sites against the numpyro model --------------------------
+
+
+def _method_setup(release, method, seed=3, **options):
+    """(the method's Likelihood, its draws flattened over chains) after running the method."""
+    from bayesdp.inference import log_likelihood as LL
+    from bayesdp.inference.methods import get_method
+
+    record = get_method(method)
+    priors = bayesdp.Priors().resolve(release)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = record.run(release, priors, seed=seed, num_samples=40, num_chains=2,
+                            num_warmup=40, progress_bar=False, **record.with_options(options))
+    setup = LL._setup(record, release, priors, result)
+    flat = {k: np.asarray(v, dtype=float).reshape(-1, *np.shape(v)[2:])
+            for k, v in setup.samples.items()}
+    return setup, flat
+
+
+def _general_noise_release():
+    """The release of test_fast_entries_with_a_nonzero_shift_of_the_noise_mean: correlated S
+    and z noise, holder 0's S_hat not PSD."""
+    d, J = 2, 2
+    k = layout.vech_dim(d)
+    A = np.random.default_rng(3).normal(size=(J, k + d, k + d))
+    cov = A @ np.swapaxes(A, 1, 2) / (k + d) + 0.2 * np.eye(k + d)
+    S_hat = np.array([[[1.0, 2.0], [2.0, 1.0]], [[3.0, 0.5], [0.5, 2.0]]])
+    return bayesdp.Release(S_hat=S_hat, z_hat=np.array([[4.0, -2.0], [8.0, 6.0]]), n=[10, 10],
+                           sigma_s=[1.0, 1.0], sigma_z=[1.0, 1.0], noise_cov=cov,
+                           feature_names=("a", "b"), bounds=(3.0, 6.0))
+
+
+@pytest.mark.parametrize("method, options, general", [
+    ("fast", {}, False), ("fast", {}, True), ("fixeds", {}, False), ("eiv", {}, False),
+    ("eiv", {"scales": "per-slope"}, False)])
+def test_numpy_evaluator_is_the_numpyro_z_hat_site(rel, method, options, general):
+    """The NumPy evaluator (``_gaussian_z_hat``) writes out the z_hat site of the numpyro model
+    the method's record names: at every draw and holder its mean and covariance are those of
+    the site traced with the draw substituted, to rounding; its entries equal those of the JAX
+    evaluator (the numpyro model traced and compiled), 1e-10 relative; its predictive draws are
+    the same for the same seed."""
+    import jax
+    from numpyro import handlers
+
+    from bayesdp._jax import enable_x64
+    from bayesdp.inference import log_likelihood as LL
+
+    release = _general_noise_release() if general else rel
+    setup, flat = _method_setup(release, method, **options)
+    J, d = release.J, release.d
+    loc, cov, which = LL._gaussian_z_hat(setup, flat)
+    N = len(which)
+    assert loc.shape == (N, J, d) and cov.shape[1:] == (J, d, d)
+    if method == "fast":
+        assert len(cov) == 1  # one sigma^2: one covariance per holder
+    enable_x64()
+    for i in (0, N // 2, N - 1):
+        draw = {k: v[i] for k, v in flat.items()}
+        if setup.per_holder:
+            sites = [handlers.trace(handlers.substitute(setup.model, draw)).get_trace(
+                LL._holder(setup.data, j))["z_hat"]["fn"] for j in range(J)]
+            want_loc = np.stack([np.asarray(fn.loc).reshape(d) for fn in sites])
+            want_cov = np.stack([np.asarray(fn.covariance_matrix).reshape(d, d) for fn in sites])
+        else:
+            fn = handlers.trace(handlers.substitute(setup.model, draw)).get_trace(
+                setup.data)["z_hat"]["fn"]
+            want_loc, want_cov = np.asarray(fn.loc), np.asarray(fn.covariance_matrix)
+        np.testing.assert_allclose(loc[i], want_loc, rtol=1e-12, atol=1e-12 * np.abs(
+            want_loc).max())
+        np.testing.assert_allclose(cov[which[i]], want_cov, rtol=1e-12, atol=1e-12 * np.abs(
+            want_cov).max())
+    ll_np, pp_np = LL._evaluate_numpy(setup, flat, J, d, seed=5)
+    ll_jax, pp_jax = LL._evaluate(setup, flat, J, d, seed=5)
+    np.testing.assert_allclose(ll_np, ll_jax, rtol=1e-10)
+    assert pp_np["z_hat"].shape == pp_jax["z_hat"].shape == (N, J, d)
+    again = LL._evaluate_numpy(setup, flat, J, d, seed=5)
+    np.testing.assert_array_equal(again[1]["z_hat"], pp_np["z_hat"])
+    assert not np.array_equal(LL._evaluate_numpy(setup, flat, J, d, seed=6)[1]["z_hat"],
+                              pp_np["z_hat"])
+    assert jax.config.jax_enable_x64
+
+
+def test_numpy_evaluator_is_used_in_chunks_of_draws(rel, monkeypatch):
+    """Draws evaluated in several chunks give the entries and predictive draws of one chunk."""
+    from bayesdp.inference import log_likelihood as LL
+
+    setup, flat = _method_setup(rel, "eiv")
+    one = LL._evaluate_numpy(setup, flat, rel.J, rel.d, seed=1)
+    monkeypatch.setattr(LL, "_CHUNK_BYTES", 8 * 4 * rel.J * rel.d * rel.d * 7)  # 7 draws
+    many = LL._evaluate_numpy(setup, flat, rel.J, rel.d, seed=1)
+    np.testing.assert_allclose(many[0], one[0], rtol=1e-13)
+    np.testing.assert_allclose(many[1]["z_hat"], one[1]["z_hat"], rtol=1e-13)
+
+
+def test_fast_model_data_in_numpy_is_model_data(rel):
+    """fast's NumPy ModelData holds the values of ``regression.model_data`` (JAX arrays)."""
+    from bayesdp._jax import enable_x64
+    from bayesdp.inference import closed_form
+    from bayesdp.inference.fast import numpy_model_data
+    from bayesdp.models import regression as R
+
+    enable_x64()
+    priors = bayesdp.Priors().resolve(rel)
+    S = closed_form.fixed_s_estimate(rel, "psd")
+    noise = closed_form.z_given_s_noise(rel, S, s_noise="conditional")
+    ours = numpy_model_data(rel, priors, S_fixed=S, z_noise=noise)
+    want = R.model_data(rel, priors, S_fixed=S, z_noise=noise)
+    for name in R.ModelData._fields:
+        if name in ("basis", "prior_factors"):
+            assert getattr(ours, name) is None
+            continue
+        value = getattr(ours, name)
+        assert isinstance(value, np.ndarray) and value.dtype == np.float64, name
+        np.testing.assert_array_equal(value, np.asarray(getattr(want, name)), err_msg=name)
+
+
+def test_numpy_evaluator_leaves_other_models_to_jax():
+    """A model whose sites the NumPy evaluator does not write out (normalX's S_hat and z_hat,
+    B&S's ss_hat with data in a plain tuple, a model it does not know) gets None."""
+    from bayesdp.inference import log_likelihood as LL
+    from bayesdp.models import regression as R
+
+    flat = {"theta": np.zeros((3, 2)), "sigma_y2": np.ones(3)}
+    for setup in (LL.Likelihood(R.normalx_model, None, {}, ("S_hat", "z_hat"), ("S_hat", "z_hat")),
+                  LL.Likelihood(R.fixeds_model, (np.zeros(2),), {}, ("ss_hat",), ("ss_hat",)),
+                  LL.Likelihood(lambda data: None, (np.zeros(2),), {}, ("z_hat",), ("z_hat",))):
+        assert LL._evaluate_numpy(setup, flat, 1, 2, seed=0) is None
+
+
+def test_a_covariance_that_is_not_positive_definite_goes_to_the_jax_evaluator():
+    """A release without noise whose S_j is singular makes fast's z_hat covariance singular:
+    the NumPy evaluator hands it to the JAX one (the numpyro model's values, as before)."""
+    from bayesdp.inference import log_likelihood as LL
+
+    sim = bayesdp.simulate(n=400, d=3, seed=1)
+    X = sim.X.copy()
+    X[:, 2] = 0.0
+    parts = np.array_split(np.arange(len(sim.y)), 2)
+    release = bayesdp.Release(S_hat=np.stack([X[p].T @ X[p] for p in parts]),
+                              z_hat=np.stack([X[p].T @ sim.y[p] for p in parts]),
+                              n=[len(p) for p in parts], sigma_s=0.0, sigma_z=0.0,
+                              bounds=sim.bounds)
+    setup, flat = _method_setup(release, "fast")
+    assert LL._evaluate_numpy(setup, flat, release.J, release.d, seed=1) is None
+    idata = _fit(release, "fast", num_samples=20, num_chains=1)
+    assert _flat(idata, "log_likelihood", "release").shape == (20, release.J)
+
+
+def test_a_likelihood_that_imports_jax_gets_its_arrays_in_float64():
+    """In a process that has not imported JAX, a method's likelihood function that imports it
+    to build JAX arrays gets them in float64 (``_setup`` calls it again with float64 on)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import sys, types
+        import numpy as np
+        from bayesdp.inference import log_likelihood as LL
+        assert "jax" not in sys.modules
+
+        def likelihood(release, priors, result):
+            import jax.numpy as jnp
+            return jnp.asarray(np.full(2, 1.0 / 3.0))
+
+        data = LL._setup(types.SimpleNamespace(log_likelihood=likelihood), None, None, None)
+        print("DTYPE=" + str(data.dtype))
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "DTYPE=float64" in p.stdout
