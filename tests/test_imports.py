@@ -91,13 +91,7 @@ def release_file(tmp_path_factory):
 NO_JAX = ("jax", "numpyro", "distributed")
 
 
-@pytest.mark.parametrize("method", [
-    "fast",
-    pytest.param("eiv", marks=pytest.mark.xfail(
-        strict=True, reason="eiv_method.likelihood builds its data as JAX arrays "
-                            "(regression.eiv_arrays); the patch in issue 36 item 5 stacks them "
-                            "in NumPy (log_likelihood.stack_holders)")),
-])
+@pytest.mark.parametrize("method", ["fast", "eiv"])
 def test_command_fit_of_a_closed_form_loads_no_jax(tmp_path, release_file, method):
     """``bayesdp fit release.json --method fast --out posterior.nc`` (and the default method)
     computes, prints and writes the whole posterior - its log-likelihood and posterior

@@ -172,19 +172,18 @@ def _grid(data, theta0, log_s2, log_r):
     covs = np.empty((G, H, d, d)) if yty else None
     log_w = np.empty((G, H))
     means = np.empty((G, H, d))
-    for h, lr in enumerate(log_r):
+    for h, lr in enumerate(log_r):  # every sigma_y^2 of the grid at once
         C_inv, log_det_C = _prior_precision(data, np.exp(lr))
         h_prior = C_inv @ data.m
-        for g in range(G):
-            Lp = linalg.cholesky(AtA[g] + C_inv, lower=True)
-            rhs = Atb[g] + h_prior
-            mu = linalg.cho_solve((Lp, True), rhs)
-            quad = btb[g] + data.m @ h_prior - rhs @ mu
-            log_det_P = 2.0 * np.log(np.diag(Lp)).sum()
-            log_w[g, h] = -0.5 * (log_det_M[g] + log_det_C + log_det_P + quad) + log_prior_s2[g]
-            means[g, h] = mu
-            if yty:
-                covs[g, h] = linalg.cho_solve((Lp, True), np.eye(d))
+        Lp = np.linalg.cholesky(AtA + C_inv)
+        rhs = Atb + h_prior
+        mu = _cho_solve(Lp, rhs[..., None])[..., 0]
+        quad = btb + data.m @ h_prior - np.einsum("gi,gi->g", rhs, mu)
+        log_det_P = 2.0 * np.log(np.diagonal(Lp, axis1=1, axis2=2)).sum(axis=1)
+        log_w[:, h] = -0.5 * (log_det_M + log_det_C + log_det_P + quad) + log_prior_s2
+        means[:, h] = mu
+        if yty:
+            covs[:, h] = _cho_solve(Lp, np.broadcast_to(np.eye(d), Lp.shape))
     if yty:  # y^T y's factor (eiv_model), theta ~ N(mu, P^-1) integrated, cell by cell
         M = L @ L.transpose(0, 2, 1)
         mean, var = eiv_yty_moments(data, s2[:, None], means, covs, M[:, None],
@@ -195,6 +194,11 @@ def _grid(data, theta0, log_s2, log_r):
     theta_mean = np.einsum("gh,ghd->d", w, means)
     return {"sigma_y2": s2, "scale": np.exp(log_r), "log_weight": log_w, "mean": means,
             "theta_mean": theta_mean}
+
+
+def _cho_solve(L, B):
+    """(L L^T)^{-1} B for stacks of lower Cholesky factors L (..., d, d) and B (..., d, k)."""
+    return np.linalg.solve(np.swapaxes(L, -1, -2), np.linalg.solve(L, B))
 
 
 def cell_precision(data, theta0, sigma_y2, scale):

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import BayesdpInputError
 from ..models import regression as R
-from .log_likelihood import Likelihood, one_holder
+from .log_likelihood import Likelihood, one_holder, stack_holders
 from .methods import MethodResult, register_method
 
 #: scales: one prior scale for all slopes ("common", iid draws of the grid mixture) or one per
@@ -64,17 +64,15 @@ def likelihood(release, priors, result):
     :func:`eiv_model` on each holder's statistics alone, at the fit's scale_min, sigma_y2_max
     and plug-in theta: log N(z_hat_j; S_hat_j theta, sigma_y^2 S_+,j + Var(e_z,j - E_j t)).
     A release's y^T y is left out of the entries (they are z_hat's alone)."""
-    import jax
-
     data = result.eiv_data
     per_slope = np.ndim(data.scale_min) > 0
-    per = [R.eiv_arrays(R.eiv_model_data(one_holder(release, j), priors,
-                                         scale_min=float(np.ravel(data.scale_min)[0]),
-                                         sigma_y2_max=float(data.sigma_y2_max),
-                                         theta_plugin=result.plugin_theta,
-                                         per_slope=per_slope)._replace(yty_hat=None, yty_var=None))
+    per = [R.eiv_model_data(one_holder(release, j), priors,
+                            scale_min=float(np.ravel(data.scale_min)[0]),
+                            sigma_y2_max=float(data.sigma_y2_max),
+                            theta_plugin=result.plugin_theta,
+                            per_slope=per_slope)._replace(yty_hat=None, yty_var=None)
            for j in range(release.J)]
-    stacked = jax.tree.map(lambda *xs: jax.numpy.stack(xs), *per)
+    stacked = stack_holders(per)
     samples = {k: result.posterior[k] for k in ("theta_scale", "theta", "sigma_y2")}
     return Likelihood(R.eiv_model, stacked, samples, ("z_hat",), ("z_hat",), per_holder=True)
 
