@@ -56,7 +56,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .._jax import enable_x64
+from .._jax import RUN_ONCE, enable_x64
 from ..releases import layout
 from .compilation_cache import default_compilation_cache
 
@@ -200,7 +200,7 @@ def _evaluator(model, sites, pred_sites, per_holder):
             return ll[:, 0], pp
         return run(samples, data, key)
 
-    return jax.jit(jax.vmap(one_draw, in_axes=(0, None, 0)))
+    return jax.jit(jax.vmap(one_draw, in_axes=(0, None, 0)), compiler_options=RUN_ONCE)
 
 
 def _evaluate(setup: Likelihood, flat, J, d, seed):
