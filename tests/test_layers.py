@@ -25,10 +25,12 @@ def _is_package(path: Path) -> bool:
 
 
 def core_modules():
-    """The core's source files: bayesdp/**.py outside the upper layers' folders."""
+    """The core's source files: bayesdp/**.py outside the upper layers' folders, and not
+    bayesdp/__main__.py (``python -m bayesdp``: the command's entry point, like ``cli/``)."""
     upper = {PACKAGE / name.split(".")[1] for name in UPPER}
     return sorted(p for p in PACKAGE.rglob("*.py")
-                  if not any(u == p.parent or u in p.parents for u in upper))
+                  if p != PACKAGE / "__main__.py"
+                  and not any(u == p.parent or u in p.parents for u in upper))
 
 
 def imported_modules(source: str, module: str, is_package: bool):
