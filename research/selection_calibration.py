@@ -32,9 +32,11 @@ Four parts (``--part``):
 Run from the project root (the UCI data from ../shared/data/uci or $BAYESDP_DATA_DIR; skipped
 when absent):
 
-    .venv/bin/python research/selection_calibration.py --part reliability --datasets 100
-    .venv/bin/python research/selection_calibration.py --part agreement --datasets 20
-    .venv/bin/python research/selection_calibration.py --part plugin --datasets 20
+    .venv/bin/python research/selection_calibration.py --part reliability --datasets 100 --n 5000
+    .venv/bin/python research/selection_calibration.py --part reliability --datasets 100 --n 5000 \
+        --J 5 --eps 1 --plugin per-model
+    .venv/bin/python research/selection_calibration.py --part agreement --datasets 20 --n 5000
+    .venv/bin/python research/selection_calibration.py --part plugin --datasets 20 --n 5000
     .venv/bin/python research/selection_calibration.py --part uci --releases 3
 """
 
@@ -154,9 +156,10 @@ def reliability(p, truth):
             "n": int(p.size)}
 
 
-def reliability_cell(J, eps, datasets, d=6, n=20_000, seed=0):
+def reliability_cell(J, eps, datasets, d=6, n=20_000, seed=0, plugin="restricted"):
     """The reliability of eiv's selection and of the negative control on ``datasets`` data
-    sets: {"eiv": ..., "ignore-s-noise": ...} (:func:`reliability`)."""
+    sets: {"eiv": ..., "ignore-s-noise": ...} (:func:`reliability`); ``plugin`` is
+    ``select``'s."""
     rng = np.random.default_rng(seed)
     pri = _priors(d)
     got = {"eiv": [], "ignore-s-noise": []}
@@ -164,8 +167,8 @@ def reliability_cell(J, eps, datasets, d=6, n=20_000, seed=0):
     for i in range(datasets):
         X, y, theta, bounds = simulate(rng, d, n)
         rel = _release(X, y, bounds, eps, J, seed=10_000 + i)
-        got["eiv"].append(inclusion(rel, pri))
-        got["ignore-s-noise"].append(inclusion(ignoring_s_noise(rel), pri))
+        got["eiv"].append(inclusion(rel, pri, plugin=plugin))
+        got["ignore-s-noise"].append(inclusion(ignoring_s_noise(rel), pri, plugin=plugin))
         truth.append(theta != 0)
     return {k: reliability(v, truth) for k, v in got.items()}
 
@@ -174,9 +177,10 @@ def part_reliability(args):
     for J in args.J:
         for eps in args.eps:
             t = time.time()
-            rows = reliability_cell(J, eps, args.datasets, d=args.d, n=args.n, seed=args.seed)
+            rows = reliability_cell(J, eps, args.datasets, d=args.d, n=args.n, seed=args.seed,
+                                    plugin=args.plugin)
             print(f"\n### J = {J}, eps = {eps:g} ({args.datasets} data sets, d = {args.d}, "
-                  f"n = {args.n}; {time.time() - t:.0f} s)\n")
+                  f"n = {args.n}, plugin {args.plugin}; {time.time() - t:.0f} s)\n")
             for name, r in rows.items():
                 print(f"{name}: ece {r['ece']:.3f}, Brier {r['brier']:.3f}, log loss "
                       f"{r['log_loss']:.3f}; wrong among the {r['confident']} confident calls "
@@ -300,6 +304,8 @@ def main(argv=None):
     ap.add_argument("--releases", type=int, default=3, help="releases per UCI cell")
     ap.add_argument("--sets", nargs="+", default=["powerplant", "airquality", "bikesharing"])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--plugin", default="restricted", choices=["restricted", "per-model"],
+                    help="select's plug-in (reliability part)")
     args = ap.parse_args(argv)
     {"reliability": part_reliability, "agreement": part_agreement, "plugin": part_plugin,
      "uci": part_uci}[args.part](args)
