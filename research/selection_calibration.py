@@ -14,8 +14,9 @@ Four parts (``--part``):
   given probability about p, the share truly non-zero should be about p. Printed per (eps, J)
   and method: the reliability table (bins of width 0.1), the expected calibration error
   ``ece`` (sum over bins of share x |mean p - share non-zero|), the Brier score, the log
-  loss and the share of confident calls (p < 0.1 or p >= 0.9) that are wrong. The negative control ``ignore-s-noise`` selects from the same release read as if S
-  had no noise (sigma_s = 0).
+  loss and the share of confident calls (p < 0.1 or p >= 0.9) that are wrong. The negative
+  control ``ignore-s-noise`` selects from the same release read as if S had no noise
+  (sigma_s = 0).
 - ``agreement``: the same kind of data sets (J = 1), each released at eps from 0.3 to 100 and
   without noise (the exact statistics, sigma = 0: the non-private selection with the same
   priors); the mean and largest |private - non-private| inclusion probability per eps.
@@ -156,7 +157,7 @@ def reliability(p, truth):
             "n": int(p.size)}
 
 
-def reliability_cell(J, eps, datasets, d=6, n=20_000, seed=0, plugin="restricted"):
+def reliability_cell(J, eps, datasets, d=6, n=5000, seed=0, plugin="restricted"):
     """The reliability of eiv's selection and of the negative control on ``datasets`` data
     sets: {"eiv": ..., "ignore-s-noise": ...} (:func:`reliability`); ``plugin`` is
     ``select``'s."""
@@ -298,7 +299,7 @@ def main(argv=None):
                                                        "uci"])
     ap.add_argument("--datasets", type=int, default=100, help="simulated data sets per cell")
     ap.add_argument("--d", type=int, default=6, help="features of the simulated data")
-    ap.add_argument("--n", type=int, default=20_000, help="rows of the simulated data")
+    ap.add_argument("--n", type=int, default=5000, help="rows of the simulated data")
     ap.add_argument("--eps", type=float, nargs="+", default=[1.0, 10.0])
     ap.add_argument("--J", type=int, nargs="+", default=[1, 5])
     ap.add_argument("--releases", type=int, default=3, help="releases per UCI cell")

@@ -41,8 +41,8 @@ the evidence.
 65536 models), every model is evaluated (``method="enumeration"``, vectorised over models of one
 size); beyond, an add-delete-swap Metropolis sampler over models (MC^3; ``method="mc3"``) runs
 several chains from spread-out starts, inclusion probabilities are the share of kept steps that
-include each feature, and the chains must agree (:data:`MC3_AGREEMENT`). ``method="auto"`` (the
-default) picks enumeration when it is within the limit.
+include each feature, and the chains must agree (:data:`MC3_AGREEMENT`; one chain: its two
+halves). ``method="auto"`` (the default) picks enumeration when it is within the limit.
 
 **Model averaging.** The posterior of theta is the mixture over models: each draw picks a model
 (with its posterior probability, or from the sampler's kept steps), then a grid cell and theta_gamma
@@ -84,7 +84,7 @@ MAX_ENUMERATION_FEATURES = 16
 METHODS = ("auto", "enumeration", "mc3")
 PLUGINS = ("restricted", "per-model")
 #: the MC^3 chains agree when their inclusion probabilities differ by at most this, feature by
-#: feature (largest difference between any two chains)
+#: feature (largest difference between any two chains; one chain: between its two halves)
 MC3_AGREEMENT = 0.1
 #: grid points per model after the shared coarse grid (eiv's): sigma_y^2 and r of the final
 #: grid, and, for releases with y^T y (which pins sigma_y^2 down), sigma_y^2 of the final grid
@@ -120,7 +120,7 @@ class Selection:
     details : dict
         How it was computed: features that can be left out, models evaluated, the plug-in, the
         grids; for ``"mc3"`` the steps, acceptance rate, each chain's inclusion probabilities
-        and their largest difference.
+        and their largest difference (one chain: between its halves).
     """
 
     inclusion: "pd.Series"
@@ -244,7 +244,7 @@ def select(release, *, priors=None, model_prior="beta-binomial", method="auto", 
     -----
     ConvergenceWarning
         ``"mc3"``: when the chains' inclusion probabilities differ by more than
-        :data:`MC3_AGREEMENT` for some feature.
+        :data:`MC3_AGREEMENT` for some feature (one chain: its two halves).
     """
     from ..models.priors import Priors
     from ..releases import Release, load_release
@@ -301,24 +301,27 @@ def select(release, *, priors=None, model_prior="beta-binomial", method="auto", 
     else:
         run = mc3(space, log_prior_of_size, rng, num_chains=num_chains, steps=steps)
         masks, ev = run["masks"], run["evidence"]
-        log_post = ev["log_evidence"] + log_prior_of_size[_sizes(space, masks)]
         kept = run["visits"]  # (chains, kept steps) indices into masks
         counts = np.bincount(kept.ravel(), minlength=len(masks))
         prob = counts / counts.sum()
         inclusion = masks[kept].mean(axis=(0, 1))
         at = np.linspace(0, kept.shape[1] - 1, min(num_samples, kept.shape[1])).round()
         picks = kept[:, at.astype(int)]
-        spread = float(np.max(run["chain_inclusion"].max(0) - run["chain_inclusion"].min(0)))
+        groups = run["chain_inclusion"] if num_chains > 1 else run["half_inclusion"]
+        gap = groups.max(0) - groups.min(0)
+        spread = float(gap.max())
         details = {"models_evaluated": len(masks), "chains": num_chains, "steps": steps,
                    "warmup": run["warmup"], "acceptance": run["acceptance"],
                    "chain_inclusion": run["chain_inclusion"].tolist(),
                    "chain_max_difference": spread}
         if spread > MC3_AGREEMENT:
-            j = int(np.argmax(run["chain_inclusion"].max(0) - run["chain_inclusion"].min(0)))
+            name = space.names[space.free[int(np.argmax(gap))]]
+            what = f"the {num_chains} MC^3 chains" if num_chains > 1 else \
+                "the two halves of the MC^3 chain"
             warnings.warn(
-                f"select: the {num_chains} MC^3 chains disagree on the inclusion probability of "
-                f"{space.names[j]!r} by {spread:.3f} (more than {MC3_AGREEMENT}); run more "
-                "steps (steps=...)", ConvergenceWarning, stacklevel=2)
+                f"select: {what} disagree on the inclusion probability of {name!r} by "
+                f"{spread:.3f} (more than {MC3_AGREEMENT}); the sampler has not converged: run "
+                "more steps (steps=...)", ConvergenceWarning, stacklevel=2)
     details.update(free_features=[space.names[j] for j in space.free], plugin=plugin,
                    grid=list(GRID), seed=int(seed))
     theta, s2, r = draw(space, masks, ev, picks, rng)
@@ -373,13 +376,9 @@ def model_space(data, theta_full, *, plugin="restricted", names=None) -> ModelSp
     return ModelSpace(
         data=data, theta_full=np.asarray(theta_full, dtype=float),
         free=np.flatnonzero(np.asarray(data.slopes) > 0), plugin=plugin,
-        names=tuple(names) if names is not None else _feature_names(data, d),
+        names=tuple(names) if names is not None else tuple(f"x{i}" for i in range(d)),
         log_s2=np.linspace(np.log(lo), np.log(data.sigma_y2_max), eiv._COARSE[0]),
         log_r=np.linspace(np.log(float(np.ravel(data.scale_min)[0])), 0.0, eiv._COARSE[1]))
-
-
-def _feature_names(data, d):
-    return tuple(f"x{i}" for i in range(d))
 
 
 def model_prior_log(model_prior, p):
@@ -684,7 +683,9 @@ def mc3(space, log_prior_of_size, rng, *, num_chains, steps) -> dict:
 
     Returns ``masks`` (the distinct models evaluated), ``evidence`` (theirs,
     :func:`evidence`), ``visits`` (chains, kept steps) indices into ``masks``, ``warmup``,
-    ``acceptance`` (the share of accepted proposals) and ``chain_inclusion`` (chains, p).
+    ``acceptance`` (the share of accepted proposals after warm-up), ``chain_inclusion``
+    (chains, p) and ``half_inclusion`` (2 chains, p): the inclusion probabilities of the
+    first and second half of each chain's kept steps (compared when there is one chain).
     """
     d, p = len(space.names), len(space.free)
     keys, rows, store = {}, [], []
@@ -739,9 +740,12 @@ def mc3(space, log_prior_of_size, rng, *, num_chains, steps) -> dict:
             visits[:, step - warmup] = current
     masks = np.array(rows)
     evid = {key: np.concatenate([s[key] for s in store]) for key in store[0]}
-    chain_inclusion = masks[visits][:, :, space.free].mean(axis=1)
+    included = masks[visits][:, :, space.free]  # (chains, kept steps, p)
+    half = included.shape[1] // 2
     return {"masks": masks, "evidence": evid, "visits": visits, "warmup": warmup,
-            "acceptance": accepted / visits.size, "chain_inclusion": chain_inclusion}
+            "acceptance": accepted / visits.size, "chain_inclusion": included.mean(axis=1),
+            "half_inclusion": np.concatenate([included[:, :half].mean(axis=1),
+                                              included[:, half:].mean(axis=1)])}
 
 
 def _log_proposal_ratio(k, k_new, swap, p):

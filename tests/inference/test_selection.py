@@ -190,6 +190,17 @@ def test_enumeration_and_mc3_agree():
     assert mc3.details["chain_max_difference"] <= selection.MC3_AGREEMENT
 
 
+def test_mc3_warns_when_its_chains_disagree():
+    """Too few steps: the chains from the empty and the full model have not met, their halves
+    disagree, and select says so (the agreement test above is the passing case)."""
+    rel = _release(n=5000, theta=(0.5, 0.0, 0.15, 0.0, 0.0, 0.08), eps=10.0)
+    for chains, who in ((2, "the 2 MC\\^3 chains"), (1, "the two halves of the MC\\^3 chain")):
+        with pytest.warns(bayesdp.ConvergenceWarning, match=f"{who} disagree.*run more steps"):
+            sel = bayesdp.select(rel, seed=0, method="mc3", steps=12, num_chains=chains,
+                                 num_samples=5)
+        assert sel.details["chain_max_difference"] > selection.MC3_AGREEMENT
+
+
 def test_mc3_visits_models_with_their_posterior_probability():
     """3 features (8 models, the empty and the full one where only flips are proposed): the
     sampler's visit shares are the enumerated posterior probabilities (the Hastings ratio at
