@@ -155,6 +155,8 @@ class Selection:
             how = (f"MC^3, {d['chains']} chains x {d['steps']} steps ({d['warmup']} warm-up), "
                    f"{d['models_evaluated']} distinct models; chains agree to "
                    f"{d['chain_max_difference']:.3f} (limit {MC3_AGREEMENT})")
+            if d["why_mc3"] != "asked for":
+                how += f"; models sampled because {d['why_mc3']}"
         lines = [f"Bayesian variable selection from the release ({self.method}: {how})",
                  f"prior over models: {self.model_prior}; within a model: eiv's prior",
                  "", "features (inclusion probability; model-averaged mean and sd of theta):",
@@ -268,7 +270,11 @@ def select(release, *, priors=None, model_prior="beta-binomial", method="auto", 
             f"method='enumeration' evaluates all 2^{p} models of the {p} features that can be "
             f"left out; at most 2^{MAX_ENUMERATION_FEATURES} = {2 ** MAX_ENUMERATION_FEATURES} "
             "are enumerated: use method='mc3' (or 'auto', which picks it)")
+    why = "asked for"
     if method == "mc3" or (method == "auto" and p > MAX_ENUMERATION_FEATURES):
+        if method == "auto":
+            why = (f"the 2^{p} models of {p} features are more than the "
+                   f"2^{MAX_ENUMERATION_FEATURES} that are enumerated")
         method = "mc3"
         if steps is None:
             steps = max(5000, 500 * p)
@@ -310,7 +316,8 @@ def select(release, *, priors=None, model_prior="beta-binomial", method="auto", 
         groups = run["chain_inclusion"] if num_chains > 1 else run["half_inclusion"]
         gap = groups.max(0) - groups.min(0)
         spread = float(gap.max())
-        details = {"models_evaluated": len(masks), "chains": num_chains, "steps": steps,
+        details = {"models_evaluated": len(masks), "why_mc3": why, "chains": num_chains,
+                   "steps": steps,
                    "warmup": run["warmup"], "acceptance": run["acceptance"],
                    "chain_inclusion": run["chain_inclusion"].tolist(),
                    "chain_max_difference": spread}

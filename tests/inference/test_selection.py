@@ -328,6 +328,15 @@ def test_bad_input_is_named(kwargs, match):
         bayesdp.select(rel, **kwargs)
 
 
+def test_auto_samples_models_beyond_the_limit_and_says_why(monkeypatch):
+    rel = _release(n=2000, theta=(0.4, 0.0, 0.2, 0.0, 0.1))
+    monkeypatch.setattr(selection, "MAX_ENUMERATION_FEATURES", 4)
+    sel = bayesdp.select(rel, seed=0, num_samples=20)  # default steps: 5000
+    assert sel.method == "mc3" and sel.idata.posterior.attrs["selection_method"] == "mc3"
+    assert "models sampled because the 2^5 models of 5 features are more than the 2^4" in \
+        str(sel)
+
+
 def test_too_many_features_to_enumerate_is_refused_before_any_work(monkeypatch):
     rel = _release(n=500, theta=(0.1,) * 5)
     monkeypatch.setattr(selection, "MAX_ENUMERATION_FEATURES", 4)
