@@ -4,6 +4,8 @@ Follows Alparslan, Yildirim & Birbil (ICML 2023). The flow of data:
 
     rows --release()--> Release (file) --fit()--> ArviZ InferenceData --diagnose()
                                                                        --predict()
+                                       --select()--> Selection (inclusion probabilities,
+                                                     top models, model-averaged InferenceData)
     BayesDPRegressor().fit(X, y).predict(X_new): the same, scikit-learn style
 
 The paper's lab (compare, its data sets and metrics, MCMC-B&S, Algorithms 1 and 2 as
@@ -41,6 +43,7 @@ _LAZY = {
     "adassp": (".inference", "adassp"),
     "fit": (".inference", "fit"),
     "fit_nonprivate": (".inference", "fit_nonprivate"),
+    "select": (".inference.selection", "select"),
     "diagnose": (".diagnostics", "diagnose"),
     "BayesDPRegressor": (".estimator", "BayesDPRegressor"),
 }
@@ -81,6 +84,7 @@ __all__ = [
     "Release",
     "fit",
     "fit_nonprivate",
+    "select",
     "adassp",
     "METHODS",
     "Priors",

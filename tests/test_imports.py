@@ -60,8 +60,11 @@ def test_import_bayesdp_loads_no_heavy_module(tmp_path):
 @pytest.mark.parametrize("argv", [
     ["--help"],
     ["fit", "--help"],
+    ["select", "--help"],
     ["simulate-network", "gossip", "--help"],
     ["fit", "missing.json"],  # bad input: fails before any work
+    ["select", "missing.json"],
+    ["select", "release.json", "--model-prior", "2"],
     ["compare", "simulated", "--epsilons", "-1"],
     ["simulate", "--n", "0", "--out", "x.csv"],
 ])
@@ -165,10 +168,11 @@ def test_every_public_name_is_still_there():
 
 
 #: the agreed top level (issue 35, item 4): the flow release -> fit -> diagnose -> predict, the
-#: estimator, the two warnings and two errors; the rest is in the subpackages
+#: estimator, the two warnings and two errors, and select (issue 39); the rest is in the
+#: subpackages
 TOP_LEVEL = {
     "release", "load_release", "combine_releases", "Release",
-    "fit", "fit_nonprivate", "adassp", "METHODS", "Priors",
+    "fit", "fit_nonprivate", "select", "adassp", "METHODS", "Priors",
     "predict", "prediction_summary", "diagnose", "BayesDPRegressor", "simulate",
     "CalibrationWarning", "ConvergenceWarning", "BayesdpError", "BayesdpInputError",
 }

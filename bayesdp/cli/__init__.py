@@ -7,6 +7,7 @@
     bayesdp combine a.json b.json --out all.json
     bayesdp budget plain.json intercept.json     total privacy cost of one holder's releases
     bayesdp fit release.json --method fast --out posterior.nc
+    bayesdp select release.json --top 5         which features matter (inclusion probabilities)
     bayesdp predict posterior.nc new_rows.csv --out predictions.csv
 
 Each command group is one module with a ``register(subparsers)`` function that adds its
@@ -23,13 +24,13 @@ import sys
 from .._jax import use_host_devices
 from ..errors import BayesdpError
 from ..inference.compilation_cache import command_compilation_cache
-from . import budget, compare, diagnose, fit, network, predict, release, simulate
+from . import budget, compare, diagnose, fit, network, predict, release, select, simulate
 from .common import check_output_paths, use_help_formatter
 
 _EPILOG = "Each command has its own --help. Docs: docs/ in the source tree."
 
 #: the command groups, in the order ``bayesdp --help`` lists them
-_GROUPS = (simulate, release, fit, diagnose, predict, compare, network, budget)
+_GROUPS = (simulate, release, fit, select, diagnose, predict, compare, network, budget)
 
 _DEBUG_ENV = "BAYESDP_DEBUG"
 
