@@ -288,28 +288,33 @@ def check_new_rows(X_new, names, what="X_new"):
     return X, (list(range(X.shape[0])) if rows is None else rows)
 
 
-def read_new_rows(path, names, *, header=True):
-    """The feature columns of a CSV file of new rows as a float (m, d) array in the order of
-    ``names``, and the names of the columns that were ignored (with a header: the columns that
-    are not features). Without a header the columns must be exactly the features, in order."""
+def read_csv(path, *, header=True):
+    """A CSV file of new rows as a pandas DataFrame (``header=False``: columns numbered); an
+    empty, malformed or non-UTF-8 file raises :class:`BayesdpInputError` naming it."""
     import pandas as pd
 
     try:
-        if header:
-            frame = pd.read_csv(path)
-            if any(looks_numeric(c) for c in frame.columns):
-                raise BayesdpInputError(
-                    f"{path}: the first row holds numbers ({', '.join(map(str, frame.columns))}),"
-                    " so it looks like data, not a header with the feature names; for a file "
-                    "without header pass --no-header")
-        else:
-            frame = pd.read_csv(path, header=None)
+        return pd.read_csv(path) if header else pd.read_csv(path, header=None)
     except pd.errors.EmptyDataError:
         raise BayesdpInputError(f"{path}: the file is empty") from None
     except pd.errors.ParserError as exc:
         raise BayesdpInputError(f"{path}: malformed CSV ({exc})") from None
     except UnicodeDecodeError:
         raise BayesdpInputError(f"{path}: not a UTF-8 text (CSV) file") from None
+
+
+def read_new_rows(path, names, *, header=True):
+    """The feature columns of a CSV file of new rows as a float (m, d) array in the order of
+    ``names``, and the names of the columns that were ignored (with a header: the columns that
+    are not features). Without a header the columns must be exactly the features, in order."""
+    import pandas as pd
+
+    frame = read_csv(path, header=header)
+    if header and any(looks_numeric(c) for c in frame.columns):
+        raise BayesdpInputError(
+            f"{path}: the first row holds numbers ({', '.join(map(str, frame.columns))}), so it "
+            "looks like data, not a header with the feature names; for a file without header "
+            "pass --no-header")
     ignored = []
     if not header:
         if frame.shape[1] != len(names):

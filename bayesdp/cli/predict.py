@@ -12,8 +12,8 @@ import sys
 
 from .. import diagnostics
 from ..errors import BayesdpInputError
-from ..predict import (feature_names, predict, prediction_summary, read_new_rows,
-                       table_encoding)
+from ..predict import (feature_names, predict, prediction_summary, read_csv, read_new_rows,
+                       table_design, table_encoding)
 from ..releases import load_release, write_text_atomic
 from .common import add_command, check_posterior_argument
 
@@ -59,21 +59,10 @@ def _table_rows(path, no_header, idata, names, enc):
     """The design of the table in the CSV ``path``, encoded by ``enc``."""
     import warnings
 
-    import pandas as pd
-
-    from ..predict import table_design
-
     if no_header:
         raise BayesdpInputError(f"{path}: --no-header: a formula names the table's columns, so "
                                 "the CSV needs a header row")
-    try:
-        frame = pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        raise BayesdpInputError(f"{path}: the file is empty") from None
-    except pd.errors.ParserError as exc:
-        raise BayesdpInputError(f"{path}: malformed CSV ({exc})") from None
-    except UnicodeDecodeError:
-        raise BayesdpInputError(f"{path}: not a UTF-8 text (CSV) file") from None
+    frame = read_csv(path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         design = table_design(idata, frame, names, enc, what=str(path))

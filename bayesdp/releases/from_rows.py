@@ -16,8 +16,8 @@ from .. import privacy
 from ..errors import BayesdpInputError
 from .data_files import check_csv_header, iter_stacked
 from .from_table import release_table, release_table_file
-from .holders import (check_one_holder, holder_count, node_labels, random_split, split_entropy,
-                      split_rng)
+from .holders import (check_one_holder, file_holder_count, node_labels, random_split,
+                      split_entropy, split_rng)
 from .mechanism import estimate_bounds, noisy_release, secure_plan
 from .partial import PartialStatistics
 from .release_object import Release
@@ -230,12 +230,7 @@ def release_file(path, *, epsilon=None, delta=None, bounds=None, nodes=1, y_colu
         raise BayesdpInputError(f"chunksize must be >= 1, got {chunksize}")
     data_bounds = spec.bounds == "data"
     bnds = None if data_bounds or spec.private_bounds else spec.bounds
-    J = None
-    if node_column is None:
-        J = holder_count(nodes)
-        if J is None:
-            raise BayesdpInputError(f"nodes must be a whole number >= 1, got {nodes!r} (per-row "
-                                    "labels in a file go in a column: node_column)")
+    J = file_holder_count(nodes, node_column)
     contiguous = node_column is None and spec.split == "contiguous"
     passes = 2 if contiguous or data_bounds or spec.private_bounds else 1
     part = None

@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import BayesdpInputError
-from .holders import check_one_holder, holder_count, node_labels, random_split, split_entropy, \
-    split_rng
+from .holders import (check_one_holder, file_holder_count, node_labels, random_split,
+                      split_entropy, split_rng)
 from .mechanism import noisy_release, secure_plan
 from .partial import PartialStatistics
 
@@ -76,12 +76,7 @@ def release_table_file(path, spec, *, nodes, node_column, header, chunksize, pro
         raise BayesdpInputError(
             f"{path}: header=None: a formula names the table's columns, so the file needs a "
             "header row with their names")
-    J = None
-    if node_column is None:
-        J = holder_count(nodes)
-        if J is None:
-            raise BayesdpInputError(f"nodes must be a whole number >= 1, got {nodes!r} (per-row "
-                                    "labels in a file go in a column: node_column)")
+    J = file_holder_count(nodes, node_column)
     check_one_holder(spec.holder_name, J)
     enc = spec.table
     plan = secure_plan(spec, enc.bounds, len(enc.feature_names))

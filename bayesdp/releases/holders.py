@@ -220,3 +220,14 @@ def check_one_holder(holder_name, nodes):
         raise BayesdpInputError(
             "holder_name names the single holder of a release with nodes=1; with several "
             f"holders (nodes={nodes!r} or a node column) the holders are named by their labels")
+
+def file_holder_count(nodes, node_column):
+    """The number of holders of a release from a file: ``nodes`` (a whole number), or None when
+    a ``node_column`` names each row's holder."""
+    if node_column is not None:
+        return None
+    J = holder_count(nodes)
+    if J is None:
+        raise BayesdpInputError(f"nodes must be a whole number >= 1, got {nodes!r} (per-row "
+                                "labels in a file go in a column: node_column)")
+    return J
