@@ -247,8 +247,11 @@ def test_zero_noise_and_a_singular_s_give_finite_draws():
 @pytest.mark.parametrize("include_yty", [False, True])
 def test_grid_runner_matches_nuts_on_the_model(include_yty):
     """The runner's posterior is the numpyro model's (eiv_model with the runner's plug-in
-    theta_0, with and without y^T y's factor): NUTS on the model agrees on theta's mean within
-    5 Monte Carlo standard errors and on its sd and sigma_y^2's median within 10%."""
+    theta_0, with and without y^T y's factor): NUTS on the model agrees on theta's mean and sd
+    within 5 Monte Carlo standard errors of NUTS's estimates (from the effective sample sizes of
+    theta and of its squared deviation) and on sigma_y^2's median within 10%. NUTS is the noisy
+    side: theta and its prior scale form a funnel, so its sd of theta varied 1.00-1.26 over
+    three keys where the grid's is 1.16; a fixed 10% tolerance on the sd failed on one key."""
     import jax
     from numpyro.infer import MCMC, NUTS
 
@@ -260,17 +263,19 @@ def test_grid_runner_matches_nuts_on_the_model(include_yty):
     post = eiv.eiv_posterior(rel, pri)
     theta, s2, _ = eiv.draw(post, np.random.default_rng(0), (4, 2000))
     theta = theta.reshape(-1, 2)
-    mcmc = MCMC(NUTS(regression.eiv_model), num_warmup=1000, num_samples=2000, num_chains=2,
-                progress_bar=False, chain_method="sequential")
+    from numpyro.diagnostics import effective_sample_size
+
+    mcmc = MCMC(NUTS(regression.eiv_model, target_accept_prob=0.95), num_warmup=1000,
+                num_samples=2000, num_chains=4, progress_bar=False, chain_method="sequential")
     mcmc.run(jax.random.PRNGKey(0), regression.eiv_arrays(post["data"]))
-    nuts = np.asarray(mcmc.get_samples()["theta"])
-    nuts_s2 = np.asarray(mcmc.get_samples()["sigma_y2"])
-    ess = np.array([float(v) for v in
-                    __import__("numpyro").diagnostics.effective_sample_size(
-                        np.asarray(mcmc.get_samples(group_by_chain=True)["theta"])).ravel()])
-    se = theta.std(0) / np.sqrt(ess.min())
-    assert np.all(np.abs(nuts.mean(0) - theta.mean(0)) < 5 * se)
-    np.testing.assert_allclose(nuts.std(0), theta.std(0), rtol=0.1)
+    chains = np.asarray(mcmc.get_samples(group_by_chain=True)["theta"])  # (4, 2000, 2)
+    nuts, nuts_s2 = chains.reshape(-1, 2), np.asarray(mcmc.get_samples()["sigma_y2"])
+    se_mean = nuts.std(0) / np.sqrt(effective_sample_size(chains))
+    sq = (chains - nuts.mean(0)) ** 2  # Var = E[sq]; sd = sqrt(Var): se(sd) = se(Var) / (2 sd)
+    se_sd = sq.reshape(-1, 2).std(0) / np.sqrt(effective_sample_size(sq)) / (2 * nuts.std(0))
+    assert np.all(np.abs(nuts.mean(0) - theta.mean(0)) < 5 * se_mean)
+    assert np.all(np.abs(nuts.std(0) - theta.std(0)) < 5 * se_sd), (nuts.std(0), theta.std(0),
+                                                                      se_sd)
     assert np.median(nuts_s2) == pytest.approx(np.median(s2), rel=0.1)
 
 
