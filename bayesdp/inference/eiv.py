@@ -132,25 +132,43 @@ def _fixed_point(data, theta0, log_s2, log_r, tol):
 
 def _z_cholesky(data, theta0, s2):
     """Cholesky factors of M = sigma_y^2 S_+ + Var(e_z - E theta0) for each sigma_y^2 in
-    ``s2``, (G, d, d). A singular M (no noise on z and a singular S_+) is first completed along
-    its null space, which leaves the posterior unchanged
+    ``s2``, (G, d, d) (:func:`_m_cholesky` for one noise)."""
+    return _m_cholesky(data, np.asarray(s2)[None], eiv_noise_covariance(data, theta0)[None])[0]
+
+
+def _m_cholesky(data, s2, noise):
+    """Cholesky factors (N, G, d, d) of M = sigma_y^2 S_+ + noise for sigma_y^2 (N, G) and
+    noise (N, d, d) (one plug-in's Var(e_z - E t) per row; :mod:`.selection` has one per
+    model). A singular M (no noise on z and a singular S_+) is first completed along its null
+    space, which leaves the posterior and the evidence ratios unchanged
     (:func:`closed_form.complete_degenerate_noise`)."""
-    G, d = len(s2), len(data.z_hat)
-    S = s2[:, None, None] * data.S_plus
-    noise = np.broadcast_to(eiv_noise_covariance(data, theta0), (G, d, d))
+    N, G = s2.shape
+    d = noise.shape[-1]
+    S = s2[:, :, None, None] * data.S_plus
     try:
-        return np.stack([linalg.cholesky(S[g] + noise[g], lower=True) for g in range(G)])
-    except linalg.LinAlgError:
-        M = S + complete_degenerate_noise(S, np.broadcast_to(data.z_hat, (G, d)), 1.0, noise)
-        return np.stack([linalg.cholesky(M[g], lower=True) for g in range(G)])
+        return np.linalg.cholesky(S + noise[:, None])
+    except np.linalg.LinAlgError:
+        S, noise = S.reshape(N * G, d, d), np.repeat(noise, G, axis=0)
+        M = S + complete_degenerate_noise(S, np.broadcast_to(data.z_hat, (N * G, d)), 1.0, noise)
+        return np.linalg.cholesky(M.reshape(N, G, d, d))
 
 
 def _refine(points, log_w, size):
     """``size`` points evenly over the cells of ``points`` whose weight is within e^30 of the
     largest, one cell wider on each side (clipped to the prior's range)."""
-    keep = np.flatnonzero(log_w >= log_w.max() - _MASS_LOG_RATIO)
-    a, b = points[max(keep[0] - 1, 0)], points[min(keep[-1] + 1, len(points) - 1)]
-    return np.linspace(a, b, size)
+    return _refine_rows(points[None], log_w[None], size)[0]
+
+
+def _refine_rows(points, log_w, size):
+    """:func:`_refine` for each row of ``points`` and ``log_w`` (N, G) (:mod:`.selection`: one
+    grid per model)."""
+    keep = log_w >= log_w.max(axis=1, keepdims=True) - _MASS_LOG_RATIO
+    G = points.shape[1]
+    first = np.maximum(keep.argmax(axis=1) - 1, 0)
+    last = np.minimum(G - 1 - keep[:, ::-1].argmax(axis=1) + 1, G - 1)
+    rows = np.arange(len(points))
+    a, b = points[rows, first], points[rows, last]
+    return a[:, None] + (b - a)[:, None] * np.linspace(0.0, 1.0, size)
 
 
 def _grid(data, theta0, log_s2, log_r):

@@ -90,7 +90,6 @@ MC3_AGREEMENT = 0.1
 #: grid, and, for releases with y^T y (which pins sigma_y^2 down), sigma_y^2 of the final grid
 #: after a first refinement to GRID[0] points
 GRID = (24, 12, 16)
-_MASS_LOG_RATIO = 30.0  # cells within e^30 of a model's largest hold its mass (as eiv)
 _ITERATIONS, _TOL = 60, 1e-7  # plugin="per-model": the fixed point of each model's t (as eiv)
 _CHUNK_FLOATS = 4_000_000  # floats of the largest array of one batch of models (32 MB)
 
@@ -478,17 +477,19 @@ def _evidence_of_size(space, masks):
     sigma_y^2 alone and a second one gives ``GRID[2]`` points of sigma_y^2. With
     ``plugin="per-model"`` each model's plug-in is then iterated to its fixed point on that
     grid (t <- (t + theta's posterior mean) / 2, as eiv does for the full model)."""
+    from . import eiv
+
     N = len(masks)
     theta0 = space.theta_full * masks
     noise = plugin_noise(space.data, theta0)
     s2 = np.broadcast_to(space.log_s2, (N, len(space.log_s2)))
     r = np.broadcast_to(space.log_r, (N, len(space.log_r)))
     cells = model_cells(space.data, masks, theta0, s2, r, noise=noise)["log_cell"]
-    s2 = _refine(s2, cells.max(axis=2), GRID[0])
+    s2 = eiv._refine_rows(s2, cells.max(axis=2), GRID[0])
     if _yty(space):
         cells = model_cells(space.data, masks, theta0, s2, r, noise=noise)["log_cell"]
-        s2 = _refine(s2, cells.max(axis=2), GRID[2])
-    r = _refine(r, cells.max(axis=1), GRID[1])
+        s2 = eiv._refine_rows(s2, cells.max(axis=2), GRID[2])
+    r = eiv._refine_rows(r, cells.max(axis=1), GRID[1])
     out = model_cells(space.data, masks, theta0, s2, r, moments=True, noise=noise)
     if space.plugin == "per-model":
         for _ in range(_ITERATIONS):
@@ -514,18 +515,6 @@ def _mixture_mean(cells, log_s2, log_r, masks):
     out = np.zeros((N, d))
     out[masks] = np.einsum("ngh,nghk->nk", w, cells["mean"]).ravel()
     return out
-
-
-def _refine(points, log_w, size):
-    """Per row: ``size`` points evenly over the points whose weight is within e^30 of the row's
-    largest, one point wider on each side (eiv's rule, model by model). points, log_w (N, G)."""
-    keep = log_w >= log_w.max(axis=1, keepdims=True) - _MASS_LOG_RATIO
-    G = points.shape[1]
-    first = np.maximum(keep.argmax(axis=1) - 1, 0)
-    last = np.minimum(G - 1 - keep[:, ::-1].argmax(axis=1) + 1, G - 1)
-    rows = np.arange(len(points))
-    a, b = points[rows, first], points[rows, last]
-    return a[:, None] + (b - a)[:, None] * np.linspace(0.0, 1.0, size)
 
 
 def _trapezoid_log_weights(points):
@@ -579,6 +568,8 @@ def model_cells(data, masks, theta0, log_s2, log_r, *, moments=False, noise=None
     """
     from scipy import special, stats
 
+    from . import eiv
+
     N, d = masks.shape
     k = int(masks[0].sum())
     idx = np.nonzero(masks)[1].reshape(N, k)
@@ -586,7 +577,7 @@ def model_cells(data, masks, theta0, log_s2, log_r, *, moments=False, noise=None
     s2 = np.exp(log_s2)
     if noise is None:
         noise = plugin_noise(data, theta0)
-    L = _z_cholesky(data, s2, noise["z"])  # (N, G, d, d): M = sigma_y^2 S_+ + Var(e_z - E t)
+    L = eiv._m_cholesky(data, s2, noise["z"])  # (N, G, d, d): sigma_y^2 S_+ + Var(e_z - E t)
     log_det_M = 2.0 * np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum(-1)  # (N, G)
     Sg = np.moveaxis(data.S_hat[:, idx], 1, 0)  # (N, d, k)
     rhs = np.concatenate([np.broadcast_to(Sg[:, None], (N, G, d, k)),
@@ -651,25 +642,6 @@ def model_cells(data, masks, theta0, log_s2, log_r, *, moments=False, noise=None
     if moments:
         out.update(mean=mu, chol=Lp)
     return out
-
-
-def _z_cholesky(data, s2, noise):
-    """Cholesky factors (N, G, d, d) of M = sigma_y^2 S_+ + noise for sigma_y^2 (N, G) and
-    noise (N, d, d); a singular M (no noise on z and a singular S_+) is first completed along
-    its null space, which leaves every model's posterior and evidence ratio unchanged
-    (:func:`closed_form.complete_degenerate_noise`, as eiv)."""
-    from .closed_form import complete_degenerate_noise
-
-    N, G = s2.shape
-    d = noise.shape[-1]
-    S = s2[:, :, None, None] * data.S_plus
-    M = S + noise[:, None]
-    try:
-        return np.linalg.cholesky(M)
-    except np.linalg.LinAlgError:
-        S, noise = S.reshape(N * G, d, d), np.repeat(noise, G, axis=0)
-        M = S + complete_degenerate_noise(S, np.broadcast_to(data.z_hat, (N * G, d)), 1.0, noise)
-        return np.linalg.cholesky(M.reshape(N, G, d, d))
 
 
 # ---------------------------------------------------------------------------------------------
