@@ -1,8 +1,11 @@
 """JAX set-up done in entry points (never on import): float64 everywhere S is touched, and
 enough CPU devices for NUTS to run its chains in parallel."""
 
+import contextlib
+import functools
 import os
 import sys
+import threading
 
 # JAX is imported by the function that sets it: importing this module loads no JAX
 
@@ -14,6 +17,48 @@ _DEFAULT_HOST_DEVICES = 4  # fit's default number of chains
 #: off, which compiles in about half the time and runs as fast at these sizes; never for the
 #: sampler's own loop, which it slows (docs/evidence/performance.md, "Compile once per shape").
 RUN_ONCE = {"xla_backend_optimization_level": 0}
+
+
+_CHECKS_LOCK = threading.Lock()
+_checks_off = {"depth": 0, "saved": None}
+
+
+@contextlib.contextmanager
+def numpyro_checks_off():
+    """numpyro's argument validation off while bayesdp traces its own models (restored after;
+    nested and concurrent uses keep one saved setting).
+
+    numpyro validates a distribution's arguments when it is built, under
+    ``jax.ensure_compile_time_eval``: while a model is traced, every check on a constant (a
+    prior's scale matrix, a release's statistic) runs as its own small compiled program, about
+    30 of them in a first ``normalx`` fit, 1-2 s of compiling (docs/evidence/performance.md,
+    "Compile once per shape"). Under ``jax.jit`` the checks do not take effect anyway (numpyro's
+    ``enable_validation``), and bayesdp checks its inputs before a model is built
+    (:class:`bayesdp.Priors`, the release's constructor). numpyro's setting is global: a
+    thread of the user's building numpyro distributions during a fit sees it off."""
+    from numpyro.distributions import distribution
+
+    with _CHECKS_LOCK:
+        if _checks_off["depth"] == 0:
+            _checks_off["saved"] = distribution._VALIDATION_ENABLED
+            distribution.enable_validation(False)
+        _checks_off["depth"] += 1
+    try:
+        yield
+    finally:
+        with _CHECKS_LOCK:
+            _checks_off["depth"] -= 1
+            if _checks_off["depth"] == 0:
+                distribution.enable_validation(_checks_off["saved"])
+
+
+def without_numpyro_checks(fn):
+    """``fn`` run inside :func:`numpyro_checks_off`."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with numpyro_checks_off():
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 def enable_x64():

@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .._jax import enable_x64
+from .._jax import enable_x64, without_numpyro_checks
 from ..errors import BayesdpInputError
 from .compilation_cache import default_compilation_cache
 from .mcmc import (_cached_mcmc, _chain_method, _check_target, _data_shapes, _jax_versions,
@@ -81,6 +81,7 @@ def kernel_run(kernel, model, data, pos, log_alpha, sigma_y2, *, target_accept,
                       (ta, tsy))
 
 
+@without_numpyro_checks
 def run_kernel(run: _KernelRun, *, seed, num_samples, num_chains, num_warmup, progress_bar,
                chain_method, build_only=False):
     """Chains of ``run``'s kernel through ``numpyro.infer.MCMC``.
@@ -125,6 +126,7 @@ def run_kernel(run: _KernelRun, *, seed, num_samples, num_chains, num_warmup, pr
                           num_warmup)
 
 
+@without_numpyro_checks
 def run_kernel_batch(runs, *, seeds, num_samples, num_chains, num_warmup, chain_method):
     """:func:`run_kernel` for many releases of the same shapes in one compiled program
     (:func:`.dp_kernel.run_chains_batched`): the chains of ``runs[r]`` are those

@@ -56,7 +56,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .._jax import RUN_ONCE, enable_x64
+from .._jax import RUN_ONCE, enable_x64, without_numpyro_checks
 from ..releases import layout
 from .compilation_cache import default_compilation_cache
 
@@ -203,6 +203,7 @@ def _evaluator(model, sites, pred_sites, per_holder):
     return jax.jit(jax.vmap(one_draw, in_axes=(0, None, 0)), compiler_options=RUN_ONCE)
 
 
+@without_numpyro_checks
 def _evaluate(setup: Likelihood, flat, J, d, seed):
     """Run :func:`_evaluator` over the draws in chunks of one size (the last padded)."""
     import jax

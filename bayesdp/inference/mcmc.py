@@ -14,7 +14,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .._jax import release_compiled_code
+from .._jax import release_compiled_code, without_numpyro_checks
 from ..errors import BayesdpInputError
 from ..progress import bar, show
 from .methods import get_method
@@ -52,6 +52,7 @@ def _cached_mcmc(key, make):
     return mcmc
 
 
+@without_numpyro_checks
 def _run_mcmc(mcmc, seed, data, extra_fields, init_params=None, progress_bar=False):
     """Run the chains of ``mcmc`` (a ``numpyro.infer.MCMC``, not run) from ``seed`` on ``data``:
     its kernel's ``init`` and ``num_warmup + num_samples`` calls of its ``sample``, exactly the

@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from .._jax import RUN_ONCE, enable_x64
+from .._jax import RUN_ONCE, enable_x64, without_numpyro_checks
 from .compilation_cache import default_compilation_cache
 from .mcmc import (_cached_mcmc, _chain_method, _check_target, _data_shapes, _jax_versions,
                    _progress, _run_mcmc)
@@ -103,6 +103,7 @@ def _nuts_chain_method(num_chains, fallback):
     return fallback
 
 
+@without_numpyro_checks
 def _unconstrained_init(model, data, pos, num_chains):
     """``pos`` (constrained values) in the unconstrained space NUTS works in, one copy per
     chain when there are several."""
@@ -128,6 +129,7 @@ def _unconstrain(model):
 _HESSIAN_BATCH = 4
 
 
+@without_numpyro_checks
 def _laplace_inverse_mass(model, data, pos):
     """A diagonal inverse mass matrix for NUTS to start its warm-up from: the marginal
     variances diag(H^{-1}) of the Laplace approximation at the starting point ``pos``, H the

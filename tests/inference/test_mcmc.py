@@ -132,3 +132,56 @@ def test_one_or_no_extra_field(releases):
     for fields in (("tuning",), ()):
         draws, extra = M._run_mcmc(m, 0, data, fields)
         assert sorted(extra) == sorted(fields) and draws["theta"].shape == (2, 4, 2)
+
+
+def test_a_fit_traces_its_models_without_numpyros_argument_checks(monkeypatch):
+    """numpyro checks a distribution's arguments when it is built (on by default); on constants
+    each check compiles a small program of its own. A fit traces its models with the checks off
+    (``bayesdp._jax.numpyro_checks_off``): no ``validate_args`` call during a normalx fit, and
+    numpyro's setting is as before afterwards, on or off. Negative control: the counter sees a
+    distribution built outside a fit."""
+    import numpyro
+    import numpyro.distributions as dist
+    from numpyro.distributions import distribution
+
+    calls = []
+    original = distribution.Distribution.validate_args
+
+    def counted(self, strict=True):
+        calls.append(type(self).__name__)
+        return original(self, strict)
+
+    monkeypatch.setattr(distribution.Distribution, "validate_args", counted)
+    sim = bayesdp.simulate(n=900, d=3, seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds,
+                              nodes=3, seed=5)
+    assert distribution._VALIDATION_ENABLED
+    bayesdp.fit(rel, method="normalx", seed=0, **KW)
+    assert calls == []
+    assert distribution._VALIDATION_ENABLED
+    dist.Normal(0.0, 1.0)
+    assert calls == ["Normal"]
+    numpyro.enable_validation(False)
+    try:
+        bayesdp.fit(rel, method="normalx", seed=0, **KW)
+        assert not distribution._VALIDATION_ENABLED
+    finally:
+        numpyro.enable_validation(True)
+
+
+def test_numpyro_checks_off_nests_and_restores():
+    """Nested uses restore numpyro's setting once, at the outermost exit, even on an error."""
+    from numpyro.distributions import distribution
+
+    from bayesdp._jax import numpyro_checks_off
+
+    assert distribution._VALIDATION_ENABLED
+    with pytest.raises(RuntimeError):
+        with numpyro_checks_off():
+            with numpyro_checks_off():
+                assert not distribution._VALIDATION_ENABLED
+            assert not distribution._VALIDATION_ENABLED
+            raise RuntimeError
+    assert distribution._VALIDATION_ENABLED
