@@ -253,12 +253,23 @@ def _gaussian_z_hat(setup: Likelihood, samples):
     - :func:`fixeds_model` (one run for all holders): loc_j = S_j theta, cov_j = sigma_y^2 S_j
       + Sigma_z,j, S_j = ``data.S_fixed`` (``_z_likelihood`` of :mod:`bayesdp.models.regression`);
     - :func:`eiv_model` run per holder with a plug-in t: loc_j = S_hat_j theta, cov_j =
-      sigma_y^2 S_+,j + ``eiv_noise_covariance`` (holder j's data, t).
+      sigma_y^2 S_+,j + ``eiv_noise_covariance`` (holder j's data, t);
+    - :func:`normalx_model` (its z_hat site; :func:`_evaluate_numpy` adds its S_hat site):
+      loc_j = S_j theta, cov_j = sigma_y^2 S_j + Sigma_z,j with each draw's S_j, one
+      covariance per draw.
     """
     from ..models import regression as R
 
-    if (setup.sites != ("z_hat",) or setup.predictive != ("z_hat",)
-            or setup.to_release is not None):
+    if setup.to_release is not None:
+        return None
+    if (setup.model is R.normalx_model and not setup.per_holder
+            and setup.sites == setup.predictive == ("S_hat", "z_hat")):
+        S, theta = samples["S"], samples["theta"]
+        loc = np.einsum("njkl,nl->njk", S, theta)
+        cov = (samples["sigma_y2"].reshape(-1)[:, None, None, None] * S
+               + np.asarray(setup.data.Sigma_z, dtype=np.float64))
+        return loc, cov, np.arange(len(theta))
+    if setup.sites != ("z_hat",) or setup.predictive != ("z_hat",):
         return None
     theta = samples["theta"]
     s2, which = np.unique(samples["sigma_y2"], return_inverse=True)
@@ -283,13 +294,16 @@ def _evaluate_numpy(setup: Likelihood, flat, J, d, seed):
     """What :func:`_evaluate` returns, computed in NumPy from :func:`_gaussian_z_hat` (the
     log density of numpyro's ``MultivariateNormal``: Cholesky factor L of the covariance's
     symmetric part,
-    -|L^-1 (z - loc)|^2 / 2 - sum log diag L - d log(2 pi) / 2; new draws loc + L eps), over the
+    -|L^-1 (z - loc)|^2 / 2 - sum log diag L - d log(2 pi) / 2; new draws loc + L eps) and, for
+    :func:`normalx_model`, its S_hat site (vech(S_hat_j) ~ N(vech(S_j), sigma_s_j^2), entry by
+    entry; new draws unvech'd to (d, d)), over the
     draws in chunks; None when the model's site is not one it writes out or a covariance is
     not positive definite (then the caller uses :func:`_evaluate`)."""
     N = next(iter(flat.values())).shape[0]
     chunk = int(max(1, min(N, _CHUNK_BYTES // (8 * 4 * J * d * d))))
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_PREDICTIVE_STREAM,)))
-    lls, draws = [], []
+    rng_s = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_PREDICTIVE_STREAM, 1)))
+    lls, draws, s_draws = [], [], []
     for start in range(0, N, chunk):
         gauss = _gaussian_z_hat(setup, {k: v[start:start + chunk] for k, v in flat.items()})
         if gauss is None:
@@ -305,7 +319,17 @@ def _evaluate_numpy(setup: Likelihood, flat, J, d, seed):
         ll = -0.5 * np.sum(u * u, axis=-1) - half_log_det - 0.5 * d * np.log(2.0 * np.pi)
         if not np.all(np.isfinite(ll)):
             return None
-        lls.append(ll)
         eps = rng.standard_normal(loc.shape)
         draws.append(loc + np.einsum("njkl,njl->njk", L, eps))
-    return np.concatenate(lls), {"z_hat": np.concatenate(draws)}
+        if "S_hat" in setup.sites:  # normalx_model: vech(S_hat_j) ~ N(vech(S_j), sigma_s_j^2)
+            mean = layout.vech(flat["S"][start:start + chunk])  # (n, J, k)
+            sd = np.asarray(setup.data.sigma_s, dtype=np.float64)[:, None]
+            obs = layout.vech(np.asarray(setup.data.S_hat, dtype=np.float64))
+            r = (obs - mean) / sd
+            ll = ll + np.sum(-0.5 * r * r - np.log(sd) - 0.5 * np.log(2.0 * np.pi), axis=-1)
+            s_draws.append(layout.unvech(mean + sd * rng_s.standard_normal(mean.shape), d))
+        lls.append(ll)
+    out = {"z_hat": np.concatenate(draws)}
+    if s_draws:
+        out["S_hat"] = np.concatenate(s_draws)
+    return np.concatenate(lls), out

@@ -373,6 +373,27 @@ def test_numpy_evaluator_is_the_numpyro_z_hat_site(rel, method, options, general
     assert jax.config.jax_enable_x64
 
 
+def test_numpy_evaluator_is_normalxs_two_sites(rel, monkeypatch):
+    """normalx's entries (S_hat's and z_hat's log densities given each draw's S_j) in NumPy
+    equal the JAX evaluator's (normalx_model traced and compiled) to 1e-10, in one chunk or
+    several; its predictive draws have the JAX evaluator's shapes, the same for the same seed."""
+    from bayesdp.inference import log_likelihood as LL
+
+    setup, flat = _method_setup(rel, "normalx")
+    J, d = rel.J, rel.d
+    ll_np, pp_np = LL._evaluate_numpy(setup, flat, J, d, seed=5)
+    ll_jax, pp_jax = LL._evaluate(setup, flat, J, d, seed=5)
+    np.testing.assert_allclose(ll_np, ll_jax, rtol=1e-10)
+    for site in ("S_hat", "z_hat"):
+        assert pp_np[site].shape == pp_jax[site].shape, site
+    assert pp_np["S_hat"].shape[-2:] == (d, d)
+    np.testing.assert_array_equal(pp_np["S_hat"], np.swapaxes(pp_np["S_hat"], -1, -2))
+    monkeypatch.setattr(LL, "_CHUNK_BYTES", 8 * 4 * J * d * d * 7)  # 7 draws a chunk
+    ll_chunks, pp_chunks = LL._evaluate_numpy(setup, flat, J, d, seed=5)
+    np.testing.assert_allclose(ll_chunks, ll_np, rtol=1e-13)
+    np.testing.assert_allclose(pp_chunks["S_hat"], pp_np["S_hat"], rtol=1e-13)
+
+
 def test_numpy_evaluator_is_used_in_chunks_of_draws(rel, monkeypatch):
     """Draws evaluated in several chunks give the entries and predictive draws of one chunk."""
     from bayesdp.inference import log_likelihood as LL
@@ -408,13 +429,14 @@ def test_fast_model_data_in_numpy_is_model_data(rel):
 
 
 def test_numpy_evaluator_leaves_other_models_to_jax():
-    """A model whose sites the NumPy evaluator does not write out (normalX's S_hat and z_hat,
+    """A model whose sites the NumPy evaluator does not write out (normalX's intercept model,
     B&S's ss_hat with data in a plain tuple, a model it does not know) gets None."""
     from bayesdp.inference import log_likelihood as LL
     from bayesdp.models import regression as R
 
     flat = {"theta": np.zeros((3, 2)), "sigma_y2": np.ones(3)}
-    for setup in (LL.Likelihood(R.normalx_model, None, {}, ("S_hat", "z_hat"), ("S_hat", "z_hat")),
+    both = ("S_hat", "z_hat")
+    for setup in (LL.Likelihood(R.normalx_intercept_model, None, {}, both, both),
                   LL.Likelihood(R.fixeds_model, (np.zeros(2),), {}, ("ss_hat",), ("ss_hat",)),
                   LL.Likelihood(lambda data: None, (np.zeros(2),), {}, ("z_hat",), ("z_hat",))):
         assert LL._evaluate_numpy(setup, flat, 1, 2, seed=0) is None
