@@ -317,17 +317,18 @@ def _evaluate_numpy(setup: Likelihood, flat, J, d, seed):
         u = np.linalg.solve(L, (z - loc)[..., None])[..., 0]
         half_log_det = np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum(-1)
         ll = -0.5 * np.sum(u * u, axis=-1) - half_log_det - 0.5 * d * np.log(2.0 * np.pi)
+        if "S_hat" in setup.sites:  # normalx_model: vech(S_hat_j) ~ N(vech(S_j), sigma_s_j^2)
+            mean = layout.vech(flat["S"][start:start + chunk])  # (n, J, k)
+            sd = np.asarray(setup.data.sigma_s, dtype=np.float64)[:, None]
+            if not np.all(sd > 0):  # no noise on S: numpyro's values, as before
+                return None
+            r = (layout.vech(np.asarray(setup.data.S_hat, dtype=np.float64)) - mean) / sd
+            ll = ll + np.sum(-0.5 * r * r - np.log(sd) - 0.5 * np.log(2.0 * np.pi), axis=-1)
+            s_draws.append(layout.unvech(mean + sd * rng_s.standard_normal(mean.shape), d))
         if not np.all(np.isfinite(ll)):
             return None
         eps = rng.standard_normal(loc.shape)
         draws.append(loc + np.einsum("njkl,njl->njk", L, eps))
-        if "S_hat" in setup.sites:  # normalx_model: vech(S_hat_j) ~ N(vech(S_j), sigma_s_j^2)
-            mean = layout.vech(flat["S"][start:start + chunk])  # (n, J, k)
-            sd = np.asarray(setup.data.sigma_s, dtype=np.float64)[:, None]
-            obs = layout.vech(np.asarray(setup.data.S_hat, dtype=np.float64))
-            r = (obs - mean) / sd
-            ll = ll + np.sum(-0.5 * r * r - np.log(sd) - 0.5 * np.log(2.0 * np.pi), axis=-1)
-            s_draws.append(layout.unvech(mean + sd * rng_s.standard_normal(mean.shape), d))
         lls.append(ll)
     out = {"z_hat": np.concatenate(draws)}
     if s_draws:
