@@ -489,17 +489,21 @@ def test_simulation_based_calibration_per_slope():
     assert np.all(stats.chisquare(counts, axis=1).pvalue > 0.01 / 3)
 
 
-def _calibration_benchmark():
-    """research/calibration_realdata.py, imported by path."""
+def _research_module(name):
+    """research/<name>.py, imported by path."""
     import importlib.util
     import pathlib
 
     root = next(p for p in pathlib.Path(__file__).resolve().parents if (p / "research").is_dir())
-    spec = importlib.util.spec_from_file_location(
-        "calibration_realdata", root / "research" / "calibration_realdata.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+    spec = importlib.util.spec_from_file_location(name, root / "research" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _calibration_benchmark():
+    """research/calibration_realdata.py."""
+    return _research_module("calibration_realdata")
 
 
 @pytest.mark.slow
@@ -568,16 +572,8 @@ def test_rank_one_update_is_log_marginal():
 
 
 def _fixed_design_sbc():
-    """research/eiv_fixed_design_sbc.py, imported by path."""
-    import importlib.util
-    import pathlib
-
-    root = next(p for p in pathlib.Path(__file__).resolve().parents if (p / "research").is_dir())
-    spec = importlib.util.spec_from_file_location(
-        "eiv_fixed_design_sbc", root / "research" / "eiv_fixed_design_sbc.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """research/eiv_fixed_design_sbc.py."""
+    return _research_module("eiv_fixed_design_sbc")
 
 
 @pytest.mark.research  # 15 s: run by hand, `pytest -m research tests/inference/test_eiv.py`
