@@ -158,7 +158,9 @@ def test_a_fit_traces_its_models_without_numpyros_argument_checks(monkeypatch):
         rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds,
                               nodes=3, seed=5)
     assert distribution._VALIDATION_ENABLED
-    bayesdp.fit(rel, method="normalx", seed=0, **KW)
+    traced = dict(KW, num_samples=37)  # a sampler no other test compiles: this fit traces it
+    assert "jit(run_chains)" in _compiles_during(
+        lambda: bayesdp.fit(rel, method="normalx", seed=0, **traced))
     assert calls == []
     assert distribution._VALIDATION_ENABLED
     dist.Normal(0.0, 1.0)
