@@ -117,6 +117,19 @@ def test_command_fit_of_a_closed_form_loads_no_jax(tmp_path, release_file, metho
     assert {"posterior", "log_likelihood", "posterior_predictive"} <= set(idata.groups())
 
 
+def test_command_select_writes_its_posterior_without_distributed(tmp_path, release_file):
+    """``bayesdp select release.json --out-dir sel`` writes posterior.nc (netCDF, through
+    xarray) without importing dask's distributed scheduler, as ``fit --out`` does."""
+    code = _command(["select", str(release_file), "--seed", "1", "--out-dir", "sel"]) + """
+        print("LOADED=" + ",".join(m for m in ("distributed",) if m in sys.modules))
+    """
+    _, out, err = _heavy_loaded(code, tmp_path)
+    assert "STATUS=0" in out, err
+    assert (tmp_path / "sel" / "posterior.nc").is_file()
+    loaded = [ln for ln in out.splitlines() if ln.startswith("LOADED=")][-1]
+    assert loaded == "LOADED=", loaded
+
+
 @pytest.mark.parametrize("code, expected", [
     # a function that needs scipy.stats, pandas or JAX loads it: the check sees heavy imports
     ("import bayesdp; bayesdp.simulate(20, 2, seed=1)", {"scipy.stats"}),

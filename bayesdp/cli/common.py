@@ -109,6 +109,15 @@ def no_distributed_import():
                 del sys.modules[name]
 
 
+def save_posterior(idata, path):
+    """A command's netCDF write of ``idata`` (``diagnostics.save``), without importing dask's
+    distributed scheduler (:func:`no_distributed_import`)."""
+    from .. import diagnostics
+
+    with no_distributed_import():  # the process never used dask's distributed scheduler
+        diagnostics.save(idata, path)
+
+
 def print_warnings(caught):
     """One line per warning on stderr, ``WARNING: ...``; other warning categories (deprecations
     of dependencies) go back to the warnings machinery."""

@@ -15,7 +15,7 @@ from .. import paper  # noqa: F401  (registers the paper's methods: --method bs,
 from ..errors import BayesdpError
 from ..models.priors import Priors
 from .common import (add_command, add_progress_option, check_release_argument,
-                     no_distributed_import, print_warnings)
+                     print_warnings, save_posterior)
 
 
 def _cmd_fit(args):
@@ -51,8 +51,7 @@ def _cmd_fit(args):
     if diagnostics.attrs(idata).get("convergence_checked", True):  # MCMC draws, not iid
         _print_mcmc_summary(idata, full=args.full)
     if args.out:
-        with no_distributed_import():  # the process never used dask's distributed scheduler
-            diagnostics.save(idata, args.out)
+        save_posterior(idata, args.out)
         print(f"\nwrote {args.out}")
 
 

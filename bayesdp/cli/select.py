@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import releases
 from ..errors import BayesdpInputError
-from .common import add_command, check_release_argument, print_warnings
+from .common import add_command, check_release_argument, print_warnings, save_posterior
 
 # pandas, scipy and the selection itself are imported when the command runs, after the checks:
 # ``bayesdp select --help`` and a bad argument load none of them
@@ -27,7 +27,6 @@ def _cmd_select(args):
     for path in args.releases:
         check_release_argument(path)
     rel = releases.combine_releases(*args.releases)
-    from .. import diagnostics
     from ..inference.selection import select
 
     with warnings.catch_warnings(record=True) as caught:
@@ -44,7 +43,7 @@ def _cmd_select(args):
         releases.write_text_atomic(out / "inclusion.csv", sel.table().to_csv(float_format="%.6g"))
         releases.write_text_atomic(out / "models.csv",
                                    sel._models_text().to_csv(float_format="%.6g"))
-        diagnostics.save(sel.idata, out / "posterior.nc")
+        save_posterior(sel.idata, out / "posterior.nc")
         sel.plot(out / "inclusion.png")
         print(f"\nwrote {out}/: inclusion.csv, models.csv, posterior.nc (model-averaged; "
               "'bayesdp predict' reads it), inclusion.png")
