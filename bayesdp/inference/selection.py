@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from ..errors import BayesdpInputError, ConvergenceWarning, check_seed
+from . import eiv
 
 # scipy, pandas, the release layer, eiv and the ArviZ module are imported in the functions that
 # use them: ``bayesdp select --help`` loads none of them
@@ -249,7 +250,6 @@ def select(release, *, priors=None, model_prior="beta-binomial", method="auto", 
     """
     from ..models.priors import Priors
     from ..releases import Release, load_release
-    from . import eiv
 
     if not isinstance(release, Release):
         release = load_release(release)
@@ -375,7 +375,6 @@ def model_space(data, theta_full, *, plugin="restricted", names=None) -> ModelSp
     sigma_y2_max], r over [scale_min, 1], both evenly in log space."""
     from scipy import stats
 
-    from . import eiv
 
     d = len(data.z_hat)
     lo = min(float(stats.invgamma.ppf(1e-12, data.a, scale=data.b)), data.sigma_y2_max / 1e6)
@@ -477,7 +476,6 @@ def _evidence_of_size(space, masks):
     sigma_y^2 alone and a second one gives ``GRID[2]`` points of sigma_y^2. With
     ``plugin="per-model"`` each model's plug-in is then iterated to its fixed point on that
     grid (t <- (t + theta's posterior mean) / 2, as eiv does for the full model)."""
-    from . import eiv
 
     N = len(masks)
     theta0 = space.theta_full * masks
@@ -568,7 +566,6 @@ def model_cells(data, masks, theta0, log_s2, log_r, *, moments=False, noise=None
     """
     from scipy import special, stats
 
-    from . import eiv
 
     N, d = masks.shape
     k = int(masks[0].sum())
@@ -619,8 +616,7 @@ def model_cells(data, masks, theta0, log_s2, log_r, *, moments=False, noise=None
                        + log_det_P + quad)
     if yty:
         var_eta, kv = noise["var_eta"], noise["k"]  # (N,), (N, d)
-        Mk = np.linalg.solve(L.transpose(0, 1, 3, 2), np.linalg.solve(
-            L, np.broadcast_to(kv[:, None, :, None], (N, G, d, 1))))[..., 0]  # (N, G, d)
+        Mk = eiv._cho_solve(L, np.broadcast_to(kv[:, None, :, None], (N, G, d, 1)))[..., 0]
         res = data.z_hat - np.einsum("ndk,nghk->nghd", Sg, mu)  # z_hat - S_g mu
         res_g = np.take_along_axis(res, idx[:, None, None, :], axis=-1)
         Sgg = data.S_hat[idx[:, :, None], idx[:, None, :]]
@@ -663,8 +659,9 @@ def mc3(space, log_prior_of_size, rng, *, num_chains, steps) -> dict:
     Returns ``masks`` (the distinct models evaluated), ``evidence`` (theirs,
     :func:`evidence`), ``visits`` (chains, kept steps) indices into ``masks``, ``warmup``,
     ``acceptance`` (the share of accepted proposals after warm-up), ``chain_inclusion``
-    (chains, p) and ``half_inclusion`` (2 chains, p): the inclusion probabilities of the
-    first and second half of each chain's kept steps (compared when there is one chain).
+    (chains, p) and ``half_inclusion`` (2 x chains, p): the inclusion probabilities of the
+    first halves of the chains' kept steps, then of their second halves (``select`` compares
+    them when there is one chain).
     """
     d, p = len(space.names), len(space.free)
     keys, rows, store = {}, [], []
