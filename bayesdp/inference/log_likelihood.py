@@ -301,8 +301,18 @@ def _evaluate_numpy(setup: Likelihood, flat, J, d, seed):
     not positive definite (then the caller uses :func:`_evaluate`)."""
     N = next(iter(flat.values())).shape[0]
     chunk = int(max(1, min(N, _CHUNK_BYTES // (8 * 4 * J * d * d))))
+    from ..models import regression as R
+
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_PREDICTIVE_STREAM,)))
-    rng_s = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_PREDICTIVE_STREAM, 1)))
+    # normalx_model's S_hat site: vech(S_hat_j) ~ N(vech(S_j), sigma_s_j^2)
+    with_s = setup.model is R.normalx_model and "S_hat" in setup.sites
+    if with_s:
+        sd = np.asarray(setup.data.sigma_s, dtype=np.float64)[:, None]
+        if not np.all(sd > 0):  # no noise on S: numpyro's values, as before
+            return None
+        s_obs = layout.vech(np.asarray(setup.data.S_hat, dtype=np.float64))
+        rng_s = np.random.default_rng(np.random.SeedSequence(seed,
+                                                             spawn_key=(_PREDICTIVE_STREAM, 1)))
     lls, draws, s_draws = [], [], []
     for start in range(0, N, chunk):
         gauss = _gaussian_z_hat(setup, {k: v[start:start + chunk] for k, v in flat.items()})
@@ -317,12 +327,9 @@ def _evaluate_numpy(setup: Likelihood, flat, J, d, seed):
         u = np.linalg.solve(L, (z - loc)[..., None])[..., 0]
         half_log_det = np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum(-1)
         ll = -0.5 * np.sum(u * u, axis=-1) - half_log_det - 0.5 * d * np.log(2.0 * np.pi)
-        if "S_hat" in setup.sites:  # normalx_model: vech(S_hat_j) ~ N(vech(S_j), sigma_s_j^2)
+        if with_s:
             mean = layout.vech(flat["S"][start:start + chunk])  # (n, J, k)
-            sd = np.asarray(setup.data.sigma_s, dtype=np.float64)[:, None]
-            if not np.all(sd > 0):  # no noise on S: numpyro's values, as before
-                return None
-            r = (layout.vech(np.asarray(setup.data.S_hat, dtype=np.float64)) - mean) / sd
+            r = (s_obs - mean) / sd
             ll = ll + np.sum(-0.5 * r * r - np.log(sd) - 0.5 * np.log(2.0 * np.pi), axis=-1)
             s_draws.append(layout.unvech(mean + sd * rng_s.standard_normal(mean.shape), d))
         if not np.all(np.isfinite(ll)):
