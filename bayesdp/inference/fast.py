@@ -129,36 +129,11 @@ def likelihood(release, priors, result):
     S = closed_form.fixed_s_estimate(release, result.fixed_s)
     shift, Sig = closed_form.z_given_s_noise(release, S, s_noise=result.s_noise,
                                              theta=result.plugin_theta)
-    data = numpy_model_data(release, priors, S_fixed=S, z_noise=(shift, Sig))
+    data = R.model_data(release, priors, S_fixed=S, z_noise=(shift, Sig), as_numpy=True)
     theta_draws = np.asarray(result.posterior["theta"])
     s2 = np.full(theta_draws.shape[:2], result.sigma_y2)
     return Likelihood(R.fixeds_model, data, {"theta": theta_draws, "sigma_y2": s2}, ("z_hat",),
                       ("z_hat",), z_shift=shift)
-
-
-def numpy_model_data(release, priors, *, S_fixed, z_noise):
-    """:func:`bayesdp.models.regression.model_data` with float64 NumPy arrays instead of JAX
-    arrays (and no ``prior_factors``, which the fixedS model does not read), so that a "fast"
-    fit does not import JAX for its log-likelihood.
-
-    Parameters
-    ----------
-    release : Release
-    priors : Priors (resolved)
-    S_fixed : array (J, d, d), the S_j the model holds fixed
-    z_noise : ``(shift (J, d), Sigma_z (J, d, d))``, the noise of z_hat given S
-
-    Returns
-    -------
-    :class:`~bayesdp.models.regression.ModelData`
-    """
-    shift, Sz = z_noise
-    f64 = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
-    return R.ModelData(S_hat=f64(release.S_hat), z_hat=f64(release.z_hat - shift),
-                       n=f64(release.n), sigma_s=f64(release.sigma_s), Sigma_z=f64(Sz),
-                       S_fixed=f64(S_fixed),
-                       **{k: f64(getattr(priors, k)) for k in ("a", "b", "m", "C", "Lambda",
-                                                               "kappa")})
 
 
 register_method(

@@ -137,13 +137,15 @@ def _prior_factors_traced(data) -> _PriorFactors:
                          jnp.linalg.cholesky(data.Lambda))
 
 
-def model_data(release, priors, *, S_fixed=None, z_noise=None) -> ModelData:
+def model_data(release, priors, *, S_fixed=None, z_noise=None, as_numpy=False) -> ModelData:
     """ModelData from a :class:`~bayesdp.releases.Release` and resolved :class:`Priors`.
 
     ``z_noise`` is ``(shift (J, d), Sigma_z (J, d, d))``, the noise of z_hat given S
     (default: no shift and the release's marginal z noise covariance).
     Turn float64 on first (``jax.config.update("jax_enable_x64", True)``;
     :func:`bayesdp.models.for_release` does it for you); the arrays are made float64 JAX arrays.
+    ``as_numpy``: float64 NumPy arrays instead, without ``prior_factors`` (for evaluating a
+    model's sites in NumPy without importing JAX, as "fast"'s log-likelihood does).
     """
     d = release.d
     if np.asarray(priors.m).shape != (d,):
@@ -155,9 +157,12 @@ def model_data(release, priors, *, S_fixed=None, z_noise=None) -> ModelData:
     else:
         shift, Sz = z_noise
     S_fix = np.zeros_like(release.S_hat) if S_fixed is None else np.asarray(S_fixed, float)
-    return ModelData(**_arrays(S_hat=release.S_hat, z_hat=release.z_hat - shift, n=release.n,
-                               sigma_s=release.sigma_s, Sigma_z=Sz, S_fixed=S_fix),
-                     **_prior_arrays(priors))
+    values = dict(S_hat=release.S_hat, z_hat=release.z_hat - shift, n=release.n,
+                  sigma_s=release.sigma_s, Sigma_z=Sz, S_fixed=S_fix)
+    if as_numpy:
+        values.update({k: getattr(priors, k) for k in _PRIOR_FIELDS})
+        return ModelData(**{k: np.asarray(v, dtype=np.float64) for k, v in values.items()})
+    return ModelData(**_arrays(**values), **_prior_arrays(priors))
 
 
 def _z_likelihood(data, S, theta, sigma_y2):

@@ -432,18 +432,18 @@ def test_numpy_evaluator_is_used_in_chunks_of_draws(rel, monkeypatch):
     np.testing.assert_allclose(many[1]["z_hat"], one[1]["z_hat"], rtol=1e-13)
 
 
-def test_fast_model_data_in_numpy_is_model_data(rel):
-    """fast's NumPy ModelData holds the values of ``regression.model_data`` (JAX arrays)."""
+def test_model_data_in_numpy_is_model_data(rel):
+    """``regression.model_data(..., as_numpy=True)`` (fast's log-likelihood) holds the values
+    of its JAX arrays, as float64 NumPy arrays."""
     from bayesdp._jax import enable_x64
     from bayesdp.inference import closed_form
-    from bayesdp.inference.fast import numpy_model_data
     from bayesdp.models import regression as R
 
     enable_x64()
     priors = bayesdp.Priors().resolve(rel)
     S = closed_form.fixed_s_estimate(rel, "psd")
     noise = closed_form.z_given_s_noise(rel, S, s_noise="conditional")
-    ours = numpy_model_data(rel, priors, S_fixed=S, z_noise=noise)
+    ours = R.model_data(rel, priors, S_fixed=S, z_noise=noise, as_numpy=True)
     want = R.model_data(rel, priors, S_fixed=S, z_noise=noise)
     for name in R.ModelData._fields:
         if name in ("basis", "prior_factors"):
