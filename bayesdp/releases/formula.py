@@ -523,19 +523,23 @@ class TableEncoding:
         for es in rhs.structure:
             if str(es.term) == INTERCEPT_TERM:
                 continue
-            exprs, reduced = [], []
+            exprs, reduced, scoped_sq = [], [], []
             for st in es.scoped_terms:
+                # a scoped term's one-hot blocks put at most one 1 in a row; several scoped
+                # terms of one term (C(a):C(b) -> C(b)-, C(a)-:C(b)) can be non-zero together
+                size = 1.0
                 for sf in st.factors:
                     exprs.append(sf.factor.expr)
                     if sf.reduced:
                         reduced.append(sf.factor.expr)
+                    f = factors[sf.factor.expr]
+                    if f["kind"] == "numeric":
+                        size *= max(abs(f["range"][0]), abs(f["range"][1]))
+                scoped_sq.append(size ** 2)
             exprs = list(dict.fromkeys(exprs))
             for e in reduced:
                 factors[e]["reference"] = factors[e]["levels"][0]
-            bound = 1.0
-            for e in exprs:
-                if factors[e]["kind"] == "numeric":
-                    bound *= max(abs(factors[e]["range"][0]), abs(factors[e]["range"][1]))
+            bound = math.sqrt(math.fsum(scoped_sq))
             terms.append({"term": str(es.term), "factors": exprs, "reduced": reduced,
                           "columns": list(es.columns), "bound": bound})
             names.extend(str(c) for c in es.columns)

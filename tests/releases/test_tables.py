@@ -248,6 +248,28 @@ def test_derived_sensitivity_bounds_the_change_of_any_row(enc):
     assert 0 < worst <= full.sensitivity * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("formula, bx", [("y ~ C(a):C(b)", math.sqrt(2)),
+                                         ("y ~ x:C(a):C(b)", 3.0)])
+def test_a_term_formulaic_splits_into_several_blocks_gets_their_joint_bound(formula, bx):
+    """formulaic encodes C(a):C(b) (with an intercept) as two blocks, C(b)- and C(a)-:C(b),
+    both non-zero in one row: B_x counts both (sqrt 2); x:C(a):C(b) is one block (|x| <= 3).
+    Every level combination at the box's corners stays inside B_x and one attains it, so no
+    row is clipped. (Counting a term as one block gave B_x = 1 for the first, and clipped.)"""
+    import itertools
+
+    bounds = {"y": (0.0, 5.0), "x": (-3.0, 2.0), "a": ["p", "q", "r"], "b": ["u", "v"]}
+    e = TableEncoding.build(formula, bounds)
+    rows = pd.DataFrame([{"y": 1.0, "x": x, "a": a, "b": b} for x, a, b in itertools.product(
+        (-3.0, 2.0), bounds["a"], bounds["b"])])
+    X, _, _ = e.encode(rows)
+    norms = np.linalg.norm(X, axis=1)
+    assert e.bounds[0] == pytest.approx(bx, rel=1e-11)
+    assert norms.max() <= e.bounds[0] and norms.max() == pytest.approx(e.bounds[0], rel=1e-9)
+    r = bayesdp.release(pd.concat([rows] * 20), formula=formula, bounds=bounds, epsilon=EPS,
+                        delta=DELTA, seed=0)
+    assert int(np.sum(r.n_clipped)) == 0
+
+
 def test_negative_controls_of_the_sensitivity(enc):
     """Bounds derived another way are loose or exceeded as expected: without the one-hot rule
     (each indicator counted as its own [0, 1] column) B_x is loose by exactly the indicators
