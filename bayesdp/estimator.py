@@ -410,10 +410,9 @@ class BayesDPRegressor(*_BASES):
                                  delta=delta, accountant=accountant)
 
     def _fit_table(self, table, y, s_release, s_fit):
-        """``fit`` with a formula: release the table's rows encoded by it, fit, and record the
-        encoding in the posterior (attrs ``table_encoding``) so that :func:`bayesdp.predict`
-        encodes new tables the same way."""
-        from . import diagnostics
+        """``fit`` with a formula: release the table's rows encoded by it and fit (which records
+        the encoding in the posterior, attrs ``table_encoding``, so that
+        :func:`bayesdp.predict` encodes new tables the same way)."""
         if y is not None:
             raise BayesdpInputError("y: with a formula the response is the formula's left side; "
                                     "call fit(table)")
@@ -423,7 +422,6 @@ class BayesDPRegressor(*_BASES):
         idata = inference.fit(rel, method=self.method, seed=s_fit, priors=self.priors,
                     num_samples=self.num_samples, num_chains=self.num_chains,
                     num_warmup=self.num_warmup, **(self.method_options or {}))
-        diagnostics.set_attrs(idata, {"table_encoding": rel.table.to_json()})
         self.release_ = rel
         self.idata_ = idata
         self.privacy_cost_ = _seeded_cost(accounting.privacy_cost(rel), self.seed) if rel.seeded \

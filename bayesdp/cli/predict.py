@@ -15,7 +15,7 @@ from ..errors import BayesdpInputError
 from ..predict import (feature_names, predict, prediction_summary, read_csv, read_new_rows,
                        table_design, table_encoding)
 from ..releases import load_release, write_text_atomic
-from .common import add_command, check_posterior_argument
+from .common import add_command, check_posterior_argument, print_warnings
 
 
 def _cmd_predict(args):
@@ -66,8 +66,7 @@ def _table_rows(path, no_header, idata, names, enc):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         design = table_design(idata, frame, names, enc, what=str(path))
-    for w in caught:
-        print(f"WARNING: {w.message}", file=sys.stderr)
+    print_warnings(caught)
     return design[names].to_numpy(dtype=float)
 
 
