@@ -910,7 +910,7 @@ def check_release_table(rel):
     """The checks of a :class:`~bayesdp.releases.Release` with a table encoding: its intercept,
     feature names and bounds are the encoding's, and ``n_clamped`` (when present) holds one
     whole number >= 0 per holder, at most its rows, for each numeric column. Returns the
-    normalised ``n_clamped`` (a dict of int64 arrays) or None."""
+    normalised ``n_clamped`` ((J, k) int64, k numeric columns) or None."""
     from .release_object import INTERCEPT_NAME
 
     enc = rel.table

@@ -112,7 +112,7 @@ class Release:
     noise_grid: Optional[float] = None
     spec: Optional[ReleaseSpec] = None
     table: Optional[object] = None
-    n_clamped: Optional[dict] = None
+    n_clamped: Optional[np.ndarray] = None
 
     def __post_init__(self):
         """Check every field, group by group; normalise arrays to float64 (counts to int64),
