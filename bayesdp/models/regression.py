@@ -46,6 +46,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._jax import enable_x64
 from ..errors import BayesdpInputError
 from ..releases import layout
 
@@ -66,9 +67,11 @@ def _data_class(name, fields, doc):
 
 
 def _arrays(**values):
-    """The values as float64 JAX arrays (float64 must be on:
-    ``jax.config.update("jax_enable_x64", True)``; :func:`bayesdp.models.for_release` does it)."""
+    """The values as float64 JAX arrays (float64 is turned on first: anything touching S is
+    float64)."""
     import jax.numpy as jnp
+
+    enable_x64()
 
     return {k: jnp.asarray(np.asarray(v, dtype=np.float64)) for k, v in values.items()}
 

@@ -21,7 +21,7 @@ import numpy as np
 from .. import privacy
 from ..errors import BayesdpInputError
 from .data_files import frame_rows, pick_columns
-from .from_table import check_columns, table_partial
+from .from_table import check_columns, new_partial, table_partial
 from .holders import check_one_holder, holder_count, random_split, split_entropy, split_rng
 from .mechanism import noisy_release, secure_plan
 from .partial import PartialStatistics
@@ -126,14 +126,8 @@ def partial_statistics_dask(data, y=None, *, bounds, nodes=1, y_column=None, nod
     return total
 
 
-def _new_partial(cfg):
-    d, bounds, holders, intercept, k, grid, split, _ = cfg
-    return PartialStatistics(d, bounds, holders, intercept=intercept, average_rows=k, grid=grid,
-                             split=split)
-
-
 def _frame_partial(frame, i, feats, ycol, ncol, cfg):
-    acc = _new_partial(cfg)
+    acc = new_partial(cfg)
     where = f"the Dask DataFrame, partition {i}"
     X, y = frame_rows(frame, feats, ycol, where)
     labels = _random_labels(len(y), i, cfg) if ncol is None else frame[ncol].to_numpy()
@@ -151,7 +145,7 @@ def _random_labels(n, i, cfg):
 
 
 def _array_partial(X, i, cfg, y, labels=None):
-    acc = _new_partial(cfg)
+    acc = new_partial(cfg)
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if labels is None:
         labels = _random_labels(len(y), i, cfg)

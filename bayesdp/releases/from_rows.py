@@ -217,17 +217,15 @@ def release_file(path, *, epsilon=None, delta=None, bounds=None, nodes=1, y_colu
         raise BayesdpInputError(f"data file {str(path)!r} is a folder, not a file")
     if header not in ("infer", None):
         raise BayesdpInputError(f"header must be 'infer' or None, got {header!r}")
+    if chunksize < 1:
+        raise BayesdpInputError(f"chunksize must be >= 1, got {chunksize}")
     if spec.formula is not None:
-        if chunksize < 1:
-            raise BayesdpInputError(f"chunksize must be >= 1, got {chunksize}")
         return release_table_file(path, spec, nodes=nodes, node_column=node_column,
                                   header=header, chunksize=chunksize, progress=progress,
                                   y_column=y_column)
     check_one_holder(spec.holder_name, nodes if node_column is None else None)
     if header == "infer" and path.suffix.lower() not in (".parquet", ".pq"):
         check_csv_header(path)
-    if chunksize < 1:
-        raise BayesdpInputError(f"chunksize must be >= 1, got {chunksize}")
     data_bounds = spec.bounds == "data"
     bnds = None if data_bounds or spec.private_bounds else spec.bounds
     J = file_holder_count(nodes, node_column)

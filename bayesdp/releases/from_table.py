@@ -108,13 +108,20 @@ def release_table_file(path, spec, *, nodes, node_column, header, chunksize, pro
                          plan=plan, table=enc)
 
 
+def new_partial(cfg, clamp_columns=()):
+    """An empty :class:`PartialStatistics` for one Dask partition of ``release_dask``, from its
+    configuration ``cfg`` = (d, bounds, holders, intercept, average_rows, grid, split,
+    split entropy) and, for a table, the columns whose clamping it counts."""
+    d, bounds, holders, intercept, k, grid, split, _ = cfg
+    return PartialStatistics(d, bounds, holders, intercept=intercept, average_rows=k, grid=grid,
+                             split=split, clamp_columns=clamp_columns)
+
+
 def table_partial(frame, i, ncol, cfg, enc, labels_of):
     """The :class:`PartialStatistics` of one Dask partition ``frame`` (its index ``i``)
     encoded by ``enc``; ``labels_of(n, i)`` gives the holders of a random split (None: one
     holder), or ``ncol`` names the holders' column."""
-    d, bounds, holders, intercept, k, grid, split, _ = cfg
-    acc = PartialStatistics(d, bounds, holders, intercept=intercept, average_rows=k, grid=grid,
-                            split=split, clamp_columns=enc.numeric_columns)
+    acc = new_partial(cfg, clamp_columns=enc.numeric_columns)
     where = f"the Dask DataFrame, partition {i}"
     if len(frame) == 0:
         return acc

@@ -10,6 +10,7 @@ from scipy import stats
 import bayesdp
 from bayesdp.inference import eiv
 from bayesdp.models import regression
+from research_helpers import research_module
 
 
 def _release(seed=0, n=3000, d=2, J=3, eps=1.0, intercept=False, include_yty=False):
@@ -489,21 +490,9 @@ def test_simulation_based_calibration_per_slope():
     assert np.all(stats.chisquare(counts, axis=1).pvalue > 0.01 / 3)
 
 
-def _research_module(name):
-    """research/<name>.py, imported by path."""
-    import importlib.util
-    import pathlib
-
-    root = next(p for p in pathlib.Path(__file__).resolve().parents if (p / "research").is_dir())
-    spec = importlib.util.spec_from_file_location(name, root / "research" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _calibration_benchmark():
     """research/calibration_realdata.py."""
-    return _research_module("calibration_realdata")
+    return research_module("calibration_realdata")
 
 
 @pytest.mark.slow
@@ -573,7 +562,7 @@ def test_rank_one_update_is_log_marginal():
 
 def _fixed_design_sbc():
     """research/eiv_fixed_design_sbc.py."""
-    return _research_module("eiv_fixed_design_sbc")
+    return research_module("eiv_fixed_design_sbc")
 
 
 @pytest.mark.research  # 15 s: run by hand, `pytest -m research tests/inference/test_eiv.py`

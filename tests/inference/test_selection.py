@@ -12,6 +12,7 @@ from scipy import integrate, stats
 import bayesdp
 from bayesdp.inference import eiv, selection
 from bayesdp.models import regression
+from research_helpers import research_module
 
 
 def _rows(n=4000, theta=(0.6, 0.0, 0.3, 0.0), rho=0.6, seed=0):
@@ -291,23 +292,12 @@ def test_reliability_against_the_negative_control():
     its expected calibration error is at most 0.08; the negative control that ignores the noise
     on S is over-confident: more of its confident calls are wrong (at least twice eiv's share)
     and its log loss is larger."""
-    bench = _research("selection_calibration")
+    bench = research_module("selection_calibration")
     rows = bench.reliability_cell(J=5, eps=1.0, datasets=60, d=6, n=5000, seed=0)
     good, blind = rows["eiv"], rows["ignore-s-noise"]
     assert good["confident_wrong"] <= 0.05 and good["ece"] <= 0.08, good
     assert blind["confident_wrong"] >= 2 * good["confident_wrong"], (good, blind)
     assert blind["log_loss"] > good["log_loss"] + 0.05, (good, blind)
-
-
-def _research(name):
-    import importlib.util
-    import pathlib
-
-    root = next(p for p in pathlib.Path(__file__).resolve().parents if (p / "research").is_dir())
-    spec = importlib.util.spec_from_file_location(name, root / "research" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("kwargs, match", [
