@@ -136,7 +136,7 @@ def run_cell(name, J, eps, methods, releases, prepared=None, delta=1e-5, verbose
         # a release option, not a method's: releases that also publish y^T y
         include_yty = options.pop("include_yty", "false").lower() in ("true", "1", "yes")
         acc = {k: [] for k in ("cov", "target", "z2", "width", "err", "pcov", "pwidth", "warn",
-                               "pwarn", "secs")}
+                               "pwarn", "secs", "spread")}
         for r in range(releases):
             rel = bayesdp.release(X, y, epsilon=eps, delta=delta, bounds=bounds, nodes=J,
                                   seed=100 + r, include_yty=include_yty)
@@ -160,6 +160,7 @@ def run_cell(name, J, eps, methods, releases, prepared=None, delta=1e-5, verbose
                 warnings.simplefilter("always")
                 pred = bayesdp.predict(idata, X_test, seed=r)
             acc["pwarn"].append(any(w.category.__name__ == "CalibrationWarning" for w in caught))
+            acc["spread"].append(float(pred.predictions.attrs.get("sigma_y_spread", np.nan)))
             pred = np.asarray(pred.predictions["y"]).reshape(-1, len(y_test))
             plo, phi = _interval(pred)
             acc["pcov"].append(np.mean((plo <= y_test) & (y_test <= phi)))
@@ -173,7 +174,10 @@ def run_cell(name, J, eps, methods, releases, prepared=None, delta=1e-5, verbose
                      "pred_cov": np.mean(acc["pcov"]), "pred_w": np.mean(acc["pwidth"]),
                      "nonpriv_pred_cov": ref["pred_cov"], "warned": np.mean(acc["warn"]),
                      "pred_warned": np.mean(acc["pwarn"]),
-                     "s_per_fit": float(np.median(acc["secs"]))})
+                     "s_per_fit": float(np.median(acc["secs"])),
+                     "fits": [{"release": r, "pred_cov": acc["pcov"][r],
+                               "pred_w": acc["pwidth"][r], "pred_warned": acc["pwarn"][r],
+                               "sigma_y_spread": acc["spread"][r]} for r in range(releases)]})
         if verbose:
             print(format_row(rows[-1]), flush=True)
     return rows
@@ -201,6 +205,9 @@ def main(argv=None):
     p.add_argument("--eps", nargs="+", type=float, default=[1.0, 10.0])
     p.add_argument("--releases", type=int, default=20)
     p.add_argument("--csv", default=None, help="also write the rows to this CSV file")
+    p.add_argument("--fits-csv", default=None,
+                   help="also write one row per fit (prediction coverage, width, sigma_y's "
+                        "spread, whether predict warned) to this CSV file")
     a = p.parse_args(argv)
     print("| " + " | ".join(COLUMNS) + " |")
     print("|" + " --- |" * len(COLUMNS), flush=True)
@@ -216,6 +223,9 @@ def main(argv=None):
                 rows += run_cell(name, J, eps, a.methods, a.releases, prepared, verbose=True)
     if a.csv:
         pd.DataFrame(rows, columns=COLUMNS).to_csv(a.csv, index=False)
+    if a.fits_csv:
+        pd.DataFrame([{"data": r["data"], "J": r["J"], "eps": r["eps"], "method": r["method"],
+                       **f} for r in rows for f in r["fits"]]).to_csv(a.fits_csv, index=False)
     return 0
 
 

@@ -2,8 +2,10 @@
 
 Simulation-based calibration of the ``eiv`` posterior computed exactly by enumeration (no
 sampler): for d = 3, every cell of a grid over (r_1, r_2, r_3) (one scale per slope, 24 points
-each of log r over [log 0.01, 0]) or over one common r (200 points), times 10 points of
-sigma_y^2, weighted by its closed-form marginal likelihood and priors; theta's conditional in a
+each of log r over [log 0.01, 0]; ``--scales hier:TAU`` ties them, log r_k ~ N(mu, TAU^2) on
+that range with mu uniform, theta drawn from that prior too) or over one common r (200
+points), times 10 points of sigma_y^2, weighted by its closed-form marginal likelihood and
+priors; theta's conditional in a
 cell is the Gaussian of :mod:`bayesdp.inference.eiv`, so each coefficient's posterior CDF at the
 true value (its PIT, the rank's continuous version) is a weighted sum of normal CDFs. The data
 are those of ``tests/inference/test_eiv.py``'s SBC: n = 10,000 rows N(0, diag(s)^2 / 9) clipped
@@ -25,6 +27,7 @@ Variants (``--variant``):
 likelihood assumes), flat on s >= 0 (S is PSD), and s known.
 
     .venv/bin/python research/eiv_fixed_design_sbc.py --variant plugin --scales per-slope
+    .venv/bin/python research/eiv_fixed_design_sbc.py --variant plugin --scales hier:0.5
     .venv/bin/python research/eiv_fixed_design_sbc.py --toy --s 100
 
 Prints, per coefficient, the PIT counts in 10 bins and the chi-square p-value (uniform when
@@ -54,11 +57,19 @@ def enumerated(variant, scales, reps, seed=7):
     priors = bayesdp.Priors(m=np.zeros(3), C=25.0 * np.eye(3), a=3.0, b=0.5)
     rng = np.random.default_rng(seed)
     d, n, bounds = 3, 10_000, (1.0, 30.0)
+    lo = np.log(0.01)
+    tau = float(scales.split(":")[1]) if scales.startswith("hier:") else None
+    log_prior_R = 0.0
     if scales == "common":
-        R = np.repeat(np.linspace(np.log(0.01), 0.0, 200)[:, None], d, axis=1)
+        R = np.repeat(np.linspace(lo, 0.0, 200)[:, None], d, axis=1)
     else:
-        g = np.linspace(np.log(0.01), 0.0, 24)
+        g = np.linspace(lo, 0.0, 24)
         R = np.stack(np.meshgrid(g, g, g, indexing="ij"), -1).reshape(-1, d)
+        if tau is not None:  # log r_k ~ N(mu, tau^2) on [lo, 0], mu ~ U[lo, 0]
+            mus = np.linspace(lo, 0.0, 60)
+            tn = stats.truncnorm((lo - mus) / tau, -mus / tau, loc=mus, scale=tau)
+            lp = tn.logpdf(R[:, :, None]).sum(1)  # (cells, mus)
+            log_prior_R = special.logsumexp(lp, axis=1) + np.log(g[1] - g[0]) * d
     r = np.exp(R)
     q = stats.invgamma(priors.a, scale=priors.b)
     s2 = np.exp(np.linspace(np.log(q.ppf(1e-4)), np.log(q.ppf(1 - 1e-4)), 10))
@@ -69,7 +80,12 @@ def enumerated(variant, scales, reps, seed=7):
         X = rng.normal(size=(n, d)) * s / 3.0
         X /= np.maximum(1.0, np.linalg.norm(X, axis=1) / bounds[0])[:, None]
         while True:
-            rr = np.exp(rng.uniform(np.log(0.01), 0.0, 1 if scales == "common" else d))
+            if tau is None:
+                rr = np.exp(rng.uniform(lo, 0.0, 1 if scales == "common" else d))
+            else:
+                mu0 = rng.uniform(lo, 0.0)
+                rr = np.exp(stats.truncnorm.rvs((lo - mu0) / tau, -mu0 / tau, loc=mu0,
+                                                scale=tau, size=d, random_state=rng))
             theta = rng.normal(size=d) * 5.0 * rr
             sy2 = q.rvs(random_state=rng)
             y = X @ theta + np.sqrt(sy2) * rng.standard_normal(n)
@@ -100,7 +116,7 @@ def enumerated(variant, scales, reps, seed=7):
             log_w.append(-0.5 * (log_det_M[g] + np.log(25.0 * r ** 2).sum(-1)
                                  + 2 * np.log(np.diagonal(Lp, axis1=1, axis2=2)).sum(-1)
                                  + (b[g] @ b[g]) - (Atb[g] * m).sum(-1))
-                         - priors.a * np.log(s2[g]) - priors.b / s2[g])
+                         - priors.a * np.log(s2[g]) - priors.b / s2[g] + log_prior_R)
             mu.append(m)
             sd.append(np.sqrt(np.diagonal(np.linalg.inv(P), axis1=1, axis2=2)))
         log_w = np.concatenate(log_w)
@@ -135,7 +151,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--variant", choices=("plugin", "oracle", "nonoise", "broad"),
                    default="plugin")
-    p.add_argument("--scales", choices=("per-slope", "common"), default="per-slope")
+    p.add_argument("--scales", default="per-slope",
+                   help="common, per-slope, or hier:TAU (log r_k ~ N(mu, TAU^2), mu uniform)")
     p.add_argument("--reps", type=int, default=200)
     p.add_argument("--toy", action="store_true")
     p.add_argument("--s", type=float, default=100.0, help="the toy's fixed s")
