@@ -62,6 +62,7 @@ def run_demo(*, n=100_000, d=5, nodes=5, epsilon=1.0, delta=1e-5, seed=0,
     echo("\nPosterior of theta (method 'eiv'), with the posterior mean of Bayes-fixedS-fast, "
          "adaSSP (same eps, delta)\nand the non-private posterior mean:")
     echo(report.format_table(table))
+    echo(report.theta_table_note(table))
     echo("\n" + _note())
     plot = report.plot_theta(idata, out / "theta.png", truth=sim.theta, estimates=estimates,
                              title=f"eiv posterior, eps={epsilon:g}, J={nodes}, n={n}")

@@ -15,8 +15,10 @@ from .inference import closed_form_moments
 
 
 def theta_table(idata, *, truth=None, estimates=None, prob=0.9) -> pd.DataFrame:
-    """One row per feature: posterior mean, sd, equal-tailed ``prob`` interval, and optional
-    columns for the true theta and for point estimates of other methods (e.g. adaSSP).
+    """One row per feature: posterior mean, sd, equal-tailed ``prob`` interval, the share of
+    each coefficient's posterior variance its prior supplies when the fit records it
+    (``prior_share``: eiv and fast; near 1, the release says almost nothing about it), and
+    optional columns for the true theta and for point estimates of other methods (e.g. adaSSP).
 
     For a Gaussian closed-form posterior (method "fast") the exact mean, sd and quantiles of the
     closed form are shown (:func:`gaussian_moments`), not moments of its draws; otherwise
@@ -39,9 +41,22 @@ def theta_table(idata, *, truth=None, estimates=None, prob=0.9) -> pd.DataFrame:
     table["sd"] = sd
     table[f"{pct} lower"] = lo
     table[f"{pct} upper"] = hi
+    share = diagnostics.attrs(idata).get("prior_share")
+    if share is not None:  # eiv and fast: the share of each sd^2 the prior supplies
+        table["prior share"] = np.asarray(share, dtype=float)
     for name, est in (estimates or {}).items():
         table[name] = np.asarray(est, dtype=float)
     return table
+
+
+def theta_table_note(table) -> str:
+    """The line that explains a :func:`theta_table` column a reader needs told ("prior
+    share"), or an empty string."""
+    if "prior share" not in table.columns:
+        return ""
+    return ("prior share: the part of each coefficient's posterior variance that its prior "
+            "supplies; near 1 the release says little\nabout the coefficient and its interval "
+            "is the prior's, which can be too wide or too narrow (docs/methods.md)")
 
 
 _GAUSSIAN_CLOSED_FORM = ("fast",)

@@ -136,7 +136,7 @@ def run_cell(name, J, eps, methods, releases, prepared=None, delta=1e-5, verbose
         # a release option, not a method's: releases that also publish y^T y
         include_yty = options.pop("include_yty", "false").lower() in ("true", "1", "yes")
         acc = {k: [] for k in ("cov", "target", "z2", "width", "err", "pcov", "pwidth", "warn",
-                               "pwarn", "secs", "spread")}
+                               "pwarn", "secs", "spread", "share", "zsign")}
         for r in range(releases):
             rel = bayesdp.release(X, y, epsilon=eps, delta=delta, bounds=bounds, nodes=J,
                                   seed=100 + r, include_yty=include_yty)
@@ -154,8 +154,11 @@ def run_cell(name, J, eps, methods, releases, prepared=None, delta=1e-5, verbose
             acc["cov"] += list((lo <= ref["mean"]) & (ref["mean"] <= hi))
             acc["target"] += list(2 * stats.norm.cdf(1.645 / np.sqrt(1 - ratio2)) - 1)
             acc["z2"] += list((th.mean(0) - ref["mean"]) ** 2 / (sd ** 2 * (1 - ratio2)))
+            acc["zsign"] += list(np.sign(th.mean(0) - ref["mean"]))
             acc["width"] += list((hi - lo) / (2 * 1.645 * ref["sd"]))
             acc["err"].append(np.mean((th.mean(0) - ref["mean"]) ** 2))
+            acc["share"].append(np.asarray(idata.posterior.attrs.get("prior_share",
+                                                                     np.full(d, np.nan))))
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 pred = bayesdp.predict(idata, X_test, seed=r)
@@ -175,9 +178,15 @@ def run_cell(name, J, eps, methods, releases, prepared=None, delta=1e-5, verbose
                      "nonpriv_pred_cov": ref["pred_cov"], "warned": np.mean(acc["warn"]),
                      "pred_warned": np.mean(acc["pwarn"]),
                      "s_per_fit": float(np.median(acc["secs"])),
-                     "fits": [{"release": r, "pred_cov": acc["pcov"][r],
-                               "pred_w": acc["pwidth"][r], "pred_warned": acc["pwarn"][r],
-                               "sigma_y_spread": acc["spread"][r]} for r in range(releases)]})
+                     "fits": [{"release": r, "coefficient": k,
+                               "cover": bool(acc["cov"][r * d + k]),
+                               "z": math.copysign(math.sqrt(acc["z2"][r * d + k]),
+                                                  acc["zsign"][r * d + k]),
+                               "prior_share": float(acc["share"][r][k]),
+                               "pred_cov": acc["pcov"][r], "pred_w": acc["pwidth"][r],
+                               "pred_warned": acc["pwarn"][r],
+                               "sigma_y_spread": acc["spread"][r]}
+                              for r in range(releases) for k in range(d)]})
         if verbose:
             print(format_row(rows[-1]), flush=True)
     return rows
@@ -206,8 +215,10 @@ def main(argv=None):
     p.add_argument("--releases", type=int, default=20)
     p.add_argument("--csv", default=None, help="also write the rows to this CSV file")
     p.add_argument("--fits-csv", default=None,
-                   help="also write one row per fit (prediction coverage, width, sigma_y's "
-                        "spread, whether predict warned) to this CSV file")
+                   help="also write one row per fit and coefficient (whether its interval held "
+                        "the reference, its z, the prior's share of its variance; the fit's "
+                        "prediction coverage, width, sigma_y's spread, whether predict "
+                        "warned) to this CSV file")
     a = p.parse_args(argv)
     print("| " + " | ".join(COLUMNS) + " |")
     print("|" + " --- |" * len(COLUMNS), flush=True)

@@ -47,7 +47,10 @@ def _cmd_fit(args):
     print(_priors_line(idata))
     exact = " (exact closed-form Gaussian)" if report.gaussian_moments(idata) is not None else ""
     print(f"\nposterior of theta ({args.method}){exact}:")
-    print(report.format_table(report.theta_table(idata)))
+    table = report.theta_table(idata)
+    print(report.format_table(table))
+    if report.theta_table_note(table):
+        print(report.theta_table_note(table))
     if diagnostics.attrs(idata).get("convergence_checked", True):  # MCMC draws, not iid
         _print_mcmc_summary(idata, full=args.full)
     if args.out:

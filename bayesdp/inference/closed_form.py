@@ -164,7 +164,8 @@ def fast_posterior(release, priors, *, sigma_y2=None, sigma_y_rule="paper", fixe
     the covariance is evaluated at theta and theta is set to the posterior mean, damped
     (:func:`_eiv_fixed_point`), from the prior mean until the mean changes by less than
     ``eiv_rtol`` (relative); a warning says when ``eiv_iterations`` passes were not enough.
-    Returns a dict with mean, cov, sigma_y2, the fixed S, and the s_noise used.
+    Returns a dict with mean, cov, sigma_y2, the fixed S, the s_noise used, and each
+    coefficient's ``prior_share`` of its variance (:func:`prior_variance_share`).
     """
     sigma_y2, s_noise, S = fast_inputs(release, sigma_y2, sigma_y_rule, fixed_s, s_noise)
     if s_noise != "eiv":
@@ -174,7 +175,28 @@ def fast_posterior(release, priors, *, sigma_y2=None, sigma_y_rule="paper", fixe
         )
     else:
         mean, cov = _eiv_fixed_point(release, S, float(sigma_y2), priors, eiv_iterations, eiv_rtol)
-    return {"mean": mean, "cov": cov, "sigma_y2": float(sigma_y2), "S": S, "s_noise": s_noise}
+    return {"mean": mean, "cov": cov, "sigma_y2": float(sigma_y2), "S": S, "s_noise": s_noise,
+            "prior_share": gaussian_prior_share(cov, priors.C)}
+
+
+def prior_variance_share(V, Pi):
+    """Each coefficient's posterior variance split by where it comes from (eq. 12): with the
+    posterior precision P = A + Pi (A the release's, Pi the prior's) and V = P^-1,
+
+        V = V A V + V Pi V,
+
+    two PSD terms, so diag(V Pi V) <= diag(V). Returns ``(diag(V Pi V), diag(V))``, batched over
+    the leading axes of ``V`` and ``Pi`` (..., d, d). Their ratio in [0, 1] is the share of the
+    variance the prior supplies: near 0 the release determines the coefficient; near 1 the
+    release says almost nothing about it and its interval is the prior's."""
+    return np.einsum("...ij,...ji->...i", V @ Pi, V), np.diagonal(V, axis1=-2, axis2=-1).copy()
+
+
+def gaussian_prior_share(cov, C):
+    """Each coefficient's share of its variance in the Gaussian posterior ``cov`` that the
+    prior N(m, C) supplies: diag(V C^-1 V) / diag(V) (:func:`prior_variance_share`)."""
+    num, den = prior_variance_share(cov, np.linalg.solve(C, np.eye(len(C))))
+    return num / den
 
 
 def fast_inputs(release, sigma_y2=None, sigma_y_rule="paper", fixed_s="psd", s_noise=None):

@@ -46,7 +46,7 @@ from scipy import linalg, special, stats
 from ..errors import BayesdpInputError
 from ..models.regression import (eiv_model_data, eiv_noise_covariance, eiv_yty_moments,
                                  eiv_yty_noise)
-from .closed_form import complete_degenerate_noise
+from .closed_form import complete_degenerate_noise, prior_variance_share
 
 #: theta's prior scale r runs over [SCALE_MIN, 1] (log-uniform): the default prior's sd (r = 1)
 #: down to a hundredth of it, so the release can shrink coefficients it cannot see, as adaSSP's
@@ -253,6 +253,52 @@ def draw(post, rng, shape):
     g, h = np.divmod(cells, H)
     return (theta.reshape(*shape, d), post["sigma_y2"][g].reshape(shape),
             post["scale"][h].reshape(shape))
+
+
+def prior_share(data, sigma_y2, scale, weight=None):
+    """Each coefficient's share of its posterior variance that the prior supplies, over the
+    cells (sigma_y^2, r) given, weighted by ``weight`` (None: equally): in a cell theta's
+    covariance V = P^-1 splits into the release's V A V and the prior's V Pi V
+    (:func:`closed_form.prior_variance_share`; P, A = S_hat^T M^-1 S_hat and Pi as in the module
+    docstring, with the S noise through ``data.theta_plugin``), and the share is
+    sum_c w_c diag(V_c Pi_c V_c) / sum_c w_c diag(V_c). Near 1: the release says almost nothing
+    about the coefficient (a direction of X^T X its noise swamps) and its interval is the
+    prior's, whose scale the other coefficients set (docs/methods.md).
+
+    Parameters
+    ----------
+    data : EivData (its ``theta_plugin`` is used)
+    sigma_y2 : (N,) sigma_y^2 of each cell; scale : (N,) or (N, d) its prior scale(s)
+    weight : (N,) or None
+
+    Returns
+    -------
+    (d,) array in [0, 1]
+    """
+    sigma_y2 = np.asarray(sigma_y2, dtype=float)
+    scale = np.asarray(scale, dtype=float).reshape(len(sigma_y2), -1)
+    weight = np.ones(len(sigma_y2)) if weight is None else np.asarray(weight, dtype=float)
+    d = len(data.z_hat)
+    s2u, gi = np.unique(sigma_y2, return_inverse=True)
+    L = _z_cholesky(data, data.theta_plugin, s2u)
+    A = np.linalg.solve(L, data.S_hat)  # L^-1 S_hat, so A^T A = S_hat^T M^-1 S_hat
+    AtA = np.swapaxes(A, -1, -2) @ A
+    ru, hi = np.unique(scale, axis=0, return_inverse=True)
+    Pi = np.stack([_prior_precision(data, r if r.size > 1 else r[0])[0] for r in ru])
+    P = AtA[gi] + Pi[hi.ravel()]
+    V = _cho_solve(np.linalg.cholesky(P), np.broadcast_to(np.eye(d), P.shape))
+    num, den = prior_variance_share(V, Pi[hi.ravel()])
+    return (weight @ num) / (weight @ den)
+
+
+def grid_cells(post, mass=1.0 - 1e-6):
+    """The cells of the grid posterior holding ``mass`` of its weight: (sigma_y^2, r, weight),
+    each (N,), heaviest first (for :func:`prior_share`)."""
+    w = np.exp(post["log_weight"]).ravel()
+    order = np.argsort(w)[::-1]
+    keep = order[:np.searchsorted(np.cumsum(w[order]), mass * w.sum()) + 1]
+    g, h = np.divmod(keep, post["log_weight"].shape[1])
+    return post["sigma_y2"][g], post["scale"][h], w[keep]
 
 
 def log_marginal(data, M, scale):

@@ -18,6 +18,7 @@ from .methods import MethodResult, register_method
 #: slope ("per-slope", collapsed Gibbs); scale_min: the smallest prior scale (None:
 #: ``eiv.SCALE_MIN``); sigma_y2_max: the upper bound of sigma_y^2 (None: B_y^2)
 OPTIONS = {"scales": "common", "scale_min": None, "sigma_y2_max": None}
+_SHARE_DRAWS = 400  # per-slope: draws whose cells give the prior's share of theta's variance
 
 
 def run(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar, scales,
@@ -40,9 +41,13 @@ def run(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_
         theta, sigma_y2, scale, data = eiv.per_slope_draws(post, rng, num_chains, num_warmup,
                                                             num_samples)
         dims = {"theta_scale": ["feature"]}
+        every = max(1, sigma_y2.size // _SHARE_DRAWS)  # the cells of a thinned set of draws
+        share = eiv.prior_share(data, sigma_y2.ravel()[::every],
+                                scale.reshape(sigma_y2.size, -1)[::every])
     else:
         theta, sigma_y2, scale = eiv.draw(post, rng, (num_chains, num_samples))
         dims = {}
+        share = eiv.prior_share(data, *eiv.grid_cells(post))
     return MethodResult(
         posterior={"theta": theta, "sigma_y2": sigma_y2, "theta_scale": scale},
         attrs={"eiv_theta_plugin": data.theta_plugin,  # adapted during warm-up (per-slope)
@@ -51,7 +56,8 @@ def run(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_
                "eiv_scales": scales,
                "eiv_scale_min": float(post["data"].scale_min),
                "eiv_uses_yty": data.yty_hat is not None,  # per-slope leaves y^T y out
-               "sigma_y2_max": float(post["data"].sigma_y2_max)},
+               "sigma_y2_max": float(post["data"].sigma_y2_max),
+               "prior_share": share},  # per coefficient, eiv.prior_share
         dims=dims,
         iid=scales != "per-slope",  # the grid mixture's draws are independent
         plugin_theta=data.theta_plugin,

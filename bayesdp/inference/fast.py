@@ -48,6 +48,7 @@ def _fast_result(post, seed, num_chains, num_samples, sigma_y_rule, fixed_s):
             "sigma_y_rule": sigma_y_rule,
             "fixed_s": fixed_s,
             "s_noise": post["s_noise"],
+            "prior_share": post["prior_share"],
         },
         fixed_s=fixed_s, s_noise=post["s_noise"], sigma_y2=float(post["sigma_y2"]),
         plugin_theta=post["mean"] if post["s_noise"] == "eiv" else None,
@@ -116,7 +117,8 @@ def run_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_warm
         data = jax.tree.map(lambda *xs: np.stack(xs), *[b[3] for b in batch])
         mean, cov = (np.asarray(a) for a in _fast_moments()(S, s2, data))
         for k, (i, *_) in enumerate(batch):
-            posts[i].update(mean=mean[k], cov=cov[k])
+            posts[i].update(mean=mean[k], cov=cov[k],
+                            prior_share=closed_form.gaussian_prior_share(cov[k], batch[k][3].C))
     return [_fast_result(post, seed, num_chains, num_samples, rule, fixed_s)
             for post, seed in zip(posts, seeds)]
 

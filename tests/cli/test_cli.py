@@ -62,7 +62,11 @@ def test_simulate_release_fit_from_the_shell(tmp_path, capsys):
     assert main(["fit", str(rel_path), "--method", "fast", "--seed", "2", "--out", str(post)]) == 0
     out = capsys.readouterr().out
     assert "posterior of theta" in out and "x2" in out
+    assert "prior share" in out and "prior share: the part" in out  # the column and its note
     idata = bayesdp.diagnostics.load(post)
+    share = bayesdp.inference.closed_form.fast_posterior(
+        rel, bayesdp.Priors().resolve(rel))["prior_share"]
+    np.testing.assert_allclose(idata.posterior.attrs["prior_share"], share)  # in the file too
     mean, _ = bayesdp.inference.closed_form_moments(idata)
     direct = bayesdp.inference.closed_form.fast_posterior(rel, bayesdp.Priors().resolve(rel))
     np.testing.assert_allclose(mean, direct["mean"], rtol=1e-12)

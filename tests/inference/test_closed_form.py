@@ -243,3 +243,40 @@ def test_fit_nonprivate_matches_nig():
     # sigma^2 | data ~ IG(an, bn): mean bn/(an-1), sd mean/sqrt(an-2)
     m_s2 = bn / (an - 1)
     assert abs(s2.mean() - m_s2) < 4.5 * m_s2 / np.sqrt(an - 2) / np.sqrt(N)
+
+
+def test_prior_variance_share_splits_the_posterior_variance():
+    """V = (A + Pi)^-1 = V A V + V Pi V: the prior's part, and the release's part computed on
+    its own, add up to diag(V); the share is in [0, 1], 1 without a release (A = 0) and near 0
+    under a vague prior (Pi -> 0)."""
+    from bayesdp.inference.closed_form import prior_variance_share
+
+    rng = np.random.default_rng(0)
+    B = rng.normal(size=(4, 4))
+    A = B @ B.T
+    Pi = np.diag(rng.uniform(0.5, 2.0, 4))
+    V = np.linalg.inv(A + Pi)
+    num, den = prior_variance_share(V, Pi)
+    np.testing.assert_allclose(den - num, np.diag(V @ A @ V), rtol=1e-10)
+    np.testing.assert_allclose(den, np.diag(V), rtol=1e-12)
+    assert np.all((num / den > 0) & (num / den < 1))
+    num0, den0 = prior_variance_share(np.linalg.inv(Pi), Pi)
+    np.testing.assert_allclose(num0 / den0, 1.0, rtol=1e-12)
+    V_vague = np.linalg.inv(A + 1e-8 * np.eye(4))
+    num1, den1 = prior_variance_share(V_vague, 1e-8 * np.eye(4))
+    assert np.all(num1 / den1 < 1e-6)
+
+
+def test_fast_records_the_prior_share_of_its_closed_form():
+    """fast's ``prior_share`` is the closed form's diag(V C^-1 V) / diag(V)."""
+    from bayesdp.inference.closed_form import fast_posterior
+
+    sim = bayesdp.simulate(3000, 3, seed=5)
+    rel = bayesdp.release(sim.X, sim.y, epsilon=1, delta=1e-5, bounds=sim.bounds, nodes=2,
+                          seed=3)
+    priors = bayesdp.Priors().resolve(rel)
+    post = fast_posterior(rel, priors)
+    V = post["cov"]
+    want = np.diag(V @ np.linalg.inv(priors.C) @ V) / np.diag(V)
+    idata = bayesdp.fit(rel, method="fast", seed=0, num_samples=10, num_chains=1)
+    np.testing.assert_allclose(idata.posterior.attrs["prior_share"], want, rtol=1e-8)
