@@ -135,8 +135,8 @@ def run_cell(name, J, eps, methods, releases, prepared=None, delta=1e-5, verbose
         method, options = method_options(m)
         # a release option, not a method's: releases that also publish y^T y
         include_yty = options.pop("include_yty", "false").lower() in ("true", "1", "yes")
-        acc = {k: [] for k in ("cov", "target", "z2", "width", "err", "pcov", "pwidth", "warn",
-                               "pwarn", "secs", "spread", "share", "zsign")}
+        acc = {k: [] for k in ("cov", "target", "z", "width", "err", "pcov", "pwidth", "warn",
+                               "pwarn", "secs", "spread", "share")}
         for r in range(releases):
             rel = bayesdp.release(X, y, epsilon=eps, delta=delta, bounds=bounds, nodes=J,
                                   seed=100 + r, include_yty=include_yty)
@@ -153,8 +153,7 @@ def run_cell(name, J, eps, methods, releases, prepared=None, delta=1e-5, verbose
             ratio2 = np.minimum((ref["sd"] / sd) ** 2, 0.99)
             acc["cov"] += list((lo <= ref["mean"]) & (ref["mean"] <= hi))
             acc["target"] += list(2 * stats.norm.cdf(1.645 / np.sqrt(1 - ratio2)) - 1)
-            acc["z2"] += list((th.mean(0) - ref["mean"]) ** 2 / (sd ** 2 * (1 - ratio2)))
-            acc["zsign"] += list(np.sign(th.mean(0) - ref["mean"]))
+            acc["z"] += list((th.mean(0) - ref["mean"]) / (sd * np.sqrt(1 - ratio2)))
             acc["width"] += list((hi - lo) / (2 * 1.645 * ref["sd"]))
             acc["err"].append(np.mean((th.mean(0) - ref["mean"]) ** 2))
             acc["share"].append(np.asarray(idata.posterior.attrs.get("prior_share",
@@ -172,7 +171,7 @@ def run_cell(name, J, eps, methods, releases, prepared=None, delta=1e-5, verbose
         rows.append({"data": name, "J": J, "eps": eps, "method": m, "releases": releases,
                      "cover": np.mean(acc["cov"]), "target": np.mean(acc["target"]),
                      "worst_k": float(np.min(np.mean(np.reshape(acc["cov"], (-1, d)), axis=0))),
-                     "rms_z": math.sqrt(np.mean(acc["z2"])), "width": np.mean(acc["width"]),
+                     "rms_z": math.sqrt(np.mean(np.square(acc["z"]))), "width": np.mean(acc["width"]),
                      "RMSE": rmse, "adaSSP": a_rmse, "ratio": rmse / a_rmse,
                      "pred_cov": np.mean(acc["pcov"]), "pred_w": np.mean(acc["pwidth"]),
                      "nonpriv_pred_cov": ref["pred_cov"], "warned": np.mean(acc["warn"]),
@@ -180,8 +179,7 @@ def run_cell(name, J, eps, methods, releases, prepared=None, delta=1e-5, verbose
                      "s_per_fit": float(np.median(acc["secs"])),
                      "fits": [{"release": r, "coefficient": k,
                                "cover": bool(acc["cov"][r * d + k]),
-                               "z": math.copysign(math.sqrt(acc["z2"][r * d + k]),
-                                                  acc["zsign"][r * d + k]),
+                               "z": float(acc["z"][r * d + k]),
                                "prior_share": float(acc["share"][r][k]),
                                "pred_cov": acc["pcov"][r], "pred_w": acc["pwidth"][r],
                                "pred_warned": acc["pwarn"][r],

@@ -66,6 +66,12 @@ from calibration_realdata import SETS, load  # noqa: E402
 def least_mean_width(sd, coverage=0.85):
     """The least mean width of sets covering N(centre_i, sd_i^2) on average ``coverage`` over
     the rows: the density thresholded at one level for all rows (module docstring)."""
+    return float(np.mean(2 * least_half_widths(sd, coverage)))
+
+
+def least_half_widths(sd, coverage=0.85):
+    """The half-widths (one per row) of the sets of :func:`least_mean_width`: each row's
+    N(centre_i, sd_i^2) density cut at one level for all rows, set by bisection."""
     sd = np.asarray(sd, dtype=float)
 
     def half(log_k):
@@ -79,7 +85,7 @@ def least_mean_width(sd, coverage=0.85):
     for _ in range(200):  # coverage falls as the level rises
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if cover(mid) > coverage else (lo, mid)
-    return float(np.mean(2 * half(lo)))
+    return half(lo)
 
 
 def sigma_twin_bound(X, y, theta, bounds, Sigma_z, var_yty, np_width, coverage=0.85):

@@ -49,8 +49,9 @@ def _cmd_fit(args):
     print(f"\nposterior of theta ({args.method}){exact}:")
     table = report.theta_table(idata)
     print(report.format_table(table))
-    if report.theta_table_note(table):
-        print(report.theta_table_note(table))
+    note = report.theta_table_note(table)
+    if note:
+        print(note)
     if diagnostics.attrs(idata).get("convergence_checked", True):  # MCMC draws, not iid
         _print_mcmc_summary(idata, full=args.full)
     if args.out:

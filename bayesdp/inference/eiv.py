@@ -284,10 +284,11 @@ def prior_share(data, sigma_y2, scale, weight=None):
     A = np.linalg.solve(L, data.S_hat)  # L^-1 S_hat, so A^T A = S_hat^T M^-1 S_hat
     AtA = np.swapaxes(A, -1, -2) @ A
     ru, hi = np.unique(scale, axis=0, return_inverse=True)
-    Pi = np.stack([_prior_precision(data, r if r.size > 1 else r[0])[0] for r in ru])
-    P = AtA[gi] + Pi[hi.ravel()]
+    Pi = np.stack([_prior_precision(data, r if r.size > 1 else r[0])[0]
+                   for r in ru])[hi.ravel()]  # one per cell, each distinct scale once
+    P = AtA[gi] + Pi
     V = _cho_solve(np.linalg.cholesky(P), np.broadcast_to(np.eye(d), P.shape))
-    num, den = prior_variance_share(V, Pi[hi.ravel()])
+    num, den = prior_variance_share(V, Pi)
     return (weight @ num) / (weight @ den)
 
 
