@@ -214,8 +214,6 @@ def table_design(idata, X_new, names, encoding=None, what="X_new"):
     dict of columns) whose columns are not the features themselves is encoded by the table
     encoding (:func:`table_encoding`) into a DataFrame of the features; anything else is
     returned as it is. Values clamped to their declared ranges are named in a warning."""
-    if not isinstance(X_new, dict) and getattr(X_new, "columns", None) is None:
-        return X_new  # an array: nothing to encode
     enc = table_encoding(idata, encoding)
     if enc is None:
         return X_new

@@ -77,6 +77,9 @@ def test_predict_encodes_a_table_as_the_release_did(fitted):
     with pytest.raises(BayesdpInputError, match=r"encoding: the formula 'y ~ x' gives the "
                                                 r"features \['intercept', 'x'\]"):
         bayesdp.predict(idata, new, encoding=other)
+    # ... nor does it with the design given as an array
+    with pytest.raises(BayesdpInputError, match=r"encoding: the formula 'y ~ x'"):
+        bayesdp.predict(idata, rel.table.design(new).to_numpy(), encoding=other)
     # fit records the encoding: a table needs no encoding= (the same predictions)
     assert diagnostics.attrs(idata)["table_encoding"] == rel.table.to_json()
     np.testing.assert_array_equal(bayesdp.predict(idata, new, seed=3).predictions["y"].values,
