@@ -16,7 +16,8 @@ from .inference import closed_form_moments
 
 def theta_table(idata, *, truth=None, estimates=None, prob=0.9) -> pd.DataFrame:
     """One row per feature: posterior mean, sd, equal-tailed ``prob`` interval, the share of
-    each coefficient's posterior variance its prior supplies when the fit records it
+    each coefficient's posterior variance (given sigma_y^2 and the prior scale) that its prior
+    supplies when the fit records it
     (``prior_share``: eiv and fast; near 1, the release says almost nothing about it), and
     optional columns for the true theta and for point estimates of other methods (e.g. adaSSP).
 
@@ -54,9 +55,10 @@ def theta_table_note(table) -> str:
     share"), or an empty string."""
     if "prior share" not in table.columns:
         return ""
-    return ("prior share: the part of each coefficient's posterior variance that its prior "
-            "supplies; near 1 the release says little\nabout the coefficient and its interval "
-            "is the prior's, which can be too wide or too narrow (docs/methods.md)")
+    return ("prior share: the part of each coefficient's posterior variance (given sigma_y and "
+            "the prior scale) that its prior\nsupplies; near 1 the release says little about the "
+            "coefficient and its interval is the prior's, which can be\ntoo wide or too narrow "
+            "(docs/methods.md)")
 
 
 _GAUSSIAN_CLOSED_FORM = ("fast",)

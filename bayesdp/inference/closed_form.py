@@ -165,7 +165,7 @@ def fast_posterior(release, priors, *, sigma_y2=None, sigma_y_rule="paper", fixe
     (:func:`_eiv_fixed_point`), from the prior mean until the mean changes by less than
     ``eiv_rtol`` (relative); a warning says when ``eiv_iterations`` passes were not enough.
     Returns a dict with mean, cov, sigma_y2, the fixed S, the s_noise used, and each
-    coefficient's ``prior_share`` of its variance (:func:`prior_variance_share`).
+    coefficient's ``prior_share`` of its variance (:func:`prior_variance_split`).
     """
     sigma_y2, s_noise, S = fast_inputs(release, sigma_y2, sigma_y_rule, fixed_s, s_noise)
     if s_noise != "eiv":
@@ -179,7 +179,7 @@ def fast_posterior(release, priors, *, sigma_y2=None, sigma_y_rule="paper", fixe
             "prior_share": gaussian_prior_share(cov, priors.C)}
 
 
-def prior_variance_share(V, Pi):
+def prior_variance_split(V, Pi):
     """Each coefficient's posterior variance split by where it comes from (eq. 12): with the
     posterior precision P = A + Pi (A the release's, Pi the prior's) and V = P^-1,
 
@@ -194,8 +194,11 @@ def prior_variance_share(V, Pi):
 
 def gaussian_prior_share(cov, C):
     """Each coefficient's share of its variance in the Gaussian posterior ``cov`` that the
-    prior N(m, C) supplies: diag(V C^-1 V) / diag(V) (:func:`prior_variance_share`)."""
-    num, den = prior_variance_share(cov, np.linalg.solve(C, np.eye(len(C))))
+    prior N(m, C) supplies: diag(V C^-1 V) / diag(V) (:func:`prior_variance_split`)."""
+    from scipy import linalg
+
+    num, den = prior_variance_split(cov, linalg.cho_solve(linalg.cho_factor(C, lower=True),
+                                                          np.eye(len(C))))
     return num / den
 
 

@@ -46,7 +46,7 @@ from scipy import linalg, special, stats
 from ..errors import BayesdpInputError
 from ..models.regression import (eiv_model_data, eiv_noise_covariance, eiv_yty_moments,
                                  eiv_yty_noise)
-from .closed_form import complete_degenerate_noise, prior_variance_share
+from .closed_form import complete_degenerate_noise, prior_variance_split
 
 #: theta's prior scale r runs over [SCALE_MIN, 1] (log-uniform): the default prior's sd (r = 1)
 #: down to a hundredth of it, so the release can shrink coefficients it cannot see, as adaSSP's
@@ -180,11 +180,7 @@ def _grid(data, theta0, log_s2, log_r):
     G, H = len(s2), len(log_r)
     L = _z_cholesky(data, theta0, s2)
     log_det_M = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
-    AtA, Atb, btb = np.empty((G, d, d)), np.empty((G, d)), np.empty(G)
-    for g in range(G):  # A = L^{-1} S_hat, b = L^{-1} z_hat
-        A = linalg.solve_triangular(L[g], data.S_hat, lower=True)
-        bz = linalg.solve_triangular(L[g], data.z_hat, lower=True)
-        AtA[g], Atb[g], btb[g] = A.T @ A, A.T @ bz, bz @ bz
+    AtA, Atb, btb = _release_terms(data, L)
     log_prior_s2 = (-data.a * log_s2 - data.b / s2)  # InvGamma density times s2 (log grid)
     yty = data.yty_hat is not None
     covs = np.empty((G, H, d, d)) if yty else None
@@ -221,17 +217,32 @@ def _cho_solve(L, B):
 
 def cell_precision(data, theta0, sigma_y2, scale):
     """theta's precision P in the cell (sigma_y^2, r) (the Gaussian of the module docstring)."""
-    L = _z_cholesky(data, theta0, np.array([sigma_y2]))[0]
-    A = linalg.solve_triangular(L, data.S_hat, lower=True)
-    return A.T @ A + _prior_precision(data, scale)[0]
+    AtA = _release_terms(data, _z_cholesky(data, theta0, np.array([sigma_y2])))[0][0]
+    return AtA + _prior_precision(data, scale)[0]
+
+
+def _release_terms(data, L):
+    """A^T A, A^T b and b^T b with A = L^-1 S_hat and b = L^-1 z_hat, for the Cholesky factors
+    ``L`` (G, d, d) of M on a grid of sigma_y^2: the release's precision S_hat^T M^-1 S_hat
+    and the terms of the mean and the marginal likelihood. Shapes (G, d, d), (G, d), (G,)."""
+    A = np.linalg.solve(L, data.S_hat)
+    b = np.linalg.solve(L, data.z_hat[:, None])[..., 0]
+    return A.transpose(0, 2, 1) @ A, np.einsum("gij,gi->gj", A, b), np.einsum("gi,gi->g", b, b)
+
+
+def _prior_precisions(data, scale):
+    """(D_r C D_r)^{-1} = D_r^{-1} C^{-1} D_r^{-1} for each row of ``scale`` ((N,) one common
+    r or (N, d) one per coefficient; an intercept's entry is not scaled): (N, d, d)."""
+    inv_r = 1.0 / (data.slopes * np.reshape(scale, (len(scale), -1)) + (1.0 - data.slopes))
+    C_inv = linalg.cho_solve((linalg.cholesky(data.C, lower=True), True), np.eye(len(data.m)))
+    return C_inv * inv_r[:, :, None] * inv_r[:, None, :]
 
 
 def _prior_precision(data, scale):
-    """(D_r C D_r)^{-1} = D_r^{-1} C^{-1} D_r^{-1} and log|D_r C D_r| for the prior scale r."""
-    Lc = linalg.cholesky(data.C, lower=True)
-    inv_r = 1.0 / (data.slopes * scale + (1.0 - data.slopes))
-    C_inv = linalg.cho_solve((Lc, True), np.eye(len(data.m))) * inv_r[:, None] * inv_r[None, :]
-    return C_inv, 2.0 * np.log(np.diag(Lc)).sum() - 2.0 * np.log(inv_r).sum()
+    """(D_r C D_r)^{-1} and log|D_r C D_r| for one prior scale r (a number, or (d,))."""
+    log_r = np.log(data.slopes * scale + (1.0 - data.slopes))
+    return (_prior_precisions(data, np.reshape(scale, (1, -1)))[0],
+            np.linalg.slogdet(data.C)[1] + 2.0 * log_r.sum())
 
 
 def draw(post, rng, shape):
@@ -256,14 +267,16 @@ def draw(post, rng, shape):
 
 
 def prior_share(data, sigma_y2, scale, weight=None):
-    """Each coefficient's share of its posterior variance that the prior supplies, over the
-    cells (sigma_y^2, r) given, weighted by ``weight`` (None: equally): in a cell theta's
-    covariance V = P^-1 splits into the release's V A V and the prior's V Pi V
-    (:func:`closed_form.prior_variance_share`; P, A = S_hat^T M^-1 S_hat and Pi as in the module
-    docstring, with the S noise through ``data.theta_plugin``), and the share is
-    sum_c w_c diag(V_c Pi_c V_c) / sum_c w_c diag(V_c). Near 1: the release says almost nothing
-    about the coefficient (a direction of X^T X its noise swamps) and its interval is the
-    prior's, whose scale the other coefficients set (docs/methods.md).
+    """Each coefficient's share of its posterior variance given (sigma_y^2, r) that the prior
+    supplies, averaged over the cells (sigma_y^2, r) given, weighted by ``weight`` (None:
+    equally): in a cell theta's covariance V = P^-1 splits into the release's V A V and the
+    prior's V Pi V (:func:`closed_form.prior_variance_split`; P, A = S_hat^T M^-1 S_hat and Pi
+    as in the module docstring, with the S noise through ``data.theta_plugin``), and the share
+    is sum_c w_c diag(V_c Pi_c V_c) / sum_c w_c diag(V_c). The spread of the cells' means (what
+    the uncertainty of sigma_y^2 and r adds to the mixture's variance) is in neither sum. Near
+    1: the release says almost nothing about the coefficient (a direction of X^T X its noise
+    swamps) and its interval is the prior's, whose scale the other coefficients set
+    (docs/methods.md).
 
     Parameters
     ----------
@@ -276,19 +289,14 @@ def prior_share(data, sigma_y2, scale, weight=None):
     (d,) array in [0, 1]
     """
     sigma_y2 = np.asarray(sigma_y2, dtype=float)
-    scale = np.asarray(scale, dtype=float).reshape(len(sigma_y2), -1)
     weight = np.ones(len(sigma_y2)) if weight is None else np.asarray(weight, dtype=float)
     d = len(data.z_hat)
     s2u, gi = np.unique(sigma_y2, return_inverse=True)
-    L = _z_cholesky(data, data.theta_plugin, s2u)
-    A = np.linalg.solve(L, data.S_hat)  # L^-1 S_hat, so A^T A = S_hat^T M^-1 S_hat
-    AtA = np.swapaxes(A, -1, -2) @ A
-    ru, hi = np.unique(scale, axis=0, return_inverse=True)
-    Pi = np.stack([_prior_precision(data, r if r.size > 1 else r[0])[0]
-                   for r in ru])[hi.ravel()]  # one per cell, each distinct scale once
+    AtA = _release_terms(data, _z_cholesky(data, data.theta_plugin, s2u))[0]
+    Pi = _prior_precisions(data, np.asarray(scale, dtype=float))
     P = AtA[gi] + Pi
     V = _cho_solve(np.linalg.cholesky(P), np.broadcast_to(np.eye(d), P.shape))
-    num, den = prior_variance_share(V, Pi)
+    num, den = prior_variance_split(V, Pi)
     return (weight @ num) / (weight @ den)
 
 
@@ -426,12 +434,8 @@ def _theta_moments(data, L, g, scale):
     P = S_hat^T M^{-1} S_hat + (D_r C D_r)^{-1} and mu = P^{-1} (S_hat^T M^{-1} z_hat +
     (D_r C D_r)^{-1} m); ``L`` (G, d, d): the Cholesky factors of M on the grid. Returns mu
     (N, d) and the Cholesky factors of P (N, d, d)."""
-    A = np.linalg.solve(L, data.S_hat)
-    b = np.linalg.solve(L, data.z_hat[:, None])[..., 0]
-    AtA, Atb = A.transpose(0, 2, 1) @ A, np.einsum("gij,gi->gj", A, b)
-    inv_r = 1.0 / (data.slopes * scale + (1.0 - data.slopes))  # (N, d)
-    C_inv = linalg.cho_solve((linalg.cholesky(data.C, lower=True), True), np.eye(len(data.m)))
-    P_prior = C_inv * inv_r[:, :, None] * inv_r[:, None, :]
+    AtA, Atb, _ = _release_terms(data, L)
+    P_prior = _prior_precisions(data, scale)
     P = AtA[g] + P_prior
     Lp = np.linalg.cholesky(P)
     rhs = Atb[g] + P_prior @ data.m

@@ -116,9 +116,9 @@ def run_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_warm
         s2 = np.array([b[2] for b in batch])
         data = jax.tree.map(lambda *xs: np.stack(xs), *[b[3] for b in batch])
         mean, cov = (np.asarray(a) for a in _fast_moments()(S, s2, data))
-        for k, (i, *_) in enumerate(batch):
+        for k, (i, _, _, theta_data) in enumerate(batch):
             posts[i].update(mean=mean[k], cov=cov[k],
-                            prior_share=closed_form.gaussian_prior_share(cov[k], batch[k][3].C))
+                            prior_share=closed_form.gaussian_prior_share(cov[k], theta_data.C))
     return [_fast_result(post, seed, num_chains, num_samples, rule, fixed_s)
             for post, seed in zip(posts, seeds)]
 

@@ -245,25 +245,25 @@ def test_fit_nonprivate_matches_nig():
     assert abs(s2.mean() - m_s2) < 4.5 * m_s2 / np.sqrt(an - 2) / np.sqrt(N)
 
 
-def test_prior_variance_share_splits_the_posterior_variance():
+def test_prior_variance_split_splits_the_posterior_variance():
     """V = (A + Pi)^-1 = V A V + V Pi V: the prior's part, and the release's part computed on
     its own, add up to diag(V); the share is in [0, 1], 1 without a release (A = 0) and near 0
     under a vague prior (Pi -> 0)."""
-    from bayesdp.inference.closed_form import prior_variance_share
+    from bayesdp.inference.closed_form import prior_variance_split
 
     rng = np.random.default_rng(0)
     B = rng.normal(size=(4, 4))
     A = B @ B.T
     Pi = np.diag(rng.uniform(0.5, 2.0, 4))
     V = np.linalg.inv(A + Pi)
-    num, den = prior_variance_share(V, Pi)
+    num, den = prior_variance_split(V, Pi)
     np.testing.assert_allclose(den - num, np.diag(V @ A @ V), rtol=1e-10)
     np.testing.assert_allclose(den, np.diag(V), rtol=1e-12)
     assert np.all((num / den > 0) & (num / den < 1))
-    num0, den0 = prior_variance_share(np.linalg.inv(Pi), Pi)
+    num0, den0 = prior_variance_split(np.linalg.inv(Pi), Pi)
     np.testing.assert_allclose(num0 / den0, 1.0, rtol=1e-12)
     V_vague = np.linalg.inv(A + 1e-8 * np.eye(4))
-    num1, den1 = prior_variance_share(V_vague, 1e-8 * np.eye(4))
+    num1, den1 = prior_variance_split(V_vague, 1e-8 * np.eye(4))
     assert np.all(num1 / den1 < 1e-6)
 
 

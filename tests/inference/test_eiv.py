@@ -216,35 +216,56 @@ def test_the_noise_on_s_widens_theta():
     assert np.all(np.linalg.eigvalsh(P_no - P_eiv) > 0)  # strictly more precise without it
 
 
-def test_prior_share_of_a_cell_is_its_gaussians():
+@pytest.mark.parametrize("intercept", [False, True])
+def test_prior_share_of_a_cell_is_its_gaussians(intercept):
     """eiv.prior_share over one cell (sigma_y^2, r) is diag(V Pi V) / diag(V) of that cell's
-    Gaussian (P = cell_precision, Pi = the prior's precision, V = P^-1 by an explicit
-    inverse); over several cells, the weighted ratio of the sums; grid_cells holds the
-    posterior's mass."""
-    rel = _release(d=3)
+    Gaussian (P = cell_precision, Pi = (D_r C D_r)^-1 built here with explicit inverses, an
+    intercept's entry of D_r 1, V = P^-1 by an explicit inverse); over several cells, the
+    weighted ratio of the sums; with one scale per coefficient ((N, d) scales), the same with
+    D_r = diag(r); grid_cells holds the posterior's mass."""
+    rel = _release(d=3, intercept=intercept)
     post = eiv.eiv_posterior(rel, bayesdp.Priors().resolve(rel))
     data = post["data"]
+    d = len(data.z_hat)
     s2, r, w = eiv.grid_cells(post)
     assert abs(w.sum() - 1.0) < 1e-5 and np.all(np.diff(w) <= 0)
+
+    def prior_precision(r_k):
+        D = np.diag(np.where(np.arange(d) == 0, 1.0, r_k) if intercept else r_k * np.ones(d))
+        return np.linalg.inv(D @ data.C @ D)
+
     nums, dens = [], []
     for k in range(3):
         V = np.linalg.inv(eiv.cell_precision(data, post["theta_plugin"], s2[k], r[k]))
-        Pi = eiv._prior_precision(data, r[k])[0]
+        Pi = prior_precision(r[k])
         nums.append(np.diag(V @ Pi @ V))
         dens.append(np.diag(V))
         np.testing.assert_allclose(eiv.prior_share(data, s2[k:k + 1], r[k:k + 1]),
                                    nums[-1] / dens[-1], rtol=1e-8)
     np.testing.assert_allclose(eiv.prior_share(data, s2[:3], r[:3], w[:3]),
                                w[:3] @ np.array(nums) / (w[:3] @ np.array(dens)), rtol=1e-8)
+    # one scale per coefficient: D_r = diag(r_1, ..., r_d) (an intercept's r ignored)
+    rk = np.array([[0.3, 0.05, 1.0, 0.2][:d], [0.9, 0.5, 0.02, 0.7][:d]])
+    num, den = [], []
+    for k in range(2):
+        D = np.diag(np.where(np.arange(d) == 0, 1.0, rk[k]) if intercept else rk[k])
+        Pi = np.linalg.inv(D @ data.C @ D)
+        A = eiv.cell_precision(data, post["theta_plugin"], s2[k], 1.0) \
+            - np.linalg.inv(data.C)  # the release's precision (r = 1: Pi = C^-1)
+        V = np.linalg.inv(A + Pi)
+        num.append(np.diag(V @ Pi @ V))
+        den.append(np.diag(V))
+    np.testing.assert_allclose(eiv.prior_share(data, s2[:2], rk, w[:2]),
+                               w[:2] @ np.array(num) / (w[:2] @ np.array(den)), rtol=1e-6)
 
 
-@pytest.mark.parametrize("scales", ["common", "per-slope"])
-def test_prior_share_follows_what_the_release_measures(scales):
-    """A feature the release barely sees (its column 0.02 of the other's: X^T X's eigenvalue 2
-    under an S noise sd of 28 at eps = 1) gets most of its coefficient's variance from the
-    prior, the well-measured one little; at eps = 1000 (noise sd 0.19) the same data's
-    shares fall (negative control: the share follows the release, not the feature). The fit
-    records it per coefficient and report.theta_table shows it."""
+def test_prior_share_follows_what_the_release_measures_per_slope():
+    """As the docs' example (:func:`test_docs_prior_share_example_runs`, the common scale),
+    with one prior scale per slope: a feature the release barely sees (its column 0.02 of the
+    other's: X^T X's eigenvalue 2 under an S noise sd of 28 at eps = 1) gets most of its
+    coefficient's variance from the prior, the well-measured one little; at eps = 1000 (noise
+    sd 0.19) the same data's shares fall (negative control: the share follows the release, not
+    the feature). The fit records it per coefficient and report.theta_table shows it."""
     from bayesdp import report
 
     rng = np.random.default_rng(3)
@@ -254,7 +275,7 @@ def test_prior_share_follows_what_the_release_measures(scales):
     for eps in (1.0, 1000.0):
         rel = bayesdp.release(X, y, epsilon=eps, delta=1e-5, bounds=(2.5, 1.5), nodes=1,
                               seed=1)
-        idata = bayesdp.fit(rel, seed=0, scales=scales, num_samples=500)
+        idata = bayesdp.fit(rel, seed=0, scales="per-slope", num_samples=500)
         share[eps] = np.asarray(idata.posterior.attrs["prior_share"])
         np.testing.assert_allclose(report.theta_table(idata)["prior share"], share[eps])
     assert share[1.0][1] > 0.7 and share[1.0][1] > 2 * share[1.0][0], share
@@ -641,8 +662,10 @@ def test_fixed_design_calibration_without_noise_on_s():
 
 def test_docs_prior_share_example_runs(capsys):
     """The example of docs/methods.md, 'Which coefficients the release determines', as
-    written: the table has the column, and the tiny feature's coefficient gets most of its
-    variance from the prior, the other little (measured 0.82 and 0.20)."""
+    written (the common scale): the table has the column, and the tiny feature's coefficient
+    gets most of its variance from the prior, the other little; the same rows released at
+    eps = 1000 give both coefficients small shares (negative control: the share follows the
+    release, not the feature)."""
     import pathlib
 
     text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "methods.md").read_text()
@@ -651,5 +674,10 @@ def test_docs_prior_share_example_runs(capsys):
     scope = {}
     exec(compile(code, "docs/methods.md", "exec"), scope)
     assert "prior share" in capsys.readouterr().out
-    share = scope["idata"].posterior.attrs["prior_share"]
-    assert share[1] > 0.7 and share[0] < 0.4, share
+    share = np.asarray(scope["idata"].posterior.attrs["prior_share"])
+    assert share[1] > 0.7 and share[1] > 2 * share[0] and share[0] < 0.4, share
+    np.testing.assert_allclose(scope["report"].theta_table(scope["idata"])["prior share"], share)
+    rel = bayesdp.release(scope["X"], scope["y"], epsilon=1000.0, delta=1e-5, bounds=(2.5, 1.5),
+                          seed=1)
+    sharp = np.asarray(bayesdp.fit(rel, seed=0).posterior.attrs["prior_share"])
+    assert sharp[1] < 0.2 and sharp[0] < 0.01, sharp
