@@ -33,6 +33,7 @@ Run from the project root (data from ../shared/data/uci or $BAYESDP_DATA_DIR):
     .venv/bin/python research/calibration_realdata.py --methods fixeds --releases 10 --J 5
     .venv/bin/python research/calibration_realdata.py --methods eiv:scales=per-slope   # options
     .venv/bin/python research/calibration_realdata.py --methods eiv:include_yty=true   # y^T y too
+    .venv/bin/python research/calibration_realdata.py --methods eiv:include_yty=true,prior_a=0.1
     .venv/bin/python research/calibration_realdata.py --csv out.csv       # also a tidy CSV
 """
 
@@ -114,7 +115,9 @@ def reference(X, y, bounds, X_test, y_test, seed=0):
 def method_options(spec):
     """``"eiv:scales=per-slope"`` -> ("eiv", {"scales": "per-slope"}): a method and its
     options (strings) as one name; a bare name has none. The option ``include_yty=true`` is
-    the release's (:func:`run_cell` releases y^T y as well), not the method's."""
+    the release's (:func:`run_cell` releases y^T y as well), not the method's; ``prior_a=0.1``
+    (any ``prior_<field>``) sets that field of the fit's priors, ``prior_b_times=0.1`` sets b
+    to 0.1 times the default's."""
     name, _, rest = spec.partition(":")
     options = dict(kv.split("=", 1) for kv in rest.split(",") if kv)
     return name, options
@@ -135,6 +138,14 @@ def run_cell(name, J, eps, methods, releases, prepared=None, delta=1e-5, verbose
         method, options = method_options(m)
         # a release option, not a method's: releases that also publish y^T y
         include_yty = options.pop("include_yty", "false").lower() in ("true", "1", "yes")
+        # prior_<field>=value: that field of the priors (e.g. prior_a=0.1), the rest default;
+        # prior_b_times=f: b at f times the default's for these bounds
+        fields = {k[len("prior_"):]: float(options.pop(k)) for k in list(options)
+                  if k.startswith("prior_")}
+        if "b_times" in fields:
+            fields["b"] = fields.pop("b_times") * bayesdp.Priors().resolve(d, bounds=bounds).b
+        if fields:
+            options["priors"] = bayesdp.Priors(**fields)
         acc = {k: [] for k in ("cov", "target", "z", "width", "err", "pcov", "pwidth", "warn",
                                "pwarn", "secs", "spread", "share")}
         for r in range(releases):
