@@ -53,7 +53,7 @@ x)); for each tau, the least mean width at average coverage 0.85 over ``np width
 which bounds exceed the goal's 1.3 (:func:`out_of_reach`: the twin, exact; or the first tau's
 ``new rows + yty``, on average over the data set's neighbours within tau).
 
-    .venv/bin/python research/prediction_width_bound.py      # seconds
+    .venv/bin/python research/prediction_width_bound.py      # a minute and a half
 """
 
 from __future__ import annotations
