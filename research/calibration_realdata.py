@@ -116,8 +116,8 @@ def method_options(spec):
     """``"eiv:scales=per-slope"`` -> ("eiv", {"scales": "per-slope"}): a method and its
     options (strings) as one name; a bare name has none. The option ``include_yty=true`` is
     the release's (:func:`run_cell` releases y^T y as well), not the method's; ``prior_a=0.1``
-    (any ``prior_<field>``) sets that field of the fit's priors, ``prior_b_times=0.1`` sets b
-    to 0.1 times the default's."""
+    (any numeric ``prior_<field>``: a, b, kappa) sets that field of the fit's priors,
+    ``prior_b_times=0.1`` sets b to 0.1 times the default's."""
     name, _, rest = spec.partition(":")
     options = dict(kv.split("=", 1) for kv in rest.split(",") if kv)
     return name, options

@@ -57,9 +57,10 @@ def test_oracle_variances_are_the_per_holder_posterior():
     its own noise): the oracle's thresholded sets, built from :func:`oracle_variances`, around
     the exact posterior mean cover the members' x^T delta 0.85 of the time (within 3 binomial
     sd of 4,000 releases), so its variances are the per-holder posterior's and the bound is
-    attained. The holders see different directions, so the pooled z's information (sum S_j)
-    Sigma^-1 (sum S_j) / J would be half the per-holder one: its variances give sets covering
-    far more (negative control)."""
+    attained. The holders see different directions, so the pooled release's information,
+    (sum S_j) (sum Sigma_zj)^-1 (sum S_j), is about half the per-holder one: its variances give
+    sets covering more than 3 binomial sd above 0.85 (negative control: the bound's old,
+    pooled formula)."""
     rng = np.random.default_rng(0)
     d, tau, reps = 3, 1.0, 4000
     S_j = np.stack([np.diag([50.0, 0.5, 30.0]), np.diag([0.5, 50.0, 30.0])])
@@ -74,7 +75,7 @@ def test_oracle_variances_are_the_per_holder_posterior():
     err = np.abs((delta - m) @ X_test.T)  # (reps, rows)
     tol = 3 * np.sqrt(0.85 * 0.15 / reps)  # rows of a release counted as one
     assert abs(np.mean(err <= h) - 0.85) <= tol
-    pooled = bound.oracle_variances(S_j.sum(0)[None] / 2, Sigma_z[:1], X_test, tau)
+    pooled = bound.oracle_variances(S_j.sum(0)[None], Sigma_z.sum(0)[None], X_test, tau)
     h_pooled = bound.least_half_widths(np.sqrt(pooled), 0.85)
     assert np.mean(err <= h_pooled) > 0.85 + 3 * tol
 

@@ -186,8 +186,9 @@ def _grid(data, theta0, log_s2, log_r):
     covs = np.empty((G, H, d, d)) if yty else None
     log_w = np.empty((G, H))
     means = np.empty((G, H, d))
-    for h, lr in enumerate(log_r):  # every sigma_y^2 of the grid at once
-        C_inv, log_det_C = _prior_precision(data, np.exp(lr))
+    prior_prec, prior_log_det = _prior_precision(data, np.exp(log_r))
+    for h in range(H):  # every sigma_y^2 of the grid at once
+        C_inv, log_det_C = prior_prec[h], prior_log_det[h]
         h_prior = C_inv @ data.m
         Lp = np.linalg.cholesky(AtA + C_inv)
         rhs = Atb + h_prior
@@ -218,7 +219,7 @@ def _cho_solve(L, B):
 def cell_precision(data, theta0, sigma_y2, scale):
     """theta's precision P in the cell (sigma_y^2, r) (the Gaussian of the module docstring)."""
     AtA = _release_terms(data, _z_cholesky(data, theta0, np.array([sigma_y2])))[0][0]
-    return AtA + _prior_precision(data, scale)[0]
+    return AtA + _prior_precision(data, np.reshape(scale, (1, -1)))[0][0]
 
 
 def _release_terms(data, L):
@@ -230,19 +231,15 @@ def _release_terms(data, L):
     return A.transpose(0, 2, 1) @ A, np.einsum("gij,gi->gj", A, b), np.einsum("gi,gi->g", b, b)
 
 
-def _prior_precisions(data, scale):
-    """(D_r C D_r)^{-1} = D_r^{-1} C^{-1} D_r^{-1} for each row of ``scale`` ((N,) one common
-    r or (N, d) one per coefficient; an intercept's entry is not scaled): (N, d, d)."""
-    inv_r = 1.0 / (data.slopes * np.reshape(scale, (len(scale), -1)) + (1.0 - data.slopes))
-    C_inv = linalg.cho_solve((linalg.cholesky(data.C, lower=True), True), np.eye(len(data.m)))
-    return C_inv * inv_r[:, :, None] * inv_r[:, None, :]
-
-
 def _prior_precision(data, scale):
-    """(D_r C D_r)^{-1} and log|D_r C D_r| for one prior scale r (a number, or (d,))."""
-    log_r = np.log(data.slopes * scale + (1.0 - data.slopes))
-    return (_prior_precisions(data, np.reshape(scale, (1, -1)))[0],
-            np.linalg.slogdet(data.C)[1] + 2.0 * log_r.sum())
+    """theta's prior precision (D_r C D_r)^{-1} = D_r^{-1} C^{-1} D_r^{-1} and log|D_r C D_r|
+    for each row of ``scale`` ((N,) one common r or (N, d) one per coefficient; an intercept's
+    entry of D_r is 1): (N, d, d) and (N,), with one Cholesky factor of C for all rows."""
+    r = data.slopes * np.reshape(scale, (len(scale), -1)) + (1.0 - data.slopes)  # (N, d)
+    Lc = linalg.cholesky(data.C, lower=True)
+    C_inv = linalg.cho_solve((Lc, True), np.eye(len(data.m)))
+    return (C_inv / (r[:, :, None] * r[:, None, :]),
+            2.0 * np.log(np.diag(Lc)).sum() + 2.0 * np.log(r).sum(axis=1))
 
 
 def draw(post, rng, shape):
@@ -293,7 +290,7 @@ def prior_share(data, sigma_y2, scale, weight=None):
     d = len(data.z_hat)
     s2u, gi = np.unique(sigma_y2, return_inverse=True)
     AtA = _release_terms(data, _z_cholesky(data, data.theta_plugin, s2u))[0]
-    Pi = _prior_precisions(data, np.asarray(scale, dtype=float))
+    Pi = _prior_precision(data, np.asarray(scale, dtype=float))[0]
     P = AtA[gi] + Pi
     V = _cho_solve(np.linalg.cholesky(P), np.broadcast_to(np.eye(d), P.shape))
     num, den = prior_variance_split(V, Pi)
@@ -435,7 +432,7 @@ def _theta_moments(data, L, g, scale):
     (D_r C D_r)^{-1} m); ``L`` (G, d, d): the Cholesky factors of M on the grid. Returns mu
     (N, d) and the Cholesky factors of P (N, d, d)."""
     AtA, Atb, _ = _release_terms(data, L)
-    P_prior = _prior_precisions(data, scale)
+    P_prior = _prior_precision(data, scale)[0]
     P = AtA[g] + P_prior
     Lp = np.linalg.cholesky(P)
     rhs = Atb[g] + P_prior @ data.m

@@ -230,8 +230,9 @@ def test_prior_share_of_a_cell_is_its_gaussians(intercept):
     s2, r, w = eiv.grid_cells(post)
     assert abs(w.sum() - 1.0) < 1e-5 and np.all(np.diff(w) <= 0)
 
-    def prior_precision(r_k):
-        D = np.diag(np.where(np.arange(d) == 0, 1.0, r_k) if intercept else r_k * np.ones(d))
+    def prior_precision(r):  # r: one scale, or one per coefficient
+        r = np.broadcast_to(r, d)
+        D = np.diag(np.where(np.arange(d) == 0, 1.0, r) if intercept else r)
         return np.linalg.inv(D @ data.C @ D)
 
     nums, dens = [], []
@@ -248,8 +249,7 @@ def test_prior_share_of_a_cell_is_its_gaussians(intercept):
     rk = np.array([[0.3, 0.05, 1.0, 0.2][:d], [0.9, 0.5, 0.02, 0.7][:d]])
     num, den = [], []
     for k in range(2):
-        D = np.diag(np.where(np.arange(d) == 0, 1.0, rk[k]) if intercept else rk[k])
-        Pi = np.linalg.inv(D @ data.C @ D)
+        Pi = prior_precision(rk[k])
         A = eiv.cell_precision(data, post["theta_plugin"], s2[k], 1.0) \
             - np.linalg.inv(data.C)  # the release's precision (r = 1: Pi = C^-1)
         V = np.linalg.inv(A + Pi)

@@ -67,9 +67,8 @@ def _fit_theta(rel, method, **kw):
 def test_eiv_under_numpyro_nuts_matches_fit(rel):
     m = bayesdp.models.for_release(rel, "eiv")
     assert m.method == "eiv" and "theta" in m.variables
-    # 4000 draws (bulk ESS about 600-1100 here): with 2000 (ESS 200-400) the negative control
-    # below crossed Z in some NUTS seeds only (max z 3.7-7.2 over seeds 0-2), at 4000 in all
-    # (5.0-10.8 over seeds 0-3; the match 1.4-2.6)
+    # 4000 draws: enough effective samples that the near-miss negative control below is told
+    # apart whatever NUTS's path (at 2000 it was for some seeds only)
     nuts = _nuts(m, 4000)
     ok, z = _agree(nuts, _fit_theta(rel, "eiv", seed=0, num_samples=2000, num_chains=2))
     assert ok, f"NUTS on for_release's eiv model and fit(method='eiv') differ: max z = {z:.2f}"
