@@ -162,12 +162,12 @@ def cell_bound(prepared, J, eps, taus, delta=1e-5, coverage=0.85, seeds=range(10
     Sigma_z = blocks.zz
     var_yty = np.asarray(rel.sigma_yty, dtype=float) ** 2
     splits = [holders.node_labels(J, X, y, "random", seed)[0] for seed in seeds]
+    sums = [(np.stack([X[lab == j].T @ X[lab == j] for j in range(J)]),
+             np.stack([X[lab == j].T @ y[lab == j] for j in range(J)])) for lab in splits]
     out = {}
     for tau in taus:
         widths = []
-        for lab in splits:
-            S_j = np.stack([X[lab == j].T @ X[lab == j] for j in range(J)])
-            z_j = np.stack([X[lab == j].T @ y[lab == j] for j in range(J)])
+        for S_j, z_j in sums:  # each split's holders' X_j^T X_j and X_j^T y_j
             xvx = oracle_variances(S_j, Sigma_z, X_test, tau)
             xvx_yty = oracle_variances(S_j, Sigma_z, X_test, tau, z_j, var_yty)
             widths.append([least_mean_width(np.sqrt(v), coverage) / np_width
