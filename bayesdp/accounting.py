@@ -56,7 +56,10 @@ _UNACCOUNTED = "unaccounted"
 _GAUSSIAN = "gaussian"
 DISCRETE_GAUSSIAN = "discrete_gaussian"
 EXPONENTIAL = "exponential"
-_MECHANISMS = (_GAUSSIAN, DISCRETE_GAUSSIAN, EXPONENTIAL, _UNACCOUNTED)
+CLAIM = "claim"
+"""The mechanism name of a release counted at its stated claim (:func:`budget_parts`): a pure
+(eps, delta) part, composed by basic composition."""
+_MECHANISMS = (_GAUSSIAN, DISCRETE_GAUSSIAN, EXPONENTIAL, _UNACCOUNTED, CLAIM)
 """The mechanisms a cost part may name; any other is refused (its cost could not be checked)."""
 
 _MAX_NUMBER = 1e150
@@ -734,6 +737,23 @@ def total_cost(parts, holder_names=("0",)):
             "note": ""}
 
 
+def epsilon_at(parts, holder_names, delta):
+    """The smallest epsilon at ``delta`` that one release's cost ``parts`` prove (zCDP or basic
+    composition, as :func:`total_cost`; parallel over holders): ``math.inf`` when neither proves
+    one at that delta, None when a part gives no guarantee."""
+    if any(p["mechanism"] == _UNACCOUNTED or p["epsilon"] is None for p in parts):
+        return None
+    per = [_holder_groups(parts, holder_names)]
+    best = math.inf
+    for acc in ("zcdp", "basic"):
+        try:
+            eps, _, _ = _compose(per, acc, float(delta))
+        except BayesdpInputError:
+            continue
+        best = min(best, eps)
+    return best
+
+
 def privacy_cost(rel):
     """The privacy cost record of a release: ``{"parts": [...], "total": {...}}``, as written
     under ``privacy.cost`` in the file."""
@@ -777,6 +797,49 @@ class Budget:
         return "\n".join(lines + [f"note: {n}" for n in notes])
 
 
+def _pure(p, note):
+    """Part ``p`` counted as a pure (eps, delta) part: no rho, so it composes by basic
+    composition."""
+    return {**p, "mechanism": CLAIM, "rho": None,
+            "dp_event": {"type": "EpsilonDeltaDpEvent", "epsilon": p["epsilon"],
+                         "delta": p["delta"]}, "note": "; ".join(x for x in (p["note"], note) if x)}
+
+
+def budget_parts(rel):
+    """The parts a budget counts for the release ``rel``: its cost parts, with two changes
+    that keep a budget from counting less than a release claims.
+
+    - A Gaussian part whose epsilon is larger than its own sigma and sensitivity prove (a
+      record may claim more, never less, :func:`check_part`) counts at its epsilon, as a pure
+      (eps, delta) part, not by its rho.
+    - When the release's claim (``rel.claim``, :func:`bayesdp.releases.cost.claim_of`) is
+      larger than the basic composition of its parts (a conservative claim, or a cost part the
+      record lacks, such as a deleted private bounds estimate), the release counts as one pure
+      part of its claim.
+
+    Pure parts compose by basic composition (:func:`budget`)."""
+    parts = []
+    for p in rel.privacy_cost:
+        p = dict(p)
+        if p["mechanism"] == _GAUSSIAN and p["epsilon"] is not None:
+            own = _true_eps(p["sigma"], p["delta"], p["sensitivity"])
+            if p["epsilon"] > own * (1 + 1e-9):
+                p = _pure(p, f"counted at its epsilon, above the {own:.6g} its sigma proves")
+        parts.append(p)
+    claim = getattr(rel, "claim", None)
+    if claim is None or claim.status != "verified" or any(p["epsilon"] is None for p in parts):
+        return parts
+    eps, dlt, _ = _compose([_holder_groups(parts, rel.holder_names)], "basic", None)
+    if claim.epsilon <= eps * (1 + 1e-9) and claim.delta <= dlt * (1 + 1e-9):
+        return parts
+    return [_pure({"name": "claim", "epsilon": claim.epsilon, "delta": claim.delta,
+                   "sensitivity": None, "sigma": None, "neighbouring": parts[0]["neighbouring"],
+                   "note": ""},
+                  f"counted at the release's stated claim, larger than its cost parts add up to "
+                  f"(epsilon {eps:.6g}, delta {dlt:g}): a conservative claim, or a part the "
+                  "record lacks")]
+
+
 def budget(*releases, delta=None, accountant="zcdp", labels=None) -> Budget:
     """The total privacy cost when ONE holder released several times (sequential composition).
 
@@ -817,9 +880,10 @@ def budget(*releases, delta=None, accountant="zcdp", labels=None) -> Budget:
     times = []
     rels, labels = _loaded(releases, times, labels)
     _check_composable(rels, labels)
-    per = [_holder_groups(r.privacy_cost, r.holder_names) for r in rels]
+    counted = [budget_parts(r) for r in rels]
+    per = [_holder_groups(c, r.holder_names) for c, r in zip(counted, rels)]
     eps, dlt, rho = _compose([g for g, n in zip(per, times) for _ in range(n)], accountant, delta)
-    rows = tuple({"release": lab, **p} for r, lab in zip(rels, labels) for p in r.privacy_cost)
+    rows = tuple({"release": lab, **p} for c, lab in zip(counted, labels) for p in c)
     return Budget(accountant=accountant, epsilon=eps, delta=dlt, rho=rho, parts=rows,
                   releases=tuple(labels))
 

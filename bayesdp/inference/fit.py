@@ -232,8 +232,11 @@ def check_finite_posterior(posterior, method):
 
 def _release_attrs(release) -> dict:
     return {
-        "epsilon": release.epsilon,
-        "delta": release.delta,
+        # the claim the release's noise pays for (Release.claim), never a number only typed
+        "epsilon": release.claim.epsilon,
+        "delta": release.claim.delta,
+        "privacy_claim": str(release.claim),
+        "privacy_claim_status": release.claim.status,
         "calibration": release.calibration,
         "sensitivity": release.sensitivity,
         "bounds": None if release.bounds is None else list(release.bounds),

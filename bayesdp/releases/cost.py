@@ -11,23 +11,119 @@ budget"; docs/release-format.md).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple, Optional
 
 import numpy as np
 
 from .. import privacy, secure_noise
-from ..accounting import (ADD_REMOVE, DISCRETE_GAUSSIAN, EXPONENTIAL, gaussian_part,
-                          non_private_part, unaccounted_part, zcdp_epsilon)
+from ..accounting import (ADD_REMOVE, DISCRETE_GAUSSIAN, EXPONENTIAL, epsilon_at, gaussian_part,
+                          non_private_part, total_cost, unaccounted_part, zcdp_epsilon)
 from ..errors import BayesdpInputError
 
 _CALIBRATION_RTOL = 1e-6
 """A release's noise may exceed what its calibration gives at its stated epsilon by this much
-(relative) before the surplus counts as epsilon spent elsewhere (:func:`derive_cost`); the eps
-such a surplus could hide is at most about this fraction of epsilon."""
+(relative) before its part records the smaller epsilon the noise pays for (:func:`derive_cost`;
+the release's claim stays the stated one, :func:`claim_of`)."""
 
 _CONTIGUOUS_EXACT_LIMIT = 10**7
 """Rows times holders up to which the reader recomputes the contiguous split's factor exactly
 (privacy.contiguous_split_change is O(n J)); beyond, it checks against sqrt(4 J - 3), which the
 factor is never below."""
+
+
+_CLAIM_RTOL = 1e-9
+"""A stated epsilon may fall below what the noise proves at the stated delta by this much
+(relative: float64 rounding of the calibration) and still be met (:func:`claim_of`)."""
+
+NO_CLAIM = "no privacy claim"
+"""How tables, attributes and the command line name a release without a DP guarantee."""
+
+
+class Claim(NamedTuple):
+    """The privacy claim a release reports (:func:`claim_of`; ``Release.claim``).
+
+    ``epsilon``, ``delta``: the (eps, delta) reported everywhere (fit attributes, tables, the
+    command line); None with ``status`` "none". ``status``:
+
+    - ``"verified"``: the stated (eps, delta) is met by the recorded noise (the cost record,
+      itself checked against the noise: :func:`verify_cost`), and is reported as stated (a
+      stated claim weaker than the noise pays for is reported as written);
+    - ``"recomputed"``: the stated claim is stronger than the noise pays for; the numbers are
+      what it pays for (the cost record's total, :func:`bayesdp.accounting.total_cost`), and
+      ``load_release`` refuses such a file unless it says so itself (``dp_claim_valid``
+      false, as a ``calibration="paper-code"`` release does) or is read with ``strict=False``;
+    - ``"unverified"``: the release's own claim (``dp_claim_valid`` true, what it is in
+      ``dp_claim_note``) where the noise record cannot account it: a network protocol's local
+      guarantee (docs/adapters/); ``epsilon`` may then be None;
+    - ``"none"``: no guarantee (bounds read off the data, no noise, no claim recorded).
+
+    ``note``: why, in words (empty for "verified").
+    """
+
+    epsilon: Optional[float]
+    delta: Optional[float]
+    status: str
+    note: str
+
+    def __str__(self):
+        if self.status == "none":
+            return NO_CLAIM
+        if self.epsilon is None:
+            return "a privacy claim bayesdp cannot verify (dp_claim_note)"
+        text = f"epsilon={self.epsilon:g}, delta={self.delta:g}"
+        return text + {"verified": "", "recomputed": " (recomputed from the noise)",
+                       "unverified": " (not verified by the noise record)"}[self.status]
+
+
+def _no_guarantee(parts):
+    """The note of the first part without a guarantee that is not merely unaccounted, or None."""
+    for p in parts:
+        if p["epsilon"] is None and p["mechanism"] != "unaccounted":
+            return p["note"] or "no guarantee"
+    return None
+
+
+def claim_of(rel) -> Claim:
+    """The claim ``rel`` reports: its stated (``epsilon``, ``delta``) when its noise pays for
+    it, else what the noise pays for (:class:`Claim`).
+
+    The noise pays for (eps, delta) when the cost parts (``rel.privacy_cost``, verified
+    against the noise when read from a file) prove at most eps at delta:
+    :func:`bayesdp.accounting.epsilon_at`, zCDP or basic composition, exact (Balle & Wang 2018,
+    Theorem 8) for one Gaussian part. A record that accounts nothing (``"unaccounted"``) is
+    replaced by the cost the release's own fields give (:func:`derive_cost`), so that an
+    edited record cannot lift the check; where those give none either, the stated claim is
+    reported as "unverified".
+    """
+    parts = list(rel.privacy_cost)
+    missing = _no_guarantee(parts)
+    if missing is None and any(p["mechanism"] == "unaccounted" for p in parts):
+        parts = list(derive_cost(rel))
+        missing = _no_guarantee(parts)
+        if missing is None and any(p["mechanism"] == "unaccounted" for p in parts):
+            if not rel.dp_claim_valid or (rel.epsilon is None and not rel.dp_claim_note):
+                return Claim(None, None, "none", f"{NO_CLAIM}: " + "; ".join(
+                    p["note"] for p in parts if p["note"]))
+            return Claim(rel.epsilon, rel.delta, "unverified",
+                         "the claim is the release's own: its noise record cannot account it")
+    if missing is not None:
+        return Claim(None, None, "none", f"{NO_CLAIM}: {missing}")
+    if rel.epsilon is None or rel.delta is None:
+        return Claim(None, None, "none", f"{NO_CLAIM}: no epsilon and delta recorded")
+    eps, dlt = float(rel.epsilon), float(rel.delta)
+    proven = epsilon_at(parts, rel.holder_names, dlt)
+    if proven is None:
+        return Claim(eps, dlt, "unverified", "the claim is the release's own: its noise record "
+                     "cannot account it (" + "; ".join(p["note"] for p in parts if p["note"])
+                     + ")")
+    if eps >= proven * (1 - _CLAIM_RTOL):
+        return Claim(eps, dlt, "verified", "")
+    total = total_cost(parts, rel.holder_names)
+    return Claim(total["epsilon"], total["delta"], "recomputed",
+                 f"the stated epsilon={eps:g}, delta={dlt:g} is not met by the noise: it pays "
+                 f"for epsilon={total['epsilon']:.6g} at delta={total['delta']:g} "
+                 f"({'epsilon ' + format(proven, '.6g') if math.isfinite(proven) else 'no finite epsilon'}"
+                 f" at delta={dlt:g})")
 
 
 _DERIVED_NOTE = "derived from the release's epsilon, delta, sigma and bounds"
@@ -60,8 +156,10 @@ def derive_cost(rel, given=None):
       contiguous split, privacy.contiguous_split_change, over the group's holders), epsilon the
       true eps of sigma (the stated one when within 1e-9 of it). When sigma exceeds what the
       calibration gives at the stated epsilon (less the other parts') by more than
-      _CALIBRATION_RTOL, the rest of epsilon was spent on something the release does not
-      record (a private bounds estimate whose part was removed): an unaccounted part.
+      _CALIBRATION_RTOL, the part is still the true eps of sigma: the stated claim is then a
+      conservative one, or the rest of epsilon went to a mechanism the record lacks (a private
+      bounds estimate whose part was removed); either way the release's claim is the stated
+      one (:func:`claim_of`) and a budget counts that (:func:`bayesdp.accounting.budget`).
     """
     if given is None:
         with np.errstate(all="ignore"):  # extreme files: float64 limits are handled below
@@ -176,6 +274,7 @@ def _statistics_cost(rel, holders, others, note, checking=True):
     if sig == 0:
         return done(non_private_part("no noise", sigma=sig, sensitivity=sens))
     notes = [note] if note else []
+    surplus = False
     if secure:
         try:
             part = secure_noise.statistics_part(eps_stats, dlt, sigma=sig, sensitivity=sens,
@@ -197,15 +296,17 @@ def _statistics_cost(rel, holders, others, note, checking=True):
         except (ValueError, ArithmeticError) as exc:
             return done(unaccounted_part(f"calibration={rel.calibration!r} cannot be recomputed "
                                          f"at epsilon {eps_stats:g}, delta {dlt:g}: {exc}"))
-        if sig > expected * (1 + _CALIBRATION_RTOL):
+        surplus = sig > expected * (1 + _CALIBRATION_RTOL)
+        if surplus:
+            # more noise than the stated claim needs: a conservative claim, or part of epsilon
+            # went to a mechanism the record lacks; the part is what the noise pays for, and
+            # the release's claim (claim_of) stays the stated one, which budgets count
             less = f" (the stated {eps:g} less the other parts' {eps_other:g})" if others else ""
-            return done(unaccounted_part(
+            notes.append(
                 f"the noise (sigma = {sig:.6g}, holders[{j_min}].{field}) is more than "
-                f"calibration={rel.calibration!r} gives at epsilon = {eps_stats:.6g}{less}, "
-                f"delta = {dlt:g} and the sensitivity {sens:.6g} of the bounds {_pair(bounds)} "
-                f"({_design(rel)}): sigma = {expected:.6g}. The rest of epsilon went to a "
-                "mechanism the release does not record (such as a private bounds estimate whose "
-                "'bounds' cost part is missing), so its cost is unknown"))
+                f"calibration={rel.calibration!r} gives at epsilon = {eps_stats:.6g}{less}: "
+                "epsilon here is what the noise pays for, and the release's claim is the "
+                "stated, larger one")
     cost_sens = sens
     split = str(rel.provenance.get("split", ""))
     combined = "combined_from" in rel.provenance and checking
@@ -221,8 +322,8 @@ def _statistics_cost(rel, holders, others, note, checking=True):
         notes.append(contiguous_cost_note(factor) if exact else
                      f"split='contiguous': at least sqrt(4 J - 3) = {factor:.4g} x the "
                      "calibrated sensitivity (the exact factor is not recomputed at this size)")
-    return done(gaussian_part(sig, cost_sens, dlt, stated_epsilon=eps_stats if eps_stats > 0
-                              else None, note="; ".join(notes)))
+    stated = eps_stats if eps_stats > 0 and not surplus else None
+    return done(gaussian_part(sig, cost_sens, dlt, stated_epsilon=stated, note="; ".join(notes)))
 
 
 def _cost_groups(rel, parts):

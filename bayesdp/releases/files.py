@@ -225,8 +225,18 @@ def save_release(rel, path, include_clip_counts=False) -> Path:
 # -- reading ---------------------------------------------------------------------------------------
 
 
-def load_release(path) -> Release:
-    """Read a release file written by :meth:`Release.save` or by hand (docs/release-format.md)."""
+def load_release(path, *, strict=True) -> Release:
+    """Read a release file written by :meth:`Release.save` or by hand (docs/release-format.md).
+
+    The release reports the privacy claim its recorded noise pays for (``Release.claim``,
+    :func:`bayesdp.releases.cost.claim_of`), never a number only typed into the file. A file
+    whose written ``privacy.epsilon`` / ``privacy.delta`` is stronger than its noise pays for,
+    while it asserts the claim (``privacy.dp_claim_valid`` true or absent), is refused
+    (ReleaseFormatError naming both numbers and the field); ``strict=False`` reads it with the
+    claim recomputed from the noise and ``dp_claim_valid`` false. A file without a privacy
+    record loads (the likelihood needs only the noise) with "no privacy claim" and
+    ``dp_claim_valid`` false; a written claim weaker than the noise pays for is reported as
+    written."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -253,7 +263,7 @@ def load_release(path) -> Release:
             f"{path}: field {where} is not a finite number (NaN and Infinity are not allowed)"
         )
     try:
-        return release_from_dict(doc)
+        return release_from_dict(doc, strict=strict)
     except ReleaseFormatError as exc:
         raise ReleaseFormatError(f"{path}: {exc}") from None
     except BayesdpInputError as exc:
@@ -295,7 +305,9 @@ def _need(doc, key, where, kind=None):
     return v
 
 
-def release_from_dict(doc) -> Release:
+def release_from_dict(doc, *, strict=True) -> Release:
+    """The :class:`Release` of a release file's dictionary (:func:`load_release`, which adds
+    the checks of a file read from disk; ``strict`` as there)."""
     if not isinstance(doc, dict):
         raise ReleaseFormatError("top level must be a JSON object")
     if doc.get("format") != _FORMAT_NAME:
@@ -379,7 +391,7 @@ def release_from_dict(doc) -> Release:
                 parts.append(accounting.check_part(p, f"privacy.cost.parts[{i}]", hn))
             except BayesdpInputError as exc:
                 raise ReleaseFormatError(str(exc)) from None
-    claim_valid = _flag(pr, "dp_claim_valid", True, "privacy.")
+    claim_valid = _flag(pr, "dp_claim_valid", bool(pr), "privacy.")
     claim_note = str(pr.get("dp_claim_note", ""))
     mech, grid = _noise_from_dict(doc.get("noise"))
     has = lambda lst: all(v is not None for v in lst)  # noqa: E731
@@ -428,11 +440,27 @@ def release_from_dict(doc) -> Release:
         )
         # the record must agree with the cost the file's own noise, bounds and design give
         verify_cost(rel)
+        if strict and claim_valid and rel.claim.status == "recomputed":
+            raise ReleaseFormatError(_overclaim_message(rel, pr))
     except ReleaseFormatError:
         raise
     except BayesdpInputError as exc:
         raise ReleaseFormatError(str(exc)) from None
     return rel
+
+
+def _overclaim_message(rel, pr):
+    """The refusal of a file whose written claim is stronger than its noise pays for."""
+    c = rel.claim
+    fields = [f"privacy.{k} = {pr.get(k)!r}" for k, paid in (("epsilon", c.epsilon),
+                                                               ("delta", c.delta))
+              if float(pr.get(k)) < paid] or [f"privacy.epsilon = {pr.get('epsilon')!r} at "
+                                              f"privacy.delta = {pr.get('delta')!r}"]
+    return (f"{' and '.join(fields)} claims more than the file's noise pays for: epsilon = "
+            f"{rel.claim.epsilon:.6g} at delta = {rel.claim.delta:g} (its sigmas, sensitivity "
+            "and cost record; what 'bayesdp budget' reports). The claim was edited or the noise "
+            "falls short of it; load_release(..., strict=False) reads the file with the claim "
+            "its noise pays for")
 
 
 def _table_from_dict(doc):

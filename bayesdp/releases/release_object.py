@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import accounting, privacy, secure_noise
 from ..errors import BayesdpInputError
-from .cost import derive_cost
+from .cost import claim_of, derive_cost
 from .holders import is_default_holder_name
 from .spec import ReleaseSpec, check_average_rows, check_intercept
 
@@ -77,6 +77,12 @@ class Release:
     (``table.numeric_columns``); exact counts, like ``n_clipped`` not covered by the DP
     guarantee, so a file holds them only when asked (``include_clip_counts``).
 
+    ``claim`` (not a parameter): the :class:`~bayesdp.releases.cost.Claim` the release
+    reports, its stated ``epsilon`` and ``delta`` when its noise pays for them, else what the
+    noise pays for (:func:`~bayesdp.releases.cost.claim_of`); every table, attribute and
+    command line reports ``claim``, never the stated numbers alone. ``dp_claim_valid`` is
+    false when the claim is not the stated one or there is none.
+
     ``spec``: the :class:`~bayesdp.releases.spec.ReleaseSpec` the release was made by
     (:func:`bayesdp.release` and its kin), kept in memory only: a file never holds it (its seed
     would let anyone regenerate the noise), so a release read from a file, combined or built
@@ -113,6 +119,7 @@ class Release:
     spec: Optional[ReleaseSpec] = None
     table: Optional[object] = None
     n_clamped: Optional[np.ndarray] = None
+    claim: Optional[object] = dataclasses.field(default=None, init=False, compare=False)
 
     def __post_init__(self):
         """Check every field, group by group; normalise arrays to float64 (counts to int64),
@@ -126,6 +133,19 @@ class Release:
         self._check_origin()
         self._check_table()
         self._check_cost()
+        self._check_claim()
+
+    def _check_claim(self):
+        """``claim``: what the release reports (:func:`~bayesdp.releases.cost.claim_of`);
+        ``dp_claim_valid`` false and the reason in ``dp_claim_note`` when the stated claim is
+        not met or there is none."""
+        claim = claim_of(self)
+        self._set("claim", claim)
+        if claim.status in ("none", "recomputed"):
+            self._set("dp_claim_valid", False)
+            if claim.note not in self.dp_claim_note:
+                self._set("dp_claim_note", "; ".join(x for x in (self.dp_claim_note, claim.note)
+                                                     if x))
 
     def _set(self, name, value):
         object.__setattr__(self, name, value)
@@ -365,12 +385,11 @@ class Release:
         return next((p for p in self.privacy_cost if p.get("name") == "bounds"), None)
 
     def __repr__(self):
-        eps = "none" if self.epsilon is None else f"{self.epsilon:g}"
-        dlt = "none" if self.delta is None else f"{self.delta:g}"
+        claim = str(self.claim)
         flags = []
         if not self.private_bounds:
             flags.append("NOT PRIVATE: bounds read off the data")
-        if not self.dp_claim_valid:
+        if not self.dp_claim_valid and self.claim.status != "none":
             flags.append("DP CLAIM INVALID")
         if self.seeded:
             flags.append("seeded noise (for experiments only)")
@@ -386,7 +405,7 @@ class Release:
         if self.average_rows > 1:
             shape += f", average_rows={self.average_rows} (n = groups)"
         return (
-            f"Release(J={self.J}, d={self.d}{shape}, n={self.n.tolist()}, epsilon={eps}, delta={dlt}, "
+            f"Release(J={self.J}, d={self.d}{shape}, n={self.n.tolist()}, {claim}, "
             f"calibration={self.calibration}, sigma_s={_fmt(self.sigma_s)}, "
             f"sigma_z={_fmt(self.sigma_z)}){extra}"
         )

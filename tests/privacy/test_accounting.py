@@ -592,7 +592,8 @@ def test_budget_refuses(tmp_path, data):
         accounting.budget(a, a, labels=["only one"])
     with pytest.raises(BayesdpInputError, match="at least one"):
         accounting.budget()
-    only_pure = dataclasses.replace(a, privacy_cost=(_pure_part(0.5),))
+    # no stated claim, so that the budget counts the pure part itself (budget_parts)
+    only_pure = dataclasses.replace(a, privacy_cost=(_pure_part(0.5),), epsilon=None, delta=None)
     with pytest.raises(BayesdpInputError, match="delta"):
         accounting.budget(only_pure)
     assert accounting.budget(only_pure, delta=1e-6).epsilon == accounting.zcdp_epsilon(0.125, 1e-6)
