@@ -595,22 +595,9 @@ def same_release_pairs(rels):
 
 
 def _check_composable(rels, labels):
-    """Refuse parts without a guarantee, mixed neighbouring relations, the same release given
-    twice and releases of different (named) holders; errors name the release and the field."""
-    relation = None
-    for rel, lab in zip(rels, labels):
-        for i, p in enumerate(rel.privacy_cost):
-            where = f"{lab}: privacy.cost.parts[{i}]"
-            if p["mechanism"] == _UNACCOUNTED or p["epsilon"] is None:
-                raise BayesdpInputError(
-                    f"{where} ({p['name']}, mechanism {p['mechanism']!r}) has no DP guarantee "
-                    f"that can be composed: {p['note'] or 'no epsilon recorded'}")
-            if relation is None:
-                relation = (p["neighbouring"], where)
-            elif p["neighbouring"] != relation[0]:
-                raise BayesdpInputError(
-                    f"{where}.neighbouring is {p['neighbouring']!r} but {relation[1]} has "
-                    f"{relation[0]!r}: costs under different neighbouring relations do not compose")
+    """Refuse the same release given twice and releases of different (named) holders (parts
+    without a guarantee and mixed neighbouring relations: :func:`compose_counted`); errors
+    name the release and the field."""
     for (k0, _), (k, _) in same_release_pairs(rels):
         if k != k0:
             raise BayesdpInputError(f"{labels[k]} has the same statistics (S_hat, z_hat, to "
@@ -881,11 +868,38 @@ def budget(*releases, delta=None, accountant="zcdp", labels=None) -> Budget:
     rels, labels = _loaded(releases, times, labels)
     _check_composable(rels, labels)
     counted = [budget_parts(r) for r in rels]
-    per = [_holder_groups(c, r.holder_names) for c, r in zip(counted, rels)]
+    return compose_counted([(lab, c, r.holder_names) for lab, c, r in zip(labels, counted, rels)],
+                           times=times, delta=delta, accountant=accountant)
+
+
+def compose_counted(entries, *, times=None, delta=None, accountant="zcdp") -> Budget:
+    """The :class:`Budget` of releases given by what a budget counts of each: ``entries`` are
+    ``(label, parts, holder_names)`` (the parts :func:`budget_parts` gives, as a holder's ledger
+    stores them, :class:`bayesdp.Ledger`), each counted ``times[k]`` times (default once).
+    The composition of :func:`budget`; parts without a guarantee and mixed neighbouring
+    relations are refused here too."""
+    if accountant not in _ACCOUNTANTS:
+        raise BayesdpInputError(f"accountant must be one of {_ACCOUNTANTS}, got {accountant!r}")
+    times = [1] * len(entries) if times is None else list(times)
+    relation = None
+    for lab, parts, _ in entries:
+        for i, p in enumerate(parts):
+            where = f"{lab}: privacy.cost.parts[{i}]"
+            if p["mechanism"] == _UNACCOUNTED or p["epsilon"] is None:
+                raise BayesdpInputError(
+                    f"{where} ({p['name']}, mechanism {p['mechanism']!r}) has no DP guarantee "
+                    f"that can be composed: {p['note'] or 'no epsilon recorded'}")
+            if relation is None:
+                relation = (p["neighbouring"], where)
+            elif p["neighbouring"] != relation[0]:
+                raise BayesdpInputError(
+                    f"{where}.neighbouring is {p['neighbouring']!r} but {relation[1]} has "
+                    f"{relation[0]!r}: costs under different neighbouring relations do not compose")
+    per = [_holder_groups(parts, names) for _, parts, names in entries]
     eps, dlt, rho = _compose([g for g, n in zip(per, times) for _ in range(n)], accountant, delta)
-    rows = tuple({"release": lab, **p} for c, lab in zip(counted, labels) for p in c)
+    rows = tuple({"release": lab, **p} for lab, parts, _ in entries for p in parts)
     return Budget(accountant=accountant, epsilon=eps, delta=dlt, rho=rho, parts=rows,
-                  releases=tuple(labels))
+                  releases=tuple(lab for lab, _, _ in entries))
 
 
 def to_dp_event(event):

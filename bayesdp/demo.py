@@ -40,7 +40,7 @@ def run_demo(*, n=100_000, d=5, nodes=5, epsilon=1.0, delta=1e-5, seed=0,
     echo(f"simulated n={n} rows, d={d} features; split over J={nodes} data holders")
     rel = release(sim.X, sim.y, epsilon=epsilon, delta=delta, bounds=sim.bounds, nodes=nodes,
                   seed=s_release)
-    path = rel.save(out / "release.json")
+    path = rel.save(out / "release.json", overwrite=True)  # the demo's own folder
     echo(f"released with (eps={epsilon:g}, delta={delta:g})-DP per holder, public bounds "
          f"B_x={sim.bounds[0]:.4g}, B_y={sim.bounds[1]:.4g}; noise sd {rel.sigma_s[0]:.4g}; "
          f"{int(rel.n_clipped.sum())} rows clipped")

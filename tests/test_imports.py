@@ -184,7 +184,7 @@ def test_every_public_name_is_still_there():
 #: estimator, the two warnings and two errors, and select (issue 39); the rest is in the
 #: subpackages
 TOP_LEVEL = {
-    "release", "load_release", "combine_releases", "Release",
+    "release", "load_release", "combine_releases", "Release", "Ledger",
     "fit", "fit_nonprivate", "select", "adassp", "METHODS", "Priors",
     "predict", "prediction_summary", "diagnose", "BayesDPRegressor", "simulate",
     "CalibrationWarning", "ConvergenceWarning", "BayesdpError", "BayesdpInputError",

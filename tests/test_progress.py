@@ -81,7 +81,7 @@ def test_cli_progress_options(data_csv, tmp_path, capsys):
             "--seed", "1", "--out", str(tmp_path / "r.json")]
     assert main(argv) == 0
     assert "100%" not in capsys.readouterr().err
-    assert main(argv + ["--progress"]) == 0
+    assert main(argv + ["--progress", "--force"]) == 0
     assert "100%" in capsys.readouterr().err
     parser = build_parser()
     for cmd in (["fit", "r.json"], ["compare", "simulated"], argv):

@@ -2,6 +2,7 @@
 :func:`bayesdp.accounting.budget`).
 
     bayesdp budget plain.json intercept.json [--delta 2e-5] [--accountant zcdp|basic|pld] [--json]
+    bayesdp budget --ledger holder-ledger.json
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import json
 
 from ..accounting import budget
-from ..releases import load_release, write_text_atomic
+from ..errors import BayesdpInputError
+from ..releases import Ledger, load_release, write_text_atomic
 from .common import add_command
 
 
@@ -18,8 +20,16 @@ def _cmd_budget(args):
     composition: e.g. with and without intercept, or private bounds plus statistics) and prints
     one line per part and the total. Within a release, holders hold disjoint rows and count
     once (parallel composition). docs/privacy.md, 'Privacy cost and budget'."""
-    res = budget(*[load_release(path) for path in args.releases], delta=args.delta,
-                 accountant=args.accountant, labels=args.releases)
+    if args.ledger is not None:
+        if args.releases:
+            raise BayesdpInputError("give release files or --ledger, not both (a ledger "
+                                    "already records its releases)")
+        res = Ledger(args.ledger, accountant=args.accountant).budget_at(args.delta)
+    elif not args.releases:
+        raise BayesdpInputError("give the release files of one holder, or --ledger FILE")
+    else:
+        res = budget(*[load_release(path) for path in args.releases], delta=args.delta,
+                     accountant=args.accountant, labels=args.releases)
     text = json.dumps(res.to_dict(), indent=1, allow_nan=False)
     print(text if args.json else res.table())
     if args.out:
@@ -32,7 +42,10 @@ def register(subparsers):
     """Add ``budget`` to the ``bayesdp`` sub-commands."""
     p = add_command(subparsers, "budget", _cmd_budget,
                     "total privacy cost of several releases of one data holder")
-    p.add_argument("releases", nargs="+", help="release files of the same holder")
+    p.add_argument("releases", nargs="*", help="release files of the same holder")
+    p.add_argument("--ledger", default=None, metavar="FILE",
+                   help="the total of the releases a holder's ledger records (bayesdp release "
+                        "--ledger), in place of release files")
     p.add_argument("--delta", type=float, default=None,
                    help="delta of the total, in (0, 1) (default: the sum of the parts' deltas)")
     p.add_argument("--accountant", default="zcdp", choices=["zcdp", "basic", "pld"],

@@ -79,6 +79,16 @@ def check_output_paths(args):
             value = getattr(args, name, None)
             if value is not None:
                 check(value, "--" + name.replace("_", "-"))
+    if getattr(args, "force", None) is False and Path(args.out).exists():
+        raise BayesdpInputError(f"--out: {args.out!r} exists and is kept as it is (a release "
+                                "file records a budget already spent); choose another name, or "
+                                "give --force to replace it")
+
+
+def add_force_option(p):
+    """``--force``: replace an existing ``--out`` release file (refused by default)."""
+    p.add_argument("--force", action="store_true",
+                   help="replace --out if it exists (default: refuse, keeping the file)")
 
 
 #: the modules :func:`no_distributed_import` keeps out

@@ -21,7 +21,7 @@ from ..adapters import consensus, gossip, pricer
 from ..errors import BayesdpInputError
 from ..releases import combine_releases
 from ..simulate import linear_rows
-from .common import add_command, write_json
+from .common import add_command, add_force_option, write_json
 
 
 def _add_common(p, *, epsilon, eps_help, sigma_y, sigma_help="regression noise sd",
@@ -34,6 +34,7 @@ def _add_common(p, *, epsilon, eps_help, sigma_y, sigma_help="regression noise s
     p.add_argument("--sigma-y", type=float, default=sigma_y, help=sigma_help)
     p.add_argument("--epsilon", type=float, default=epsilon, help=eps_help)
     p.add_argument("--out", required=True, help="release file to write (JSON)")
+    add_force_option(p)
     p.add_argument("--truth-out", default=None,
                    help="also write the simulated truth (theta, sigma_y2, exact S and z) as JSON; "
                         "for checking only, never share it with an analyst")
@@ -57,7 +58,7 @@ def _theta(args, rng):
 def _write_outputs(rels, truth, args):
     """One holder per network: combine, save the release (and the private truth if asked)."""
     rel = combine_releases(rels) if len(rels) > 1 else rels[0]
-    rel.save(args.out)
+    rel.save(args.out, overwrite=args.force)
     if args.truth_out:
         write_json(args.truth_out, truth)
     print(f"wrote {args.out}: {rel!r}")

@@ -5,6 +5,8 @@
     bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds private --out release.json
     bayesdp release table.csv --epsilon 1 --delta 1e-5 --formula "y ~ x + C(region)" \
         --bound x 0 10 --bound y -5 5 --bound region north south --out release.json
+    bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds 10 5 --ledger holder-ledger.json \
+        --cap 2 --out second.json
     bayesdp combine a.json b.json --out all.json
 """
 
@@ -14,8 +16,9 @@ import argparse
 import warnings
 
 from ..errors import BayesdpError, BayesdpInputError
-from ..releases import ReleaseSpec, combine_releases, release_file
-from .common import add_command, add_progress_option, print_warnings
+from ..releases import Ledger, ReleaseSpec, combine_releases, release_file
+from ..releases.ledger import guarding
+from .common import add_command, add_force_option, add_progress_option, print_warnings
 
 
 def _cmd_release(args):
@@ -48,15 +51,25 @@ def _cmd_release(args):
                        split=args.split, seed=args.seed, holder_name=args.holder,
                        bounds_share=args.bounds_share, bounds_range=args.bounds_range,
                        formula=args.formula)
-    with warnings.catch_warnings(record=True) as caught:
+    if args.cap is not None and args.ledger is None:
+        raise BayesdpInputError("--cap: a cap needs a ledger to add up to (--ledger FILE)")
+    ledger = None if args.ledger is None else Ledger(args.ledger, cap=args.cap)
+    with warnings.catch_warnings(record=True) as caught, guarding(ledger):
         warnings.simplefilter("always")
         rel = release_file(args.data, nodes=args.nodes, y_column=_column(args.y_column),
                            node_column=_column(args.node_column),
                            header=None if args.no_header else "infer",
                            chunksize=args.chunksize, progress=args.progress, spec=spec)
     print_warnings(caught)
-    rel.save(args.out)
+    if ledger is not None:  # recorded first: a write that fails after it over-counts, never under
+        ledger.record(rel, label=args.out)
+    rel.save(args.out, overwrite=args.force)
     print(rel)
+    if ledger is not None:
+        total = ledger.budget()
+        print(f"ledger {args.ledger}: {len(ledger.entries)} releases, total epsilon = "
+              f"{total.epsilon:.6g} at delta = {total.delta:g}"
+              + ("" if args.cap is None else f" (cap {args.cap:g})"))
     part = rel.bounds_part
     if part is not None:
         print(f"bounds estimated privately: B_x={rel.bounds[0]:.6g}, B_y={rel.bounds[1]:.6g} "
@@ -82,7 +95,7 @@ def _cmd_release(args):
 def _cmd_combine(args):
     """Refuses releases with different d, feature names, bounds or privacy parameters."""
     rel = combine_releases(*args.releases)
-    rel.save(args.out)
+    rel.save(args.out, overwrite=args.force)
     print(rel)
     print(f"wrote {args.out}")
 
@@ -246,8 +259,17 @@ def register(subparsers):
     p.add_argument("--chunksize", type=int, default=100_000,
                    help="rows read at a time (memory grows with it; the result does not change)")
     p.add_argument("--out", required=True, help="release file to write (JSON)")
+    add_force_option(p)
+    p.add_argument("--ledger", default=None, metavar="FILE",
+                   help="this data holder's ledger (JSON, made if missing): the release is "
+                        "added to it, and refused before any noise is drawn if the total "
+                        "would pass --cap (docs/privacy.md, 'A holder's ledger')")
+    p.add_argument("--cap", type=float, default=None, metavar="EPS",
+                   help="with --ledger: the largest total epsilon of this holder's releases "
+                        "(as 'bayesdp budget' adds them up)")
     add_progress_option(p)
 
     p = add_command(subparsers, "combine", _cmd_combine, "put per-holder release files together")
     p.add_argument("releases", nargs="+", help="release files, one or more holders each")
     p.add_argument("--out", required=True, help="combined release file to write (JSON)")
+    add_force_option(p)

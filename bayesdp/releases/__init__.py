@@ -17,6 +17,8 @@ The modules in the order the data passes through them:
     cost.py               the cost a release's own fields give; the check of its cost record
     files.py              its JSON file format (docs/release-format.md); the atomic write
     combine.py            combine_releases(): holders' releases put together
+    ledger.py             Ledger: a data holder's releases, their total and a cap checked
+                          before the noise is drawn
 """
 
 from .combine import combine_releases
@@ -25,12 +27,15 @@ from .formula import TableEncoding
 from .from_dask import partial_statistics_dask, release_dask
 from .from_rows import release, release_file
 from .holders import contiguous_split, random_split
+from .ledger import Ledger, LedgerError
 from .partial import PartialStatistics
 from .release_object import INTERCEPT_NAME, Release
 from .spec import ReleaseSpec
 
 __all__ = [
     "INTERCEPT_NAME",
+    "Ledger",
+    "LedgerError",
     "PartialStatistics",
     "Release",
     "ReleaseSpec",

@@ -30,11 +30,14 @@ _NOISE_M = "symmetric; upper triangle including the diagonal iid N(0, 1), lower 
 _NOISE_V = "iid N(0, 1) per coordinate"
 
 
-def write_atomic(path, write) -> Path:
+def write_atomic(path, write, *, overwrite=True) -> Path:
     """Write ``path`` through a temporary file beside it and an atomic rename, so that a failure
     leaves no partial file and an existing file unchanged. ``write(fd, tmp)`` writes the
     temporary file, open as the descriptor ``fd`` (``write`` closes it) at the path ``tmp``.
-    The file gets the permissions the umask allows (it is for sharing).
+    The file gets the permissions the umask allows (it is for sharing). ``overwrite=False``
+    refuses (BayesdpInputError) a ``path`` that exists, before writing and again at the moment
+    of the rename (a hard link, which fails when the name exists), so an existing file is
+    never replaced.
 
     The temporary file is ``.NAME.HOST.PID.XXXXXXXX.tmp`` (this machine's name and this
     process's id). A writer killed before its rename (kill -9, power loss) leaves it behind; the
@@ -46,6 +49,8 @@ def write_atomic(path, write) -> Path:
         raise BayesdpInputError(f"path: folder {str(path.parent)!r} does not exist")
     if path.is_dir():
         raise BayesdpInputError(f"path: {str(path)!r} is a folder; give a file name to write")
+    if not overwrite and os.path.lexists(path):
+        raise _exists_error(path)
     _remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path.name), suffix=".tmp",
                                dir=path.parent or ".")
@@ -54,12 +59,26 @@ def write_atomic(path, write) -> Path:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it owner-only
         write(fd, tmp)
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)  # fails if path exists, atomically
+            except FileExistsError:
+                raise _exists_error(path) from None
+            os.unlink(tmp)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return path
+
+
+def _exists_error(path):
+    """The refusal to replace an existing file (``overwrite=False``)."""
+    return BayesdpInputError(f"{str(path)!r} exists and is kept as it is (it may record a "
+                             "privacy budget already spent); choose another name, or replace it "
+                             "on purpose with overwrite=True (command line: --force)")
 
 
 def _host_tag():
@@ -112,8 +131,9 @@ def _remove_stale_temporaries(path):
             pass
 
 
-def write_text_atomic(path, text: str) -> Path:
-    """Write ``text`` to ``path`` as UTF-8, atomically (:func:`write_atomic`)."""
+def write_text_atomic(path, text: str, *, overwrite=True) -> Path:
+    """Write ``text`` to ``path`` as UTF-8, atomically (:func:`write_atomic`, ``overwrite`` as
+    there)."""
 
     def write(fd, tmp):
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -121,7 +141,7 @@ def write_text_atomic(path, text: str) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
 
-    return write_atomic(path, write)
+    return write_atomic(path, write, overwrite=overwrite)
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -216,10 +236,15 @@ def _noise_section(rel) -> dict:
     }
 
 
-def save_release(rel, path, include_clip_counts=False) -> Path:
-    """Write ``rel`` to ``path`` as JSON (:meth:`Release.save`)."""
-    text = json.dumps(release_to_dict(rel, include_clip_counts), indent=1, allow_nan=False)
-    return write_text_atomic(path, text + "\n")
+def release_text(rel, include_clip_counts=False) -> str:
+    """The text of ``rel``'s release file (what :func:`save_release` writes)."""
+    return json.dumps(release_to_dict(rel, include_clip_counts), indent=1, allow_nan=False) + "\n"
+
+
+def save_release(rel, path, include_clip_counts=False, overwrite=False) -> Path:
+    """Write ``rel`` to ``path`` as JSON (:meth:`Release.save`); an existing ``path`` is
+    refused unless ``overwrite``."""
+    return write_text_atomic(path, release_text(rel, include_clip_counts), overwrite=overwrite)
 
 
 # -- reading ---------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from .. import privacy
 from ..errors import BayesdpInputError
 from .data_files import check_csv_header, iter_stacked
 from .from_table import release_table, release_table_file
+from .ledger import spending
 from .holders import (check_one_holder, file_holder_count, node_labels, random_split,
                       split_entropy, split_rng)
 from .mechanism import estimate_bounds, noisy_release, secure_plan
@@ -29,7 +30,8 @@ from .spec import spec_of_call
 def release(X, y=None, *, epsilon=None, delta=None, bounds=None, nodes=1, seed=None,
             calibration="exact", include_yty=True, feature_names=None, split="random",
             holder_name=None, intercept=False, average_rows=1, noise="float",
-            bounds_share=None, bounds_range=None, formula=None, spec=None) -> Release:
+            bounds_share=None, bounds_range=None, formula=None, spec=None, ledger=None,
+            cap=None) -> Release:
     """Release noisy (S_hat_j, z_hat_j, n_j) for each data holder with (eps, delta)-DP.
 
     Parameters
@@ -124,6 +126,14 @@ def release(X, y=None, *, epsilon=None, delta=None, bounds=None, nodes=1, seed=N
         :class:`~bayesdp.releases.spec.ReleaseSpec`, in place of those keywords (which must then
         be left out). The release keeps it as ``Release.spec``, so
         ``release(X2, y2, spec=rel.spec)`` releases other rows by the same mechanism.
+    ledger : str, Path, :class:`~bayesdp.releases.ledger.Ledger` or None
+        The data holder's ledger (docs/privacy.md, "A holder's ledger"): the release is
+        composed with those it records and refused (``LedgerError``, nothing returned, the
+        ledger unchanged) before its noise is drawn when the total would pass ``cap``;
+        otherwise it is recorded (its file's content hash) before it is returned.
+    cap : float or None
+        The largest total epsilon of the ledger (with a path as ``ledger``; a
+        :class:`~bayesdp.releases.ledger.Ledger` carries its own).
 
     Noise: S_hat_j = S_j + sigma M_j, z_hat_j = z_j + sigma v_j (eqs. 2-3) (and yty_hat_j =
     y_j^T y_j + sigma u_j), sigma = Delta * sigma(eps, delta), Delta = sqrt(B_x^4 + B_x^2 B_y^2
@@ -134,6 +144,11 @@ def release(X, y=None, *, epsilon=None, delta=None, bounds=None, nodes=1, seed=N
                         holder_name=holder_name, intercept=intercept, average_rows=average_rows,
                         noise=noise, bounds_share=bounds_share, bounds_range=bounds_range,
                         formula=formula)
+    return spending(ledger, cap, lambda: _release_rows(X, y, nodes, spec, feature_names))
+
+
+def _release_rows(X, y, nodes, spec, feature_names):
+    """:func:`release` once its spec is made."""
     if spec.formula is not None:
         return release_table(X, y, nodes, spec, feature_names)
     if y is None:
@@ -171,7 +186,8 @@ def release_file(path, *, epsilon=None, delta=None, bounds=None, nodes=1, y_colu
                  node_column=None, header="infer", seed=None, calibration="exact",
                  include_yty=True, chunksize=100_000, split="random", holder_name=None,
                  progress=None, intercept=False, average_rows=1, noise="float",
-                 bounds_share=None, bounds_range=None, formula=None, spec=None) -> Release:
+                 bounds_share=None, bounds_range=None, formula=None, spec=None, ledger=None,
+                 cap=None) -> Release:
     """Release from a CSV or Parquet file far larger than memory, in constant memory.
 
     The statistics are accumulated chunk by chunk; noise is added once per holder at the end.
@@ -203,13 +219,21 @@ def release_file(path, *, epsilon=None, delta=None, bounds=None, nodes=1, y_colu
     encoded by the formula, and ``y_column`` is left out (the response is the formula's left
     side); other columns are ignored.
     ``spec``: a :class:`~bayesdp.releases.spec.ReleaseSpec` in place of the mechanism's
-    keywords, as in :func:`release`.
+    keywords, as in :func:`release`. ``ledger`` and ``cap``: the data holder's ledger and its
+    cap, as in :func:`release`.
     """
     spec = spec_of_call(spec, epsilon=epsilon, delta=delta, bounds=bounds, seed=seed,
                         calibration=calibration, include_yty=include_yty, split=split,
                         holder_name=holder_name, intercept=intercept, average_rows=average_rows,
                         noise=noise, bounds_share=bounds_share, bounds_range=bounds_range,
                         formula=formula)
+    return spending(ledger, cap, lambda: _release_file(
+        path, spec, nodes=nodes, y_column=y_column, node_column=node_column, header=header,
+        chunksize=chunksize, progress=progress), label=Path(path).name)
+
+
+def _release_file(path, spec, *, nodes, y_column, node_column, header, chunksize, progress):
+    """:func:`release_file` once its spec is made."""
     path = Path(path)
     if not path.exists():
         raise BayesdpInputError(f"data file {str(path)!r} does not exist")

@@ -21,6 +21,7 @@ from ..errors import BayesdpInputError
 from .cost import contiguous_cost_note
 from .holders import check_holder_count
 from .layout import unvech
+from .ledger import check_before_noise
 from .release_object import INTERCEPT_NAME, MAX_ABS, Release
 
 def symmetric_noise(rng, d) -> np.ndarray:
@@ -110,29 +111,6 @@ def noisy_release(acc, spec, *, feature_names, source, split="labels", plan=None
                 "intercept=True (command line: --intercept). This check reads the rows; it is "
                 "shown to the data holder only and is not part of the release.",
                 UserWarning, stacklevel=3)
-    rng = np.random.default_rng(seed)  # seed None: fresh OS entropy
-    # the grouping of average_rows has its own stream, so the noise draws do not depend on it
-    acc.finish(secure_noise.secret_permutation if plan is not None else
-               np.random.default_rng(None if seed is None else [seed, GROUPING_STREAM]
-                                     ).permutation)
-    D = acc.d + int(acc.intercept)
-    nS = D * (D + 1) // 2
-    S_hat, z_hat, yty_hat = [], [], []
-    for lab in labels:
-        st = acc.stats[lab]
-        if plan is not None:  # exact integer sums on the grid plus discrete Gaussian noise
-            used = nS + D + int(include_yty)
-            vals = secure_noise.noisy_grid_values(st.K[:used], plan["scale"], plan["grid"])
-            S_hat.append(unvech(vals[:nS], D))
-            z_hat.append(vals[nS:nS + D])
-            if include_yty:
-                yty_hat.append(float(vals[-1]))
-            continue
-        S_hat.append(st.S + sigma * symmetric_noise(rng, D))
-        z_hat.append(st.z + sigma * rng.standard_normal(D))
-        if include_yty:
-            yty_hat.append(st.yty + sigma * rng.standard_normal())
-    n = np.array([acc.stats[lab].n_used for lab in labels])
     dp_valid = private_bounds and calibration != "paper-code"
     notes = []
     if not private_bounds:
@@ -161,6 +139,33 @@ def noisy_release(acc, spec, *, feature_names, source, split="labels", plan=None
                                         note=cost_note)
     else:
         cost = accounting.non_private_part(notes[0], sigma=sigma, sensitivity=sens)
+    holder_names = (spec.holder_name,) if spec.holder_name is not None and len(labels) == 1 \
+        else tuple(str(lab) for lab in labels)
+    # a holder's ledger refuses a release past its cap with the exact cost, before any noise
+    check_before_noise((cost,) if bounds_part is None else (bounds_part, cost), holder_names)
+    rng = np.random.default_rng(seed)  # seed None: fresh OS entropy
+    # the grouping of average_rows has its own stream, so the noise draws do not depend on it
+    acc.finish(secure_noise.secret_permutation if plan is not None else
+               np.random.default_rng(None if seed is None else [seed, GROUPING_STREAM]
+                                     ).permutation)
+    D = acc.d + int(acc.intercept)
+    nS = D * (D + 1) // 2
+    S_hat, z_hat, yty_hat = [], [], []
+    for lab in labels:
+        st = acc.stats[lab]
+        if plan is not None:  # exact integer sums on the grid plus discrete Gaussian noise
+            used = nS + D + int(include_yty)
+            vals = secure_noise.noisy_grid_values(st.K[:used], plan["scale"], plan["grid"])
+            S_hat.append(unvech(vals[:nS], D))
+            z_hat.append(vals[nS:nS + D])
+            if include_yty:
+                yty_hat.append(float(vals[-1]))
+            continue
+        S_hat.append(st.S + sigma * symmetric_noise(rng, D))
+        z_hat.append(st.z + sigma * rng.standard_normal(D))
+        if include_yty:
+            yty_hat.append(st.yty + sigma * rng.standard_normal())
+    n = np.array([acc.stats[lab].n_used for lab in labels])
     if k > 1:
         notes.append(_averaging_note(k, bx, by, acc.intercept, include_yty, sens))
     J = len(labels)
@@ -176,8 +181,7 @@ def noisy_release(acc, spec, *, feature_names, source, split="labels", plan=None
         sigma_s=np.full(J, sigma),
         sigma_z=np.full(J, sigma),
         feature_names=((INTERCEPT_NAME,) if acc.intercept else ()) + tuple(feature_names),
-        holder_names=(spec.holder_name,) if spec.holder_name is not None and J == 1
-        else tuple(str(lab) for lab in labels),
+        holder_names=holder_names,
         epsilon=eps,
         delta=dlt,
         calibration=calibration,

@@ -422,15 +422,17 @@ class Release:
 
         return release_to_dict(self, include_clip_counts)
 
-    def save(self, path, include_clip_counts=False) -> Path:
+    def save(self, path, include_clip_counts=False, overwrite=False) -> Path:
         """Write the release to ``path`` as JSON, atomically (no partial file on failure).
 
-        The exact clipping counts stay out of the file unless ``include_clip_counts`` is true
-        (they are not differentially private; see docs/privacy.md).
+        An existing ``path`` is refused and left as it is, byte for byte, unless ``overwrite``
+        (a release file records a budget already spent). The exact clipping counts stay out of
+        the file unless ``include_clip_counts`` is true (they are not differentially private;
+        see docs/privacy.md).
         """
         from .files import save_release
 
-        return save_release(self, path, include_clip_counts)
+        return save_release(self, path, include_clip_counts, overwrite)
 
     @classmethod
     def from_dict(cls, doc: dict) -> "Release":

@@ -13,7 +13,7 @@ from bayesdp.cli import main
 
 
 def _run(tmp_path, *argv):
-    return main(["simulate-network", *argv, "--out", str(tmp_path / "rel.json")])
+    return main(["simulate-network", *argv, "--out", str(tmp_path / "rel.json"), "--force"])
 
 
 @pytest.mark.parametrize("protocol", ["pricer", "consensus"])

@@ -168,7 +168,7 @@ def _round_trip(rel, tmp_path, name="r.json"):
     one cost applies to every holder, derive_cost reproduces the writer's record
     from the file's fields alone (the other parts given); not for a combination of contiguous
     splits, whose factor the reader does not recheck."""
-    back = bayesdp.load_release(rel.save(tmp_path / name))
+    back = bayesdp.load_release(rel.save(tmp_path / name, overwrite=True))
     assert back.privacy_cost == rel.privacy_cost
     verify_cost(rel)
     derived = derive_cost(back, back.privacy_cost)

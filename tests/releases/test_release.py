@@ -964,11 +964,12 @@ def test_failed_save_leaves_no_partial_file(tmp_path, data, monkeypatch):
     def boom(*a, **k):
         raise OSError("disk full")
 
-    monkeypatch.setattr(files_mod.os, "replace", boom)
-    with pytest.raises(OSError):
-        r.save(target)
-    assert os.listdir(tmp_path) == []
-    monkeypatch.undo()
+    for name in ("link", "replace"):  # the rename of a new file, and of a replacement
+        monkeypatch.setattr(files_mod.os, name, boom)
+        with pytest.raises(OSError):
+            r.save(target, overwrite=name == "replace")
+        assert os.listdir(tmp_path) == []
+        monkeypatch.undo()
 
     # an existing file survives a failing overwrite unchanged
     r.save(target)
@@ -976,7 +977,7 @@ def test_failed_save_leaves_no_partial_file(tmp_path, data, monkeypatch):
     r2 = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds=BOUNDS, seed=1)
     monkeypatch.setattr(files_mod.os, "replace", boom)
     with pytest.raises(OSError):
-        r2.save(target)
+        r2.save(target, overwrite=True)
     monkeypatch.undo()
     assert os.listdir(tmp_path) == ["rel.json"] and target.read_bytes() == before
 
