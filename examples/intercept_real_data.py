@@ -72,7 +72,7 @@ def main(argv=None):
     bounds = (2.0, 1.0)  # ||x|| <= sqrt(4) for four features in [0, 1]; |y| <= 1
     kw = dict(epsilon=args.epsilon, delta=1e-5, bounds=bounds, nodes=3, seed=args.seed)
     rel = bayesdp.release(X, y, intercept=True, **kw)
-    rel_path = rel.save(out / "release.json")
+    rel_path = rel.save(out / "release.json", overwrite=True)  # this example's own folder
     print(rel, f"rows clipped: {rel.n_clipped.tolist()}", f"wrote {rel_path}", sep="\n")
     with warnings.catch_warnings(record=True) as caught:  # the holder is told: not centred
         warnings.simplefilter("always")

@@ -86,7 +86,7 @@ def run(path, *, epsilon=1.0, delta=1e-5, formula=FORMULA, out_dir=None, seed=No
                               seed=None if seed is None else seed + k)
         clamped = dict(zip(rel.table.numeric_columns, rel.n_clamped.sum(axis=0).tolist()))
         print(f"{name}: {rel.n_total} rows, values clamped per column {clamped}")
-        files.append(rel.save(out / f"{name}.json") if out else rel)
+        files.append(rel.save(out / f"{name}.json", overwrite=True) if out else rel)
 
     # 2. the analyst: the two release files only
     both = bayesdp.combine_releases(*files)
