@@ -244,19 +244,42 @@ def _holder(data, j):
     return type(data)(*(None if v is None else np.asarray(v, dtype=np.float64)[j] for v in data))
 
 
+def _z_hat_pencil(setup: Likelihood):
+    """The z_hat site of the model of ``setup`` when its covariance is a pencil in sigma_y^2,
+    the same for every draw but for sigma_y^2: ``(Sm, S, N)`` with Sm, S, N (J, d, d), holder
+    j's site N(Sm_j theta, sigma_y^2 S_j + N_j); None for any other site:
+
+    - :func:`fixeds_model` (one run for all holders): Sm_j = S_j = ``data.S_fixed``, N_j =
+      Sigma_z,j (``_z_likelihood`` of :mod:`bayesdp.models.regression`);
+    - :func:`eiv_model` run per holder with a plug-in t: Sm_j = S_hat_j, S_j = S_+,j, N_j =
+      ``eiv_noise_covariance`` (holder j's data, t).
+    """
+    from ..models import regression as R
+
+    if setup.to_release is not None or setup.sites != ("z_hat",) \
+            or setup.predictive != ("z_hat",):
+        return None
+    data = setup.data
+    if setup.model is R.fixeds_model and not setup.per_holder:
+        S = np.asarray(data.S_fixed, dtype=np.float64)
+        return S, S, np.asarray(data.Sigma_z, dtype=np.float64)
+    if setup.model is R.eiv_model and setup.per_holder:
+        holders = [_holder(data, j) for j in range(np.shape(data.z_hat)[0])]
+        if any(h.theta_plugin is None for h in holders):  # the noise depends on each draw
+            return None
+        return (np.stack([h.S_hat for h in holders]), np.stack([h.S_plus for h in holders]),
+                np.stack([R.eiv_noise_covariance(h, h.theta_plugin, np) for h in holders]))
+    return None
+
+
 def _gaussian_z_hat(setup: Likelihood, samples):
     """The z_hat site of the model of ``setup`` for a chunk of draws, as NumPy arrays: its mean
     ``loc`` (n, J, d) and covariance ``cov[which]`` (n, J, d, d), with the covariances made once
     for each distinct sigma_y^2 (``cov`` (U, J, d, d), ``which`` (n,) indices into it). None
-    when the site is not one this evaluator writes out:
-
-    - :func:`fixeds_model` (one run for all holders): loc_j = S_j theta, cov_j = sigma_y^2 S_j
-      + Sigma_z,j, S_j = ``data.S_fixed`` (``_z_likelihood`` of :mod:`bayesdp.models.regression`);
-    - :func:`eiv_model` run per holder with a plug-in t: loc_j = S_hat_j theta, cov_j =
-      sigma_y^2 S_+,j + ``eiv_noise_covariance`` (holder j's data, t);
-    - :func:`normalx_model` (its z_hat site; :func:`_evaluate_numpy` adds its S_hat site):
-      loc_j = S_j theta, cov_j = sigma_y^2 S_j + Sigma_z,j with each draw's S_j, one
-      covariance per draw.
+    when the site is not one this evaluator writes out: the pencils of
+    :func:`_z_hat_pencil`, and :func:`normalx_model`'s z_hat site (:func:`_evaluate_numpy`
+    adds its S_hat site): loc_j = S_j theta, cov_j = sigma_y^2 S_j + Sigma_z,j with each
+    draw's S_j, one covariance per draw.
     """
     from ..models import regression as R
 
@@ -269,25 +292,47 @@ def _gaussian_z_hat(setup: Likelihood, samples):
         cov = (samples["sigma_y2"].reshape(-1)[:, None, None, None] * S
                + np.asarray(setup.data.Sigma_z, dtype=np.float64))
         return loc, cov, np.arange(len(theta))
-    if setup.sites != ("z_hat",) or setup.predictive != ("z_hat",):
+    pencil = _z_hat_pencil(setup)
+    if pencil is None:
         return None
-    theta = samples["theta"]
+    Sm, S, N = pencil
     s2, which = np.unique(samples["sigma_y2"], return_inverse=True)
-    data = setup.data
-    if setup.model is R.fixeds_model and not setup.per_holder:
-        S = np.asarray(data.S_fixed, dtype=np.float64)
-        loc = np.einsum("jkl,nl->njk", S, theta)
-        cov = s2[:, None, None, None] * S + np.asarray(data.Sigma_z, dtype=np.float64)
-        return loc, cov, which.reshape(-1)
-    if setup.model is R.eiv_model and setup.per_holder:
-        holders = [_holder(data, j) for j in range(np.shape(data.z_hat)[0])]
-        if any(h.theta_plugin is None for h in holders):  # the noise depends on each draw
-            return None
-        loc = np.stack([theta @ h.S_hat.T for h in holders], axis=1)
-        cov = np.stack([s2[:, None, None] * h.S_plus
-                        + R.eiv_noise_covariance(h, h.theta_plugin, np) for h in holders], axis=1)
-        return loc, cov, which.reshape(-1)
-    return None
+    loc = np.einsum("jkl,nl->njk", Sm, samples["theta"])
+    return loc, s2[:, None, None, None] * S + N, which.reshape(-1)
+
+
+class _PencilFactor:
+    """Holder j's z_hat covariance sigma_y^2 S_j + N_j for every sigma_y^2 from one
+    factorisation per holder: with N_j = L L^T and L^-1 S_j L^-T = Q diag(lam) Q^T,
+
+        sigma_y^2 S_j + N_j = T diag(sigma_y^2 lam + 1) T^T,   T = L Q,   T^-T = L^-T Q,
+
+    so a draw's log density costs one product with T^-T (d^2), not a factorisation (d^3):
+    -|D^-1/2 T^-1 r|^2 / 2 - log|L| - sum log(sigma_y^2 lam + 1) / 2 - d log(2 pi) / 2, D =
+    diag(sigma_y^2 lam + 1), and a new draw is loc + T D^1/2 eps. ``ok`` is False when some
+    N_j is not positive definite (no noise on z), and the caller factors each covariance."""
+
+    def __init__(self, S, N):
+        S = 0.5 * (S + np.swapaxes(S, -1, -2))
+        N = 0.5 * (N + np.swapaxes(N, -1, -2))
+        try:
+            L = np.linalg.cholesky(N)
+        except np.linalg.LinAlgError:
+            self.ok = False
+            return
+        A = np.linalg.solve(L, np.linalg.solve(L, S).swapaxes(-1, -2))  # L^-1 S L^-T
+        self.lam, Q = np.linalg.eigh(0.5 * (A + np.swapaxes(A, -1, -2)))
+        self.T = L @ Q
+        self.Tinv_t = np.linalg.solve(np.swapaxes(L, -1, -2), Q)  # T^-T = L^-T Q
+        self.half_log_det_N = np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum(-1)
+        self.ok = bool(np.all(np.isfinite(self.lam)))
+
+    def scales(self, s2):
+        """D = sigma_y^2 lam + 1 (n, J, d) for draws ``s2`` (n,); None when some is not > 0
+        (a covariance that is not positive definite)."""
+        D = s2[:, None, None] * self.lam[None] + 1.0
+        tiny = 1e-12 * np.maximum(1.0, s2[:, None, None] * np.abs(self.lam[None]))
+        return D if np.all(D > tiny) else None
 
 
 def _evaluate_numpy(setup: Likelihood, flat, J, d, seed):
@@ -313,9 +358,29 @@ def _evaluate_numpy(setup: Likelihood, flat, J, d, seed):
         s_obs = layout.vech(np.asarray(setup.data.S_hat, dtype=np.float64))
         rng_s = np.random.default_rng(np.random.SeedSequence(seed,
                                                              spawn_key=(_PREDICTIVE_STREAM, 1)))
+    pencil = None if with_s else _z_hat_pencil(setup)
+    factor = None if pencil is None else _PencilFactor(pencil[1], pencil[2])
+    if factor is not None and factor.ok:  # a few (J, d) arrays per draw, no (J, d, d) ones
+        chunk = int(max(1, min(N, _CHUNK_BYTES // (8 * 6 * J * d))))
     lls, draws, s_draws = [], [], []
     for start in range(0, N, chunk):
-        gauss = _gaussian_z_hat(setup, {k: v[start:start + chunk] for k, v in flat.items()})
+        part = {k: v[start:start + chunk] for k, v in flat.items()}
+        D = None if factor is None or not factor.ok else \
+            factor.scales(np.asarray(part["sigma_y2"], dtype=np.float64).reshape(-1))
+        if D is not None:  # one factorisation per holder for every draw
+            theta = np.asarray(part["theta"], dtype=np.float64)
+            z = np.asarray(setup.data.z_hat, dtype=np.float64)
+            loc = np.matmul(theta, np.swapaxes(pencil[0], -1, -2))  # (J, n, d)
+            w = np.matmul(z[:, None, :] - loc, factor.Tinv_t).transpose(1, 0, 2)
+            ll = (-0.5 * np.sum(w * w / D, axis=-1) - factor.half_log_det_N
+                  - 0.5 * np.log(D).sum(-1) - 0.5 * d * np.log(2.0 * np.pi))
+            if not np.all(np.isfinite(ll)):
+                return None
+            eps = (rng.standard_normal((len(theta), J, d)) * np.sqrt(D)).transpose(1, 0, 2)
+            draws.append((loc + np.matmul(eps, np.swapaxes(factor.T, -1, -2))).transpose(1, 0, 2))
+            lls.append(ll)
+            continue
+        gauss = _gaussian_z_hat(setup, part)
         if gauss is None:
             return None
         loc, cov, which = gauss
