@@ -190,15 +190,18 @@ def _grid(data, theta0, log_s2, log_r):
     for h in range(H):  # every sigma_y^2 of the grid at once
         C_inv, log_det_C = prior_prec[h], prior_log_det[h]
         h_prior = C_inv @ data.m
-        Lp = np.linalg.cholesky(AtA + C_inv)
+        P = AtA + C_inv
+        Lp = np.linalg.cholesky(P)  # P is positive definite (and its log-determinant)
         rhs = Atb + h_prior
-        mu = _cho_solve(Lp, rhs[..., None])[..., 0]
+        if yty:  # theta's covariance in each cell: one LU inverse, the mean from it
+            covs[:, h] = np.linalg.inv(P)
+            mu = np.matmul(covs[:, h], rhs[..., None])[..., 0]
+        else:
+            mu = _cho_solve(Lp, rhs[..., None])[..., 0]
         quad = btb + data.m @ h_prior - np.einsum("gi,gi->g", rhs, mu)
         log_det_P = 2.0 * np.log(np.diagonal(Lp, axis1=1, axis2=2)).sum(axis=1)
         log_w[:, h] = -0.5 * (log_det_M + log_det_C + log_det_P + quad) + log_prior_s2
         means[:, h] = mu
-        if yty:
-            covs[:, h] = _cho_solve(Lp, np.broadcast_to(np.eye(d), Lp.shape))
     if yty:  # y^T y's factor (eiv_model), theta ~ N(mu, P^-1) integrated, cell by cell
         M = L @ L.transpose(0, 2, 1)
         mean, var = eiv_yty_moments(data, s2[:, None], means, covs, M[:, None],

@@ -532,14 +532,14 @@ def eiv_yty_moments(data, sigma_y2, mu, cov, M, noise, xp=np):
     Mk = xp.linalg.solve(M, xp.broadcast_to(k, M.shape[:-1])[..., None])[..., 0]
     S, z = data.S_hat, data.z_hat
     res = z - mu @ S
-    SC = xp.einsum("ij,...jk->...ik", S, cov)
+    SC = S @ cov  # a batched matrix product (BLAS), (..., d, d)
     mean = (data.n * sigma_y2 + xp.einsum("...i,...i->...", mu, z + res) - xp.einsum(
         "...ii->...", SC) + xp.einsum("...i,...i->...", Mk, res))
     g = 2.0 * res - Mk @ S
     var = (2.0 * data.n * sigma_y2 ** 2 + data.yty_var + var_eta
            - xp.einsum("...i,...i->...", Mk, xp.broadcast_to(k, Mk.shape))
            + xp.einsum("...i,...ij,...j->...", g, cov, g)
-           + 2.0 * xp.einsum("...ij,...ji->...", SC, SC))
+           + 2.0 * xp.sum(SC * xp.swapaxes(SC, -1, -2), axis=(-2, -1)))
     return mean, var
 
 
