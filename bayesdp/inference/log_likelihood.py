@@ -58,6 +58,7 @@ import numpy as np
 
 from .._jax import RUN_ONCE, enable_x64, without_numpyro_checks
 from ..releases import layout
+from .closed_form import PencilFactor
 from .compilation_cache import default_compilation_cache
 
 # JAX and numpyro are imported inside the functions that use them: importing bayesdp.inference,
@@ -301,40 +302,6 @@ def _gaussian_z_hat(setup: Likelihood, samples):
     return loc, s2[:, None, None, None] * S + N, which.reshape(-1)
 
 
-class _PencilFactor:
-    """Holder j's z_hat covariance sigma_y^2 S_j + N_j for every sigma_y^2 from one
-    factorisation per holder: with N_j = L L^T and L^-1 S_j L^-T = Q diag(lam) Q^T,
-
-        sigma_y^2 S_j + N_j = T diag(sigma_y^2 lam + 1) T^T,   T = L Q,   T^-T = L^-T Q,
-
-    so a draw's log density costs one product with T^-T (d^2), not a factorisation (d^3):
-    -|D^-1/2 T^-1 r|^2 / 2 - log|L| - sum log(sigma_y^2 lam + 1) / 2 - d log(2 pi) / 2, D =
-    diag(sigma_y^2 lam + 1), and a new draw is loc + T D^1/2 eps. ``ok`` is False when some
-    N_j is not positive definite (no noise on z), and the caller factors each covariance."""
-
-    def __init__(self, S, N):
-        S = 0.5 * (S + np.swapaxes(S, -1, -2))
-        N = 0.5 * (N + np.swapaxes(N, -1, -2))
-        try:
-            L = np.linalg.cholesky(N)
-        except np.linalg.LinAlgError:
-            self.ok = False
-            return
-        A = np.linalg.solve(L, np.linalg.solve(L, S).swapaxes(-1, -2))  # L^-1 S L^-T
-        self.lam, Q = np.linalg.eigh(0.5 * (A + np.swapaxes(A, -1, -2)))
-        self.T = L @ Q
-        self.Tinv_t = np.linalg.solve(np.swapaxes(L, -1, -2), Q)  # T^-T = L^-T Q
-        self.half_log_det_N = np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum(-1)
-        self.ok = bool(np.all(np.isfinite(self.lam)))
-
-    def scales(self, s2):
-        """D = sigma_y^2 lam + 1 (n, J, d) for draws ``s2`` (n,); None when some is not > 0
-        (a covariance that is not positive definite)."""
-        D = s2[:, None, None] * self.lam[None] + 1.0
-        tiny = 1e-12 * np.maximum(1.0, s2[:, None, None] * np.abs(self.lam[None]))
-        return D if np.all(D > tiny) else None
-
-
 def _evaluate_numpy(setup: Likelihood, flat, J, d, seed):
     """What :func:`_evaluate` returns, computed in NumPy from :func:`_gaussian_z_hat` (the
     log density of numpyro's ``MultivariateNormal``: Cholesky factor L of the covariance's
@@ -359,7 +326,7 @@ def _evaluate_numpy(setup: Likelihood, flat, J, d, seed):
         rng_s = np.random.default_rng(np.random.SeedSequence(seed,
                                                              spawn_key=(_PREDICTIVE_STREAM, 1)))
     pencil = None if with_s else _z_hat_pencil(setup)
-    factor = None if pencil is None else _PencilFactor(pencil[1], pencil[2])
+    factor = None if pencil is None else PencilFactor(pencil[1], pencil[2])
     if factor is not None and factor.ok:  # a few (J, d) arrays per draw, no (J, d, d) ones
         chunk = int(max(1, min(N, _CHUNK_BYTES // (8 * 6 * J * d))))
     lls, draws, s_draws = [], [], []

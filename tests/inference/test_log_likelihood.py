@@ -515,10 +515,11 @@ def test_a_likelihood_that_imports_jax_gets_its_arrays_in_float64():
 @pytest.mark.parametrize("method", ["fast", "fixeds", "eiv"])
 def test_one_factorisation_per_holder_is_a_factorisation_per_covariance(method, monkeypatch):
     """The NumPy evaluator's pencil (one factorisation of sigma_y^2 S_j + N_j per holder for
-    every draw, :class:`_PencilFactor`) gives the entries of a Cholesky factor of each draw's
-    covariance (the evaluator without the pencil) to 1e-10 at d = 12, J = 6, and predictive
+    every draw, ``closed_form.PencilFactor``) gives the entries of a Cholesky factor of each
+    draw's covariance (the evaluator without the pencil) to 1e-10 at d = 12, J = 6, and predictive
     draws that whitened by those factors are N(0, 1) (mean and variance within 5 standard
     errors); negative control: whitened by 1.2 times the covariance they are not."""
+    from bayesdp.inference import closed_form
     from bayesdp.inference import log_likelihood as LL
 
     sim = bayesdp.simulate(n=6000, d=12, seed=4)
@@ -529,7 +530,8 @@ def test_one_factorisation_per_holder_is_a_factorisation_per_covariance(method, 
     J, d = release.J, release.d
     ll, pp = LL._evaluate_numpy(setup, flat, J, d, seed=2)
     with monkeypatch.context() as m:
-        m.setattr(LL._PencilFactor, "scales", lambda self, s2: None)  # a factor per covariance
+        # no pencil: a Cholesky factor of each draw's covariance
+        m.setattr(closed_form.PencilFactor, "scales", lambda self, s2: None)
         ll_each, _ = LL._evaluate_numpy(setup, flat, J, d, seed=2)
     np.testing.assert_allclose(ll, ll_each, rtol=1e-10)
     loc, cov, which = LL._gaussian_z_hat(setup, flat)
