@@ -44,9 +44,9 @@ import numpy as np
 from scipy import linalg, special, stats
 
 from ..errors import BayesdpInputError
-from ..models.regression import (eiv_model_data, eiv_noise_covariance, eiv_yty_moments,
+from ..models.regression import (eiv_model_data, eiv_noise_covariance, eiv_yty_moments_from,
                                  eiv_yty_noise)
-from .closed_form import complete_degenerate_noise, prior_variance_split
+from .closed_form import PencilFactor, complete_degenerate_noise, prior_variance_split
 
 #: theta's prior scale r runs over [SCALE_MIN, 1] (log-uniform): the default prior's sd (r = 1)
 #: down to a hundredth of it, so the release can shrink coefficients it cannot see, as adaSSP's
@@ -174,44 +174,155 @@ def _refine_rows(points, log_w, size):
 def _grid(data, theta0, log_s2, log_r):
     """Log weights (normalised) and conditional means of theta over the grid, with the S noise
     pushed through theta0; the prior on the grid: InvGamma(a, b) for sigma_y^2 and log-uniform
-    for r, both as densities in the log coordinates of the grid."""
-    d = len(data.z_hat)
+    for r, both as densities in the log coordinates of the grid.
+
+    Cost: one factorisation of M's pencil (:func:`_release_pencil`) and one eigendecomposition
+    per sigma_y^2 (:func:`_cells`); each cell (sigma_y^2, r) is then O(d^2), so a grid costs
+    O(G d^3 + G H d^2), not O(G H d^3)."""
     s2 = np.exp(log_s2)
-    G, H = len(s2), len(log_r)
-    L = _z_cholesky(data, theta0, s2)
-    log_det_M = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
-    AtA, Atb, btb = _release_terms(data, L)
+    terms = _release_pencil(data, theta0, s2)
+    if terms is None:  # no noise on z, or an indefinite S_+: a Cholesky factor per sigma_y^2
+        L = _z_cholesky(data, theta0, s2)
+        AtA, Atb, btb = _release_terms(data, L)
+        log_det_M = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
+        Mk = None
+        if data.yty_hat is not None:
+            k = eiv_yty_noise(data, theta0)[1]
+            Mk = _cho_solve(L, np.broadcast_to(k, (len(s2), len(k)))[..., None])[..., 0]
+    else:
+        AtA, Atb, btb, log_det_M, Mk = terms
     log_prior_s2 = (-data.a * log_s2 - data.b / s2)  # InvGamma density times s2 (log grid)
-    yty = data.yty_hat is not None
-    covs = np.empty((G, H, d, d)) if yty else None
-    log_w = np.empty((G, H))
-    means = np.empty((G, H, d))
-    prior_prec, prior_log_det = _prior_precision(data, np.exp(log_r))
-    for h in range(H):  # every sigma_y^2 of the grid at once
-        C_inv, log_det_C = prior_prec[h], prior_log_det[h]
-        h_prior = C_inv @ data.m
-        P = AtA + C_inv
-        Lp = np.linalg.cholesky(P)  # P is positive definite (and its log-determinant)
-        rhs = Atb + h_prior
-        if yty:  # theta's covariance in each cell: one LU inverse, the mean from it
-            covs[:, h] = np.linalg.inv(P)
-            mu = np.matmul(covs[:, h], rhs[..., None])[..., 0]
-        else:
-            mu = _cho_solve(Lp, rhs[..., None])[..., 0]
-        quad = btb + data.m @ h_prior - np.einsum("gi,gi->g", rhs, mu)
-        log_det_P = 2.0 * np.log(np.diagonal(Lp, axis1=1, axis2=2)).sum(axis=1)
-        log_w[:, h] = -0.5 * (log_det_M + log_det_C + log_det_P + quad) + log_prior_s2
-        means[:, h] = mu
-    if yty:  # y^T y's factor (eiv_model), theta ~ N(mu, P^-1) integrated, cell by cell
-        M = L @ L.transpose(0, 2, 1)
-        mean, var = eiv_yty_moments(data, s2[:, None], means, covs, M[:, None],
-                                    eiv_yty_noise(data, theta0))
-        log_w -= 0.5 * (np.log(var) + (data.yty_hat - mean) ** 2 / var)
+    log_w, means = _cells(data, theta0, s2, np.exp(log_r), AtA, Atb, btb, Mk)
+    log_w += (-0.5 * log_det_M + log_prior_s2)[:, None]
     log_w -= special.logsumexp(log_w)
     w = np.exp(log_w)
     theta_mean = np.einsum("gh,ghd->d", w, means)
     return {"sigma_y2": s2, "scale": np.exp(log_r), "log_weight": log_w, "mean": means,
             "theta_mean": theta_mean}
+
+
+def _release_pencil(data, theta0, s2):
+    """The release's terms of :func:`_release_terms` and log|M| for every sigma_y^2 in ``s2``
+    (G,) from one factorisation of M = sigma_y^2 S_+ + N, N = Var(e_z - E theta0)
+    (:class:`closed_form.PencilFactor`: M = T D T^T, D = diag(sigma_y^2 lam + 1)): with B =
+    T^-1 S_hat and c = T^-1 z_hat, S_hat^T M^-1 S_hat = B^T D^-1 B, S_hat^T M^-1 z_hat = B^T
+    D^-1 c, z_hat^T M^-1 z_hat = c^T D^-1 c; and M^-1 k for y^T y's noise k (None without
+    y^T y). Returns (AtA (G, d, d), Atb (G, d), btb (G,), log|M| (G,), Mk (G, d) or None), or
+    None when N is singular or some M is not positive definite."""
+    factor = PencilFactor(data.S_plus[None], eiv_noise_covariance(data, theta0)[None])
+    D = factor.scales(np.asarray(s2, dtype=float)) if factor.ok else None
+    if D is None:
+        return None
+    D, W = D[:, 0], factor.Tinv_t[0]  # (G, d); W = T^-T
+    B = W.T @ data.S_hat
+    c = W.T @ data.z_hat
+    Dinv = 1.0 / D
+    AtA = np.matmul(B.T[None] * Dinv[:, None, :], B)
+    Atb = (Dinv * c) @ B
+    btb = (Dinv * c) @ c
+    log_det_M = 2.0 * factor.half_log_det_N[0] + np.log(D).sum(axis=1)
+    Mk = None
+    if data.yty_hat is not None:
+        k = eiv_yty_noise(data, theta0)[1]
+        Mk = (Dinv * (W.T @ k)) @ W.T
+    return AtA, Atb, btb, log_det_M, Mk
+
+
+def _cells(data, theta0, s2, scale, AtA, Atb, btb, Mk):
+    """Each cell's log weight (less its -log|M| / 2 and sigma_y^2's prior) and theta's mean,
+    (G, H) and (G, H, d), for the release's terms AtA (G, d, d), Atb (G, d), btb (G,) and the
+    prior scales ``scale`` (H,).
+
+    theta's precision in a cell is P = AtA + Pi_r, Pi_r = D_r^-1 C^-1 D_r^-1 (D_r = r on the
+    slopes, 1 on an intercept). With C = Lc Lc^T and Lc^T AtA Lc = U diag(gam) U^T, V = Lc U
+    makes V^T C^-1 V = I and V^T AtA V = diag(gam), so AtA + C^-1 / r^2 = V^-T diag(gam +
+    r^-2) V^-1 for every r from one eigendecomposition per sigma_y^2. An intercept adds to
+    C^-1 / r^2 the rank-2k term U K U^T / r^2 (U = [F, C^-1 F], F the k intercept columns of
+    I, K = [[a^2 F^T C^-1 F, a I], [a I, 0]], a = r - 1: D_r^-1 = (I + a F F^T) / r), which
+    the Woodbury identity carries: P^-1 = V (E - Y Z Y^T) V^T with E = diag(1 / (gam +
+    r^-2)), Y = E V^T U, Z = (I + K/r^2 U^T V E V^T U)^-1 K / r^2, and log|P| = sum log(gam +
+    r^-2) - log|C| + log|I + K/r^2 U^T V E V^T U|. The weight is that of eq. (12)'s Gaussian
+    integral, -(log|D_r C D_r| + log|P| + quad) / 2, quad = b^T b + m^T Pi_r m - x^T P^-1 x,
+    x = Atb + Pi_r m; with y^T y its factor (:func:`eiv_yty_moments_from`), whose traces of
+    S_hat P^-1 are taken in the same basis."""
+    G, d = Atb.shape
+    Lc = linalg.cholesky(data.C, lower=True)
+    log_det_C = 2.0 * np.log(np.diag(Lc)).sum()
+    Pi = linalg.cho_solve((Lc, True), np.eye(d))
+    gam, U0 = np.linalg.eigh(Lc.T @ AtA @ Lc)
+    V = Lc @ U0  # (G, d, d)
+    Vt = np.swapaxes(V, -1, -2)
+    F = np.eye(d)[:, np.asarray(data.slopes) == 0]
+    k = F.shape[1]
+    Um = np.concatenate([F, Pi @ F], axis=1)  # (d, 2k)
+    Uh = Vt @ Um  # (G, d, 2k)
+    rho = np.einsum("gdi,gd->gi", V, Atb)  # V^T Atb
+    phi = np.einsum("gdi,d->gi", V, Pi @ data.m)  # V^T C^-1 m
+    Um_m = Um.T @ data.m
+    Om = F.T @ Pi @ F
+    m_Pi_m = data.m @ Pi @ data.m
+    n_slopes = float(np.sum(data.slopes))
+    yty = data.yty_hat is not None
+    if yty:
+        S_v = Vt @ data.S_hat @ V  # S_hat in the basis V, (G, d, d)
+        S_diag = np.diagonal(S_v, axis1=1, axis2=2)
+        S_sq = S_v * S_v
+        noise = eiv_yty_noise(data, theta0)
+    H = len(scale)
+    log_w = np.empty((G, H))
+    means = np.empty((G, H, d))
+    for h, r in enumerate(np.asarray(scale, dtype=float)):
+        a = r - 1.0
+        K = np.block([[a * a * Om, a * np.eye(k)], [a * np.eye(k), np.zeros((k, k))]])
+        e = 1.0 / (gam + 1.0 / r ** 2)  # (G, d)
+        x = rho + (phi + Uh @ (K @ Um_m)) / r ** 2
+        y = e * x
+        log_det_P = np.log(gam + 1.0 / r ** 2).sum(axis=1) - log_det_C
+        Y = Z = None
+        if k:
+            Y = e[:, :, None] * Uh  # (G, d, 2k)
+            Ck = K / r ** 2
+            I_CQ = np.eye(2 * k) + Ck @ (np.swapaxes(Uh, 1, 2) @ Y)
+            Z = np.linalg.solve(I_CQ, np.broadcast_to(Ck, I_CQ.shape))
+            y = y - (Y @ (Z @ (np.swapaxes(Y, 1, 2) @ x[..., None])))[..., 0]
+            log_det_P = log_det_P + np.linalg.slogdet(I_CQ)[1]
+        mu = (V @ y[..., None])[..., 0]
+        m_Pi_r_m = (m_Pi_m + Um_m @ K @ Um_m) / r ** 2
+        quad = btb + m_Pi_r_m - np.einsum("gi,gi->g", x, y)
+        log_det_Cr = log_det_C + 2.0 * n_slopes * np.log(r)
+        log_w[:, h] = -0.5 * (log_det_Cr + log_det_P + quad)
+        means[:, h] = mu
+        if yty:
+            tr_SC, tr_SC2, form = _cell_traces(S_v, S_diag, S_sq, e, Y, Z, V)
+            mean, var = eiv_yty_moments_from(data, s2, mu, Mk, noise, tr_SC, tr_SC2, form)
+            log_w[:, h] -= 0.5 * (np.log(var) + (data.yty_hat - mean) ** 2 / var)
+    return log_w, means
+
+
+def _cell_traces(S_v, S_diag, S_sq, e, Y, Z, V):
+    """tr(S_hat P^-1), tr((S_hat P^-1)^2) and g -> g^T P^-1 g for P^-1 = V (E - Y Z Y^T) V^T
+    (:func:`_cells`), from S_hat in the basis V (``S_v``, its diagonal and its entries
+    squared): O(d^2) per cell, P^-1 never formed."""
+    tr_SC = np.einsum("gi,gi->g", e, S_diag)
+    tr_SC2 = np.einsum("gi,gij,gj->g", e, S_sq, e)
+    if Y is not None:
+        R = S_v @ Y  # (G, d, 2k)
+        A = np.swapaxes(Y, 1, 2) @ R  # Y^T S_v Y
+        AZ = A @ Z
+        tr_SC = tr_SC - np.einsum("gii->g", AZ)
+        RDR = np.swapaxes(R, 1, 2) @ (e[:, :, None] * R)  # R^T E R
+        tr_SC2 = (tr_SC2 - 2.0 * np.einsum("gij,gji->g", RDR, Z)
+                  + np.einsum("gij,gji->g", AZ, AZ))
+
+    def form(g):
+        gv = np.einsum("gdi,gd->gi", V, g)  # V^T g
+        out = np.einsum("gi,gi->g", e, gv * gv)
+        if Y is not None:
+            yg = np.einsum("gdk,gd->gk", Y, gv)
+            out = out - np.einsum("gk,gkl,gl->g", yg, Z, yg)
+        return out
+
+    return tr_SC, tr_SC2, form
 
 
 def _cho_solve(L, B):

@@ -530,16 +530,27 @@ def eiv_yty_moments(data, sigma_y2, mu, cov, M, noise, xp=np):
     ``noise`` = (var_eta, k) of :func:`eiv_yty_noise` at t."""
     var_eta, k = noise
     Mk = xp.linalg.solve(M, xp.broadcast_to(k, M.shape[:-1])[..., None])[..., 0]
+    SC = data.S_hat @ cov  # a batched matrix product (BLAS), (..., d, d)
+    return eiv_yty_moments_from(
+        data, sigma_y2, mu, Mk, noise, xp.einsum("...ii->...", SC),
+        xp.sum(SC * xp.swapaxes(SC, -1, -2), axis=(-2, -1)),
+        lambda g: xp.einsum("...i,...ij,...j->...", g, cov, g), xp=xp)
+
+
+def eiv_yty_moments_from(data, sigma_y2, mu, Mk, noise, tr_SC, tr_SC2, cov_form, xp=np):
+    """:func:`eiv_yty_moments` from theta's covariance ``cov`` through what it needs of it:
+    ``tr_SC`` = tr(S_hat cov), ``tr_SC2`` = tr((S_hat cov)^2) and ``cov_form(g)`` = g^T cov g
+    (batched over leading axes), with ``Mk`` = M^-1 k; eiv's grid computes them without
+    forming cov (inference/eiv.py)."""
+    var_eta, k = noise
     S, z = data.S_hat, data.z_hat
     res = z - mu @ S
-    SC = S @ cov  # a batched matrix product (BLAS), (..., d, d)
-    mean = (data.n * sigma_y2 + xp.einsum("...i,...i->...", mu, z + res) - xp.einsum(
-        "...ii->...", SC) + xp.einsum("...i,...i->...", Mk, res))
+    mean = (data.n * sigma_y2 + xp.einsum("...i,...i->...", mu, z + res) - tr_SC
+            + xp.einsum("...i,...i->...", Mk, res))
     g = 2.0 * res - Mk @ S
     var = (2.0 * data.n * sigma_y2 ** 2 + data.yty_var + var_eta
            - xp.einsum("...i,...i->...", Mk, xp.broadcast_to(k, Mk.shape))
-           + xp.einsum("...i,...ij,...j->...", g, cov, g)
-           + 2.0 * xp.sum(SC * xp.swapaxes(SC, -1, -2), axis=(-2, -1)))
+           + cov_form(g) + 2.0 * tr_SC2)
     return mean, var
 
 
