@@ -681,3 +681,52 @@ def test_docs_prior_share_example_runs(capsys):
                           seed=1)
     sharp = np.asarray(bayesdp.fit(rel, seed=0).posterior.attrs["prior_share"])
     assert sharp[1] < 0.2 and sharp[0] < 0.01, sharp
+
+
+@pytest.mark.parametrize("intercept, yty", [(False, True), (True, True), (False, False),
+                                            (True, False)])
+def test_the_grid_equals_each_cell_computed_directly(intercept, yty):
+    """eiv's grid (one pencil factorisation and one eigendecomposition per sigma_y^2, an
+    intercept by Woodbury) gives each cell's log weight and mean as the cell's Gaussian
+    integral computed directly (dense M, its Cholesky factor, P's inverse, y^T y's factor by
+    eiv_yty_moments with theta's full covariance), to 1e-10, at d = 8."""
+    from scipy import special
+
+    from bayesdp.models.regression import (eiv_model_data, eiv_noise_covariance,
+                                           eiv_yty_moments, eiv_yty_noise)
+
+    sim = bayesdp.simulate(n=5000, d=8 - int(intercept), seed=3)
+    rel = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, nodes=4,
+                          seed=1, intercept=intercept, include_yty=yty)
+    pri = bayesdp.Priors().resolve(rel)
+    data = eiv_model_data(rel, pri, scale_min=eiv.SCALE_MIN,
+                          sigma_y2_max=rel.bounds[1] ** 2, per_slope=False)
+    t0 = np.linspace(-0.2, 0.3, rel.d)
+    log_s2, log_r = np.linspace(-4, 2, 6), np.linspace(np.log(0.01), 0, 4)
+    got = eiv._grid(data, t0, log_s2, log_r)
+    want = np.empty((6, 4))
+    means = np.empty((6, 4, rel.d))
+    N = eiv_noise_covariance(data, t0)
+    for g, s2 in enumerate(np.exp(log_s2)):
+        M = s2 * data.S_plus + N
+        Mi = np.linalg.inv(M)
+        for h, r in enumerate(np.exp(log_r)):
+            Dr = np.diag(data.slopes * r + (1 - data.slopes))
+            Cr = Dr @ data.C @ Dr
+            Pi = np.linalg.inv(Cr)
+            P = data.S_hat @ Mi @ data.S_hat + Pi
+            V = np.linalg.inv(P)
+            x = data.S_hat @ Mi @ data.z_hat + Pi @ data.m
+            mu = V @ x
+            quad = data.z_hat @ Mi @ data.z_hat + data.m @ Pi @ data.m - x @ mu
+            lw = -0.5 * (np.linalg.slogdet(M)[1] + np.linalg.slogdet(Cr)[1]
+                         + np.linalg.slogdet(P)[1] + quad) - data.a * log_s2[g] - data.b / s2
+            if yty:
+                mean, var = eiv_yty_moments(data, s2, mu, V, M, eiv_yty_noise(data, t0))
+                lw -= 0.5 * (np.log(var) + (data.yty_hat - mean) ** 2 / var)
+            want[g, h], means[g, h] = lw, mu
+    want -= special.logsumexp(want)
+    np.testing.assert_allclose(got["log_weight"], want, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(got["mean"], means, rtol=1e-10, atol=1e-10 * np.abs(means).max())
+    np.testing.assert_allclose(got["theta_mean"], np.einsum("gh,ghd->d", np.exp(want), means),
+                               rtol=1e-9, atol=1e-12)
