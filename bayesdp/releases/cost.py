@@ -54,7 +54,8 @@ class Claim(NamedTuple):
       false, as a ``calibration="paper-code"`` release does) or is read with ``strict=False``;
     - ``"unverified"``: the release's own claim (``dp_claim_valid`` true, what it is in
       ``dp_claim_note``) where the noise record cannot account it: a network protocol's local
-      guarantee (docs/adapters/); ``epsilon`` may then be None;
+      guarantee (docs/adapters/); ``epsilon`` and ``delta`` are then None (what the noise
+      pays for is unknown), the stated numbers in ``note``;
     - ``"none"``: no guarantee (bounds read off the data, no noise, no claim recorded).
 
     ``note``: why, in words (empty for "verified").
@@ -68,7 +69,7 @@ class Claim(NamedTuple):
     def __str__(self):
         if self.status == "none":
             return NO_CLAIM
-        if self.epsilon is None:
+        if self.status == "unverified":
             return "a privacy claim bayesdp cannot verify (dp_claim_note)"
         text = f"epsilon={self.epsilon:g}, delta={self.delta:g}"
         return text + {"verified": "", "recomputed": " (recomputed from the noise)",
@@ -92,8 +93,8 @@ def claim_of(rel) -> Claim:
     :func:`bayesdp.accounting.epsilon_at`, zCDP or basic composition, exact (Balle & Wang 2018,
     Theorem 8) for one Gaussian part. A record that accounts nothing (``"unaccounted"``) is
     replaced by the cost the release's own fields give (:func:`derive_cost`), so that an
-    edited record cannot lift the check; where those give none either, the stated claim is
-    reported as "unverified".
+    edited record cannot lift the check; where those give none either, the claim is
+    "unverified" and reports no numbers.
     """
     parts = list(rel.privacy_cost)
     missing = _no_guarantee(parts)
@@ -104,8 +105,11 @@ def claim_of(rel) -> Claim:
             if not rel.dp_claim_valid or (rel.epsilon is None and not rel.dp_claim_note):
                 return Claim(None, None, "none", f"{NO_CLAIM}: " + "; ".join(
                     p["note"] for p in parts if p["note"]))
-            return Claim(rel.epsilon, rel.delta, "unverified",
-                         "the claim is the release's own: its noise record cannot account it")
+            stated = "" if rel.epsilon is None else \
+                f" (it states epsilon={rel.epsilon:g}, delta={rel.delta:g})"
+            return Claim(None, None, "unverified", "the claim is the release's own"
+                         f"{stated}: its noise record cannot account it, so no number is "
+                         "reported as paid for")
     if missing is not None:
         return Claim(None, None, "none", f"{NO_CLAIM}: {missing}")
     if rel.epsilon is None or rel.delta is None:

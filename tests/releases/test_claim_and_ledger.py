@@ -61,6 +61,13 @@ def test_an_edited_epsilon_is_refused_or_recomputed(tmp_path, rel):
     assert (back.claim.epsilon, back.claim.delta, back.claim.status) == (1.0, DELTA, "recomputed")
     assert not back.dp_claim_valid
     assert "epsilon=1, delta=1e-05 (recomputed" in repr(back)
+    # the record swapped for one that accounts nothing, and the sensitivity it rests on gone:
+    # nothing can verify the claim, so no number is reported
+    doc["privacy"]["cost"] = {"parts": [accounting.unaccounted_part("edited")]}
+    del doc["privacy"]["sensitivity"]
+    blind = bayesdp.load_release(_write(tmp_path, doc, "blind.json"))
+    assert blind.claim.status == "unverified" and blind.claim.epsilon is None
+    assert "epsilon=0.01" not in repr(blind) and "0.01" in blind.claim.note
     # negative control: the file as written
     ok = bayesdp.load_release(_write(tmp_path, _doc(rel), "ok.json"))
     assert (ok.claim.epsilon, ok.claim.status, ok.dp_claim_valid) == (EPS, "verified", True)
@@ -131,18 +138,21 @@ def test_fit_and_the_command_line_report_the_claim(tmp_path, rel, capsys):
 
 _FIELDS = ("epsilon", "delta", "calibration", "bounds.x", "bounds.y", "sensitivity", "sigma_s",
            "sigma_z", "n", "mechanism", "dp_claim_valid", "private_bounds", "part.epsilon",
-           "part.sigma", "part.sensitivity", "part.rho", "part.delta", "cost")
+           "part.sigma", "part.sensitivity", "part.rho", "part.delta", "cost", "no_sensitivity",
+           "unaccounted_part")
 
 
 def _edit(doc, field, rng):
     """One random edit of ``field`` of a release file's dictionary."""
     pr = doc["privacy"]
-    if "cost" not in pr and field.startswith("part."):
-        field = "epsilon"
     part = pr["cost"]["parts"][0] if "cost" in pr else None
+    if field.startswith("part.") and (part is None or part.get(field[5:]) is None):
+        field = "epsilon"  # nothing of the part to edit
     factor = float(rng.choice([1e-3, 0.1, 0.5, 0.9, 0.999, 1.001, 1.1, 2.0, 10.0, 1e3]))
     j = int(rng.integers(len(doc["holders"])))
-    if field in ("epsilon", "delta", "sensitivity"):
+    if field in ("epsilon", "delta", "sensitivity") and pr.get(field) is None:
+        pr["epsilon"] = 0.01  # a claim typed into a file that lost its own
+    elif field in ("epsilon", "delta", "sensitivity"):
         pr[field] = min(pr[field] * factor, 0.5) if field == "delta" else pr[field] * factor
     elif field == "calibration":
         pr[field] = str(rng.choice(["classical", "paper-code", "exact"]))
@@ -169,6 +179,10 @@ def _edit(doc, field, rng):
             part["dp_event"]["noise_multiplier"] = part["sigma"] / part["sensitivity"]
     elif field == "cost":
         del pr["cost"]
+    elif field == "no_sensitivity":
+        del pr["sensitivity"]
+    elif field == "unaccounted_part":
+        pr["cost"] = {"parts": [accounting.unaccounted_part("edited")]}
 
 
 @pytest.mark.parametrize("strict", [True, False])
@@ -179,7 +193,7 @@ def test_no_edit_of_the_privacy_or_noise_fields_reports_a_claim_the_noise_does_n
     rng = np.random.default_rng(53)
     sigma, sens = _paid(rel)
     outcomes = {"refused": 0, "loaded": 0}
-    for trial in range(240):
+    for trial in range(300):
         doc = _doc(rel)
         fields = rng.choice(_FIELDS, size=int(rng.integers(1, 3)), replace=False)
         for f in fields:
@@ -192,8 +206,9 @@ def test_no_edit_of_the_privacy_or_noise_fields_reports_a_claim_the_noise_does_n
             continue
         outcomes["loaded"] += 1
         c = back.claim
-        if c.status == "none":
-            assert not back.dp_claim_valid, fields
+        if c.status in ("none", "unverified"):  # no number is reported as paid for
+            assert c.epsilon is None and c.delta is None, (list(fields), c)
+            assert c.status == "unverified" or not back.dp_claim_valid, fields
             continue
         assert _met(c, sigma, sens), (list(fields), c)
         try:
