@@ -123,11 +123,11 @@ def claim_of(rel) -> Claim:
     if eps >= proven * (1 - _CLAIM_RTOL):
         return Claim(eps, dlt, "verified", "")
     total = total_cost(parts, rel.holder_names)
+    at_stated = f"epsilon {proven:.6g}" if math.isfinite(proven) else "no finite epsilon"
     return Claim(total["epsilon"], total["delta"], "recomputed",
                  f"the stated epsilon={eps:g}, delta={dlt:g} is not met by the noise: it pays "
                  f"for epsilon={total['epsilon']:.6g} at delta={total['delta']:g} "
-                 f"({'epsilon ' + format(proven, '.6g') if math.isfinite(proven) else 'no finite epsilon'}"
-                 f" at delta={dlt:g})")
+                 f"({at_stated} at delta={dlt:g})")
 
 
 _DERIVED_NOTE = "derived from the release's epsilon, delta, sigma and bounds"

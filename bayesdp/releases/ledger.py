@@ -261,14 +261,4 @@ def check_before_noise(parts, holder_names):
     refuse the release when the ledger of :func:`guarding` would pass its cap."""
     ledger = _GUARD.get()
     if ledger is not None:
-        ledger.check(accounting.budget_parts(_PartsOnly(parts, holder_names)), holder_names)
-
-
-class _PartsOnly:
-    """What :func:`bayesdp.accounting.budget_parts` reads of a release not yet made: its parts
-    (its claim is the stated one, which its parts give)."""
-
-    def __init__(self, parts, holder_names):
-        self.privacy_cost = tuple(parts)
-        self.holder_names = tuple(holder_names)
-        self.claim = None
+        ledger.check(parts, holder_names)  # a new release's parts are what a budget counts
