@@ -709,19 +709,26 @@ def total_cost(parts, holder_names=("0",)):
         p = parts[0]
         return {"epsilon": p["epsilon"], "delta": p["delta"], "rho": p["rho"],
                 "accountant": "single part", "note": ""}
-    best = None
-    for acc in ("zcdp", "basic"):
-        try:
-            eps, dlt, rho = _compose(per, acc, None)
-        except BayesdpInputError:
-            continue
-        if best is None or eps < best[0]:
-            best = (eps, dlt, rho, acc)
+    best = _smallest(per, None)
     if best is None:  # only pure parts: zCDP needs a delta
         eps, dlt, rho = _compose(per, "basic", None)
         best = (eps, dlt, rho, "basic")
     return {"epsilon": best[0], "delta": best[1], "rho": best[2], "accountant": best[3],
             "note": ""}
+
+
+def _smallest(per, delta):
+    """(eps, delta, rho, accountant) of the smaller of zCDP and basic composition of ``per``
+    at ``delta`` (None: the parts' own), or None when neither composes."""
+    best = None
+    for acc in ("zcdp", "basic"):
+        try:
+            eps, dlt, rho = _compose(per, acc, delta)
+        except BayesdpInputError:
+            continue
+        if best is None or eps < best[0]:
+            best = (eps, dlt, rho, acc)
+    return best
 
 
 def epsilon_at(parts, holder_names, delta):
@@ -730,15 +737,8 @@ def epsilon_at(parts, holder_names, delta):
     one at that delta, None when a part gives no guarantee."""
     if any(p["mechanism"] == _UNACCOUNTED or p["epsilon"] is None for p in parts):
         return None
-    per = [_holder_groups(parts, holder_names)]
-    best = math.inf
-    for acc in ("zcdp", "basic"):
-        try:
-            eps, _, _ = _compose(per, acc, float(delta))
-        except BayesdpInputError:
-            continue
-        best = min(best, eps)
-    return best
+    best = _smallest([_holder_groups(parts, holder_names)], float(delta))
+    return math.inf if best is None else best[0]
 
 
 def privacy_cost(rel):

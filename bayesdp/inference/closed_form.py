@@ -57,9 +57,12 @@ class PencilFactor:
     def scales(self, s2):
         """D = sigma_y^2 lam + 1 (n, J, d) for draws ``s2`` (n,); None when some is not > 0
         (a covariance that is not positive definite)."""
-        D = s2[:, None, None] * self.lam[None] + 1.0
-        tiny = 1e-12 * np.maximum(1.0, s2[:, None, None] * np.abs(self.lam[None]))
-        return D if np.all(D > tiny) else None
+        s2 = np.asarray(s2, dtype=np.float64)
+        low = self.lam.min(axis=-1)  # the smallest of sigma_y^2 lam + 1 is at the smallest lam
+        if np.any(s2[:, None] * low[None] + 1.0
+                  <= 1e-12 * np.maximum(1.0, s2[:, None] * np.abs(low)[None])):
+            return None
+        return s2[:, None, None] * self.lam[None] + 1.0
 
 
 def nearest_psd(S):

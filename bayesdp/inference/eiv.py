@@ -180,19 +180,20 @@ def _grid(data, theta0, log_s2, log_r):
     per sigma_y^2 (:func:`_cells`); each cell (sigma_y^2, r) is then O(d^2), so a grid costs
     O(G d^3 + G H d^2), not O(G H d^3)."""
     s2 = np.exp(log_s2)
-    terms = _release_pencil(data, theta0, s2)
+    noise = eiv_yty_noise(data, theta0) if data.yty_hat is not None else None
+    terms = _release_pencil(data, theta0, s2, noise)
     if terms is None:  # no noise on z, or an indefinite S_+: a Cholesky factor per sigma_y^2
         L = _z_cholesky(data, theta0, s2)
         AtA, Atb, btb = _release_terms(data, L)
         log_det_M = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
         Mk = None
-        if data.yty_hat is not None:
-            k = eiv_yty_noise(data, theta0)[1]
+        if noise is not None:
+            k = noise[1]
             Mk = _cho_solve(L, np.broadcast_to(k, (len(s2), len(k)))[..., None])[..., 0]
     else:
         AtA, Atb, btb, log_det_M, Mk = terms
     log_prior_s2 = (-data.a * log_s2 - data.b / s2)  # InvGamma density times s2 (log grid)
-    log_w, means = _cells(data, theta0, s2, np.exp(log_r), AtA, Atb, btb, Mk)
+    log_w, means = _cells(data, s2, np.exp(log_r), AtA, Atb, btb, Mk, noise)
     log_w += (-0.5 * log_det_M + log_prior_s2)[:, None]
     log_w -= special.logsumexp(log_w)
     w = np.exp(log_w)
@@ -201,7 +202,7 @@ def _grid(data, theta0, log_s2, log_r):
             "theta_mean": theta_mean}
 
 
-def _release_pencil(data, theta0, s2):
+def _release_pencil(data, theta0, s2, noise=None):
     """The release's terms of :func:`_release_terms` and log|M| for every sigma_y^2 in ``s2``
     (G,) from one factorisation of M = sigma_y^2 S_+ + N, N = Var(e_z - E theta0)
     (:class:`closed_form.PencilFactor`: M = T D T^T, D = diag(sigma_y^2 lam + 1)): with B =
@@ -221,17 +222,15 @@ def _release_pencil(data, theta0, s2):
     Atb = (Dinv * c) @ B
     btb = (Dinv * c) @ c
     log_det_M = 2.0 * factor.half_log_det_N[0] + np.log(D).sum(axis=1)
-    Mk = None
-    if data.yty_hat is not None:
-        k = eiv_yty_noise(data, theta0)[1]
-        Mk = (Dinv * (W.T @ k)) @ W.T
+    Mk = None if noise is None else (Dinv * (W.T @ noise[1])) @ W.T
     return AtA, Atb, btb, log_det_M, Mk
 
 
-def _cells(data, theta0, s2, scale, AtA, Atb, btb, Mk):
+def _cells(data, s2, scale, AtA, Atb, btb, Mk, noise):
     """Each cell's log weight (less its -log|M| / 2 and sigma_y^2's prior) and theta's mean,
     (G, H) and (G, H, d), for the release's terms AtA (G, d, d), Atb (G, d), btb (G,) and the
-    prior scales ``scale`` (H,).
+    prior scales ``scale`` (H,); ``Mk`` and ``noise`` y^T y's M^-1 k and noise moments
+    (None without y^T y).
 
     theta's precision in a cell is P = AtA + Pi_r, Pi_r = D_r^-1 C^-1 D_r^-1 (D_r = r on the
     slopes, 1 on an intercept). With C = Lc Lc^T and Lc^T AtA Lc = U diag(gam) U^T, V = Lc U
@@ -262,12 +261,11 @@ def _cells(data, theta0, s2, scale, AtA, Atb, btb, Mk):
     Om = F.T @ Pi @ F
     m_Pi_m = data.m @ Pi @ data.m
     n_slopes = float(np.sum(data.slopes))
-    yty = data.yty_hat is not None
+    yty = noise is not None
     if yty:
         S_v = Vt @ data.S_hat @ V  # S_hat in the basis V, (G, d, d)
         S_diag = np.diagonal(S_v, axis1=1, axis2=2)
         S_sq = S_v * S_v
-        noise = eiv_yty_noise(data, theta0)
     H = len(scale)
     log_w = np.empty((G, H))
     means = np.empty((G, H, d))
