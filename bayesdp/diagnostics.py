@@ -51,10 +51,12 @@ def arviz_version() -> str:
 
 def to_inference_data(posterior, *, sample_stats=None, observed_data=None, constant_data=None,
                       log_likelihood=None, posterior_predictive=None, coords=None, dims=None,
-                      attrs=None):
+                      attrs=None, predictive_draws=None):
     """InferenceData from dicts of arrays whose leading axes are (chain, draw) (``observed_data``
     and ``constant_data``: no such axes); ``log_likelihood`` and ``posterior_predictive`` become
-    ArviZ's groups of those names (:func:`az.loo`, :func:`az.plot_ppc`)."""
+    ArviZ's groups of those names (:func:`az.loo`, :func:`az.plot_ppc`). ``predictive_draws``:
+    the posterior's draw indices the posterior predictive holds, when it holds fewer (its
+    ``draw`` coordinate; :func:`bayesdp.inference.log_likelihood.predictive_draws`)."""
     az = _az()
     idata = az.from_dict(
         posterior=posterior,
@@ -66,6 +68,10 @@ def to_inference_data(posterior, *, sample_stats=None, observed_data=None, const
         coords=coords,
         dims=dims,
     )
+    if predictive_draws is not None and posterior_predictive:
+        pp = idata.posterior_predictive
+        if pp.sizes["draw"] != idata.posterior.sizes["draw"]:
+            idata.posterior_predictive = pp.assign_coords(draw=np.asarray(predictive_draws))
     if attrs:
         clean = {k: _attr_value(v) for k, v in attrs.items() if v is not None}
         for group in idata.groups():

@@ -69,15 +69,27 @@ def nearest_psd(S):
     """Nearest symmetric PSD matrix in Frobenius norm: clip negative eigenvalues (Higham 1988).
 
     Works on one (d, d) matrix or a stack (J, d, d), of NumPy values or of JAX arrays (also
-    inside traced code, e.g. the MCMC-B&S sweep).
+    inside traced code, e.g. the MCMC-B&S sweep). In NumPy a matrix with a Cholesky factor
+    (positive definite: nothing to clip) is returned as it is, symmetrised; only the others are
+    decomposed.
     """
     if type(S).__module__.startswith("jax"):
-        import jax.numpy as xp
-    else:
-        xp, S = np, np.asarray(S, dtype=float)
-    S = 0.5 * (S + xp.swapaxes(S, -1, -2))
-    w, E = xp.linalg.eigh(S)
-    return xp.einsum("...ik,...k,...jk->...ij", E, xp.maximum(w, 0.0), E)
+        import jax.numpy as jnp
+
+        S = 0.5 * (S + jnp.swapaxes(S, -1, -2))
+        w, E = jnp.linalg.eigh(S)
+        return jnp.einsum("...ik,...k,...jk->...ij", E, jnp.maximum(w, 0.0), E)
+    S = np.asarray(S, dtype=float)
+    S = 0.5 * (S + np.swapaxes(S, -1, -2))
+    flat = S.reshape(-1, *S.shape[-2:])
+    out = flat.copy()
+    for j, Sj in enumerate(flat):  # positive definite (a Cholesky factor exists): itself
+        try:
+            np.linalg.cholesky(Sj)
+        except np.linalg.LinAlgError:
+            w, E = np.linalg.eigh(Sj)
+            out[j] = (E * np.maximum(w, 0.0)) @ E.T
+    return out.reshape(S.shape)
 
 
 def plugin_sigma_y2(release, rule="paper"):
@@ -146,7 +158,7 @@ def complete_degenerate_noise(S, z_centred, sigma_y2, Sigma_z):
     S = np.asarray(S, dtype=float)
     Sigma = np.array(Sigma_z, dtype=float, copy=True)
     z = np.asarray(z_centred, dtype=float)
-    for j in range(S.shape[0]):
+    for j in np.flatnonzero(~_surely_regular(S, float(sigma_y2), Sigma)):
         K = float(sigma_y2) * S[j] + Sigma[j]
         w, E = np.linalg.eigh(0.5 * (K + K.T))
         top = float(np.max(np.abs(w)))
@@ -167,6 +179,18 @@ def complete_degenerate_noise(S, z_centred, sigma_y2, Sigma_z):
     return Sigma
 
 
+def _surely_regular(S, sigma_y2, Sigma):
+    """(J,) True where sigma_y^2 S_j + Sigma_j has no eigenvalue below _DEGENERATE_RTOL times
+    its largest, known without an eigendecomposition: Sigma_j is diagonal (the Gaussian
+    mechanism's sigma_z^2 I) and its smallest entry exceeds _DEGENERATE_RTOL times the trace
+    of K_j (the smallest eigenvalue of K_j is at least Sigma_j's, S_j being PSD; the largest at
+    most the trace). False means "look", not "degenerate"."""
+    diag = np.diagonal(Sigma, axis1=-2, axis2=-1)
+    off = np.count_nonzero(Sigma * (1.0 - np.eye(Sigma.shape[-1])), axis=(-2, -1))
+    trace = sigma_y2 * np.trace(S, axis1=-2, axis2=-1) + diag.sum(axis=1)
+    return (off == 0) & (diag.min(axis=1) > _DEGENERATE_RTOL * trace)
+
+
 def gaussian_theta_posterior(S, z_hat, sigma_y2, Sigma_z, m, C):
     """Moments of theta | S, sigma_y^2, z_hat (eq. 12), by Cholesky solves.
 
@@ -177,14 +201,15 @@ def gaussian_theta_posterior(S, z_hat, sigma_y2, Sigma_z, m, C):
     from scipy import linalg
 
     d = S.shape[-1]
+    S = np.asarray(S, dtype=float)
     Sigma_z = complete_degenerate_noise(S, z_hat, sigma_y2, Sigma_z)
     C_chol = linalg.cho_factor(C, lower=True)
-    P = linalg.cho_solve(C_chol, np.eye(d))
-    h = linalg.cho_solve(C_chol, m)
-    for Sj, zj, Zj in zip(S, z_hat, Sigma_z):
-        K = linalg.cho_factor(sigma_y2 * Sj + Zj, lower=True)
-        P = P + Sj @ linalg.cho_solve(K, Sj)
-        h = h + Sj @ linalg.cho_solve(K, zj)
+    K = np.linalg.cholesky(sigma_y2 * S + Sigma_z)  # (J, d, d), one factor per holder
+    A = linalg.solve_triangular(K, S, lower=True)  # K_j^-1 S_j
+    b = linalg.solve_triangular(K, np.asarray(z_hat, dtype=float)[..., None], lower=True)
+    A2 = A.reshape(-1, d)  # the K_j^-1 S_j stacked
+    P = linalg.cho_solve(C_chol, np.eye(d)) + A2.T @ A2  # sum_j S_j (K_j K_j^T)^-1 S_j
+    h = linalg.cho_solve(C_chol, m) + A2.T @ b.reshape(-1)
     P = 0.5 * (P + P.T)
     P_chol = linalg.cho_factor(P, lower=True)
     mean = linalg.cho_solve(P_chol, h)

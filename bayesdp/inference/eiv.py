@@ -56,7 +56,8 @@ _COARSE = (16, 6)  # grid points of log sigma_y^2 and log r, first pass (over th
 _FINE = (40, 20)  # second pass, over the cells holding the mass
 _MASS_LOG_RATIO = 30.0  # cells whose weight is within e^30 of the largest hold the mass
 _ITERATIONS = 60  # fixed-point iterations of theta_0 at most, per pass (damped by a half)
-_COARSE_TOL, _TOL = 1e-4, 1e-7  # relative change of theta_0 that ends them, per pass
+_ANDERSON_MEMORY = 5  # steps the accelerated iteration of theta_0 remembers
+_COARSE_TOL, _TOL = 1e-3, 1e-7  # relative change of theta_0 that ends them, per pass
 SCALE_GRID = 32  # grid points of each log r_k in the per-slope sampler
 _ADAPT_EVERY = 50  # warm-up sweeps between updates of the per-slope sampler's theta_0
 SCALES = ("common", "per-slope")  # theta's prior scale: one for all (default) or one per slope
@@ -108,26 +109,60 @@ def eiv_posterior(release, priors, *, scale_min=SCALE_MIN, sigma_y2_max=None, yt
                                       _COARSE_TOL)
     log_s2 = _refine(log_s2, grid["log_weight"].max(axis=1), _FINE[0])
     log_r = _refine(log_r, grid["log_weight"].max(axis=0), _FINE[1])
-    theta0, grid, iterations, converged = _fixed_point(data, theta0, log_s2, log_r, _TOL)
-    if data.yty_hat is not None:  # y^T y pins sigma_y^2 down: a third, finer pass over it
+    yty = data.yty_hat is not None  # y^T y pins sigma_y^2 down: a third, finer pass over it
+    history = {"xs": [], "fs": []}  # the fine passes share the secant steps of theta0's map
+    theta0, grid, iterations, converged = _fixed_point(data, theta0, log_s2, log_r,
+                                                       _COARSE_TOL if yty else _TOL, history)
+    if yty:
         log_s2 = _refine(log_s2, grid["log_weight"].max(axis=1), _FINE[0])
-        theta0, grid, it3, converged = _fixed_point(data, theta0, log_s2, log_r, _TOL)
+        theta0, grid, it3, converged = _fixed_point(data, theta0, log_s2, log_r, _TOL, history)
         iterations += it3
     grid.update(data=data._replace(theta_plugin=theta0), theta_plugin=theta0,
                 iterations=iterations, converged=converged)
     return grid
 
 
-def _fixed_point(data, theta0, log_s2, log_r, tol):
-    """theta0 = the posterior mean with the S noise pushed through theta0, by damped
-    iteration; returns (theta0, its grid, iterations, converged)."""
-    for it in range(1, _ITERATIONS + 1):
-        grid = _grid(data, theta0, log_s2, log_r)
-        new = grid["theta_mean"]
-        if np.linalg.norm(new - theta0) <= tol * (1.0 + np.linalg.norm(new)):
-            return theta0, grid, it, True
-        theta0 = 0.5 * (theta0 + new)  # damped: the undamped map oscillates
-    return theta0, _grid(data, theta0, log_s2, log_r), _ITERATIONS, False
+def _fixed_point(data, theta0, log_s2, log_r, tol, history=None):
+    """theta0 = the posterior mean with the S noise pushed through theta0, by accelerated
+    iteration (:func:`anderson`); returns (theta0, its grid, iterations, converged)."""
+    for it, theta0, grid in anderson(lambda t: _grid(data, t, log_s2, log_r),
+                                     lambda g: g["theta_mean"], theta0, tol, _ITERATIONS,
+                                     history=history):
+        pass
+    return theta0, grid, it, _close(grid["theta_mean"], theta0, tol)
+
+
+def _close(new, old, tol):
+    return np.linalg.norm(new - old) <= tol * (1.0 + np.linalg.norm(new))
+
+
+def anderson(evaluate, value, x, tol, iterations, memory=_ANDERSON_MEMORY, history=None):
+    """Solve x = value(evaluate(x)) by Anderson's acceleration (type II, the last ``memory``
+    steps; Walker & Ni 2011, eq. (1.2) with mixing 1): with residuals f_k = value_k - x_k,
+    gamma minimises |f_k - dF gamma| over the differences dF of the last residuals (dX of the
+    iterates), and x_{k+1} = x_k + f_k - (dX + dF) gamma. With no history (the first step,
+    and after a step whose residual grew, which restarts the memory) the step is the damped
+    x + f / 2: the plain iteration can oscillate. Yields (iteration, x, evaluate(x)) after each
+    evaluation until |f| <= tol (1 + |value|) or ``iterations`` evaluations; the last yield is
+    the answer (its x is the one evaluated)."""
+    history = {"xs": [], "fs": []} if history is None else history
+    xs, fs = history["xs"], history["fs"]
+    for it in range(1, iterations + 1):
+        out = evaluate(x)
+        new = value(out)
+        yield it, x, out
+        f = new - x
+        if _close(new, x, tol):
+            return
+        if fs and np.linalg.norm(f) > np.linalg.norm(fs[-1]):
+            xs[:], fs[:] = [], []
+        xs[:], fs[:] = (xs + [x])[-memory - 1:], (fs + [f])[-memory - 1:]
+        if len(fs) == 1:
+            x = x + 0.5 * f
+            continue
+        dX, dF = np.diff(np.array(xs), axis=0).T, np.diff(np.array(fs), axis=0).T
+        gamma = np.linalg.lstsq(dF, f, rcond=None)[0]
+        x = x + f - (dX + dF) @ gamma
 
 
 def _z_cholesky(data, theta0, s2):
@@ -193,13 +228,13 @@ def _grid(data, theta0, log_s2, log_r):
     else:
         AtA, Atb, btb, log_det_M, Mk = terms
     log_prior_s2 = (-data.a * log_s2 - data.b / s2)  # InvGamma density times s2 (log grid)
-    log_w, means = _cells(data, s2, np.exp(log_r), AtA, Atb, btb, Mk, noise)
+    log_w, means, basis = _cells(data, s2, np.exp(log_r), AtA, Atb, btb, Mk, noise)
     log_w += (-0.5 * log_det_M + log_prior_s2)[:, None]
     log_w -= special.logsumexp(log_w)
     w = np.exp(log_w)
     theta_mean = np.einsum("gh,ghd->d", w, means)
     return {"sigma_y2": s2, "scale": np.exp(log_r), "log_weight": log_w, "mean": means,
-            "theta_mean": theta_mean}
+            "theta_mean": theta_mean, "basis": basis}
 
 
 def _release_pencil(data, theta0, s2, noise=None):
@@ -245,21 +280,13 @@ def _cells(data, s2, scale, AtA, Atb, btb, Mk, noise):
     x = Atb + Pi_r m; with y^T y its factor (:func:`eiv_yty_moments_from`), whose traces of
     S_hat P^-1 are taken in the same basis."""
     G, d = Atb.shape
-    Lc = linalg.cholesky(data.C, lower=True)
-    log_det_C = 2.0 * np.log(np.diag(Lc)).sum()
-    Pi = linalg.cho_solve((Lc, True), np.eye(d))
-    gam, U0 = np.linalg.eigh(Lc.T @ AtA @ Lc)
-    V = Lc @ U0  # (G, d, d)
+    basis = _basis(data, AtA)
+    gam, V, Uh, Um = basis["gam"], basis["V"], basis["Uh"], basis["Um"]
     Vt = np.swapaxes(V, -1, -2)
-    F = np.eye(d)[:, np.asarray(data.slopes) == 0]
-    k = F.shape[1]
-    Um = np.concatenate([F, Pi @ F], axis=1)  # (d, 2k)
-    Uh = Vt @ Um  # (G, d, 2k)
     rho = np.einsum("gdi,gd->gi", V, Atb)  # V^T Atb
-    phi = np.einsum("gdi,d->gi", V, Pi @ data.m)  # V^T C^-1 m
+    phi = np.einsum("gdi,d->gi", V, basis["Pi"] @ data.m)  # V^T C^-1 m
     Um_m = Um.T @ data.m
-    Om = F.T @ Pi @ F
-    m_Pi_m = data.m @ Pi @ data.m
+    m_Pi_m = data.m @ basis["Pi"] @ data.m
     n_slopes = float(np.sum(data.slopes))
     yty = noise is not None
     if yty:
@@ -270,31 +297,58 @@ def _cells(data, s2, scale, AtA, Atb, btb, Mk, noise):
     log_w = np.empty((G, H))
     means = np.empty((G, H, d))
     for h, r in enumerate(np.asarray(scale, dtype=float)):
-        a = r - 1.0
-        K = np.block([[a * a * Om, a * np.eye(k)], [a * np.eye(k), np.zeros((k, k))]])
-        e = 1.0 / (gam + 1.0 / r ** 2)  # (G, d)
+        K, e, Y, Z, log_det_P = _scale_terms(basis, r)
         x = rho + (phi + Uh @ (K @ Um_m)) / r ** 2
         y = e * x
-        log_det_P = np.log(gam + 1.0 / r ** 2).sum(axis=1) - log_det_C
-        Y = Z = None
-        if k:
-            Y = e[:, :, None] * Uh  # (G, d, 2k)
-            Ck = K / r ** 2
-            I_CQ = np.eye(2 * k) + Ck @ (np.swapaxes(Uh, 1, 2) @ Y)
-            Z = np.linalg.solve(I_CQ, np.broadcast_to(Ck, I_CQ.shape))
+        if Y is not None:
             y = y - (Y @ (Z @ (np.swapaxes(Y, 1, 2) @ x[..., None])))[..., 0]
-            log_det_P = log_det_P + np.linalg.slogdet(I_CQ)[1]
         mu = (V @ y[..., None])[..., 0]
         m_Pi_r_m = (m_Pi_m + Um_m @ K @ Um_m) / r ** 2
         quad = btb + m_Pi_r_m - np.einsum("gi,gi->g", x, y)
-        log_det_Cr = log_det_C + 2.0 * n_slopes * np.log(r)
+        log_det_Cr = basis["log_det_C"] + 2.0 * n_slopes * np.log(r)
         log_w[:, h] = -0.5 * (log_det_Cr + log_det_P + quad)
         means[:, h] = mu
         if yty:
             tr_SC, tr_SC2, form = _cell_traces(S_v, S_diag, S_sq, e, Y, Z, V)
             mean, var = eiv_yty_moments_from(data, s2, mu, Mk, noise, tr_SC, tr_SC2, form)
             log_w[:, h] -= 0.5 * (np.log(var) + (data.yty_hat - mean) ** 2 / var)
-    return log_w, means
+    return log_w, means, basis
+
+
+def _basis(data, AtA):
+    """The basis of :func:`_cells` for the release's precisions AtA (G, d, d): with C = Lc
+    Lc^T and Lc^T AtA Lc = U diag(gam) U^T, V = Lc U (G, d, d) and ``gam`` (G, d); ``Pi`` =
+    C^-1, ``log_det_C``; the intercept's columns F (d, k), Um = [F, C^-1 F] (d, 2k), Uh = V^T
+    Um (G, d, 2k) and Om = F^T C^-1 F."""
+    d = AtA.shape[-1]
+    Lc = linalg.cholesky(data.C, lower=True)
+    Pi = linalg.cho_solve((Lc, True), np.eye(d))
+    gam, U0 = np.linalg.eigh(Lc.T @ AtA @ Lc)
+    V = Lc @ U0
+    F = np.eye(d)[:, np.asarray(data.slopes) == 0]
+    Um = np.concatenate([F, Pi @ F], axis=1)
+    return {"gam": gam, "V": V, "Pi": Pi, "log_det_C": 2.0 * np.log(np.diag(Lc)).sum(),
+            "F": F, "Um": Um, "Uh": np.swapaxes(V, -1, -2) @ Um, "Om": F.T @ Pi @ F}
+
+
+def _scale_terms(basis, r):
+    """theta's precision at prior scale r in the basis V of :func:`_basis`: V^T P V =
+    diag(gam + r^-2) + Uh K Uh^T / r^2. Returns K (2k, 2k), e = 1 / (gam + r^-2) (G, d), the
+    Woodbury terms Y (G, d, 2k) and Z (G, 2k, 2k) of (V^T P V)^-1 = E - Y Z Y^T (None without
+    an intercept) and log|P| (G,)."""
+    gam, Uh = basis["gam"], basis["Uh"]
+    k = basis["F"].shape[1]
+    a = r - 1.0
+    K = np.block([[a * a * basis["Om"], a * np.eye(k)], [a * np.eye(k), np.zeros((k, k))]])
+    e = 1.0 / (gam + 1.0 / r ** 2)
+    log_det_P = np.log(gam + 1.0 / r ** 2).sum(axis=1) - basis["log_det_C"]
+    if not k:
+        return K, e, None, None, log_det_P
+    Y = e[:, :, None] * Uh
+    Ck = K / r ** 2
+    I_CQ = np.eye(2 * k) + Ck @ (np.swapaxes(Uh, 1, 2) @ Y)
+    Z = np.linalg.solve(I_CQ, np.broadcast_to(Ck, I_CQ.shape))
+    return K, e, Y, Z, log_det_P + np.linalg.slogdet(I_CQ)[1]
 
 
 def _cell_traces(S_v, S_diag, S_sq, e, Y, Z, V):
@@ -355,24 +409,59 @@ def _prior_precision(data, scale):
 
 
 def draw(post, rng, shape):
-    """Draws of (theta, sigma_y^2, r) from the mixture, ``shape`` = (chains, draws)."""
+    """Draws of (theta, sigma_y^2, r) from the mixture, ``shape`` = (chains, draws): a cell
+    (sigma_y^2, r) by its weight, then theta from the cell's Gaussian N(mean, P^-1), P^-1 =
+    V (V^T P V)^-1 V^T in the basis of the grid (:func:`_scale_terms`): V diag(e)^1/2 eps
+    without an intercept, else V Lq^-T eps with Lq the Cholesky factor of V^T P V (d x d; no
+    factor of P itself)."""
     G, H = post["log_weight"].shape
     n = int(np.prod(shape))
-    cells = rng.choice(G * H, size=n, p=np.exp(post["log_weight"]).ravel() / np.exp(
-        post["log_weight"]).sum())
+    w = np.exp(post["log_weight"]).ravel()
+    cells = rng.choice(G * H, size=n, p=w / w.sum())
+    basis = post["basis"]
     d = post["mean"].shape[-1]
     theta = np.empty((n, d))
     for c in np.unique(cells):
         g, h = divmod(int(c), H)
         at = np.flatnonzero(cells == c)
-        P = cell_precision(post["data"], post["theta_plugin"], post["sigma_y2"][g],
-                           post["scale"][h])
-        Lp = np.linalg.cholesky(0.5 * (P + P.T))
         eps = rng.standard_normal((len(at), d))
-        theta[at] = post["mean"][g, h] + np.linalg.solve(Lp.T, eps.T).T
+        theta[at] = post["mean"][g, h] + _cell_noise(basis, g, post["scale"][h], eps)
     g, h = np.divmod(cells, H)
     return (theta.reshape(*shape, d), post["sigma_y2"][g].reshape(shape),
             post["scale"][h].reshape(shape))
+
+
+def _cell_noise(basis, g, r, eps):
+    """N(0, P^-1) draws from standard normal ``eps`` (n, d), P the precision of the cell
+    (sigma_y^2 grid point g, scale r) in :func:`draw`."""
+    V, gam, Uh = basis["V"][g], basis["gam"][g], basis["Uh"][g]
+    if not Uh.shape[1]:
+        return (eps / np.sqrt(gam + 1.0 / r ** 2)) @ V.T
+    K = _scale_terms({**basis, "gam": gam[None], "Uh": Uh[None]}, r)[0]
+    Q = np.diag(gam + 1.0 / r ** 2) + Uh @ K @ Uh.T / r ** 2
+    Lq = np.linalg.cholesky(0.5 * (Q + Q.T))
+    return linalg.solve_triangular(Lq.T, eps.T, lower=False).T @ V.T
+
+
+def mixture_moments(post):
+    """The mixture's mean and sd per coefficient, exact: sum_c w_c mu_c and sqrt(sum_c w_c
+    (diag(P_c^-1) + mu_c^2) - mean^2), with diag(P^-1) = (V o V) e - diag(V Y Z Y^T V^T) in
+    the basis of the grid (:func:`_scale_terms`): O(d^2) per cell."""
+    basis = post["basis"]
+    V = basis["V"]
+    V2 = V * V
+    w = np.exp(post["log_weight"])
+    w = w / w.sum()
+    second = np.zeros(V.shape[-1])
+    for h, r in enumerate(post["scale"]):
+        _, e, Y, Z, _ = _scale_terms(basis, r)
+        var = np.einsum("gij,gj->gi", V2, e)
+        if Y is not None:
+            VY = V @ Y
+            var = var - np.einsum("gik,gkl,gil->gi", VY, Z, VY)
+        second += w[:, h] @ (var + post["mean"][:, h] ** 2)
+    mean = np.einsum("gh,ghd->d", w, post["mean"])
+    return mean, np.sqrt(np.maximum(second - mean ** 2, 0.0))
 
 
 def prior_share(data, sigma_y2, scale, weight=None):

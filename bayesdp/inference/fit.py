@@ -144,11 +144,11 @@ def finish_fit(release, method, seed, priors, result, stacklevel=3):
     }
     observed, constant, coords, dims = _release_groups(release)
     dims = {**dims, **result.dims, "release": ["holder"]}
-    loglik, predictive = log_likelihood.groups(release, record, priors, result, seed)
+    loglik, predictive, kept = log_likelihood.groups(release, record, priors, result, seed)
     idata = diagnostics.to_inference_data(
         result.posterior, sample_stats=result.sample_stats, observed_data=observed,
         constant_data=constant, log_likelihood=loglik, posterior_predictive=predictive,
-        coords=coords, dims=dims, attrs=attrs,
+        coords=coords, dims=dims, attrs=attrs, predictive_draws=kept,
     )
     if record.iid if result.iid is None else result.iid:
         diagnostics.set_attrs(idata, {"convergence_checked": False, "converged": True,
@@ -187,7 +187,7 @@ def check_s_noise(release, method, priors, idata, *, moments=None, stacklevel=3)
     would hold theta if the posterior that models the noise on S ("eiv" with one prior scale,
     ``scales="common"``: the default method's closed-form first step) is right: per
     coefficient, :func:`closed_form.interval_coverage` of the fit's N(mean, sd^2) against that
-    posterior's mean and sd (4000 draws, seeded by the fit's seed). Recorded as attrs
+    posterior's mean and sd (exact, :func:`eiv.mixture_moments`). Recorded as attrs
     ``s_noise_coverage`` (per coefficient), ``s_noise_mean_coverage`` and
     ``s_noise_min_coverage``; warns (:class:`CalibrationWarning`) when the mean is below
     ``diagnostics.S_NOISE_COVERAGE_MIN``. ``moments``: the fit's exact Gaussian (mean, cov)
@@ -196,17 +196,14 @@ def check_s_noise(release, method, priors, idata, *, moments=None, stacklevel=3)
     fixedS methods' calibration check tracks coverage"."""
     from . import eiv
 
-    a = diagnostics.attrs(idata)
     if moments is not None:
         mean, cov = (np.asarray(v, dtype=float) for v in moments)
         sd = np.sqrt(np.diag(cov))
     else:
         theta = diagnostics.posterior_array(idata, "theta")
         mean, sd = theta.mean(axis=0), theta.std(axis=0)
-    ref, _, _ = eiv.draw(eiv.eiv_posterior(release, priors),
-                         np.random.default_rng(int(a.get("seed", 0))), (1, 4000))
-    ref = ref[0]
-    cov = closed_form.interval_coverage(mean, sd, ref.mean(axis=0), ref.std(axis=0))
+    ref_mean, ref_sd = eiv.mixture_moments(eiv.eiv_posterior(release, priors))
+    cov = closed_form.interval_coverage(mean, sd, ref_mean, ref_sd)
     diagnostics.set_attrs(idata, {"s_noise_coverage": cov,
                                   "s_noise_mean_coverage": float(np.mean(cov)),
                                   "s_noise_min_coverage": float(np.min(cov))})

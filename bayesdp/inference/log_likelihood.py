@@ -64,6 +64,10 @@ from .compilation_cache import default_compilation_cache
 # JAX and numpyro are imported inside the functions that use them: importing bayesdp.inference,
 # as `bayesdp --help` does, loads neither
 
+#: The posterior predictive group holds at most this many numbers (64 MiB), thinned by
+#: :func:`predictive_draws` past it.
+PREDICTIVE_NUMBERS = 2 ** 23
+
 #: Draws are evaluated in chunks whose largest intermediate (one d x d covariance per holder and
 #: draw, a few copies) stays near this many bytes.
 _CHUNK_BYTES = 64 * 2 ** 20
@@ -112,29 +116,43 @@ def groups(release, method, priors, result, seed):
 
     Returns
     -------
-    ``(log_likelihood, posterior_predictive)``: ``{"release": (chain, draw, J)}``, each holder's
-    log density of its released statistics (module docstring), and ``{"z_hat": (chain, draw, J,
-    d)}`` (with ``"S_hat"`` (chain, draw, J, d, d) for the methods that sample S): new releases
-    drawn from the model given each draw. ``(None, None)`` for a method without
-    ``log_likelihood``.
+    ``(log_likelihood, posterior_predictive, kept)``: ``{"release": (chain, draw, J)}``, each
+    holder's log density of its released statistics (module docstring), ``{"z_hat": (chain,
+    k, J, d)}`` (with ``"S_hat"`` (chain, k, J, d, d) for the methods that sample S): new
+    releases drawn from the model given each of the k draws ``kept`` of each chain
+    (:func:`predictive_draws`: all of them unless the group would be large). ``(None, None,
+    None)`` for a method without ``log_likelihood``.
     """
     if method.log_likelihood is None:
-        return None, None
+        return None, None, None
     setup = _setup(method, release, priors, result)
     chains, draws = next(iter(setup.samples.values())).shape[:2]
     flat = {k: np.asarray(v, dtype=np.float64).reshape(chains * draws, *np.shape(v)[2:])
             for k, v in setup.samples.items()}
-    out = _evaluate_numpy(setup, flat, release.J, release.d, int(seed))
+    kept = predictive_draws(chains, draws, release.J, release.d, setup.predictive)
+    keep = (np.arange(chains)[:, None] * draws + kept[None]).ravel()
+    out = _evaluate_numpy(setup, flat, release.J, release.d, int(seed), keep)
     if out is None:
         enable_x64()
         default_compilation_cache()
-        out = _evaluate(setup, flat, release.J, release.d, int(seed))
+        out = _evaluate(setup, flat, release.J, release.d, int(seed), keep)
     loglik, predictive = out
     loglik = loglik.reshape(chains, draws, release.J)
-    pp = {k: v.reshape(chains, draws, *v.shape[1:]) for k, v in predictive.items()}
+    pp = {k: v.reshape(chains, len(kept), *v.shape[1:]) for k, v in predictive.items()}
     if setup.z_shift is not None:
         pp["z_hat"] = pp["z_hat"] + np.asarray(setup.z_shift)
-    return {"release": loglik}, pp
+    return {"release": loglik}, pp, kept
+
+
+def predictive_draws(chains, draws, J, d, sites):
+    """The draws of each chain the posterior predictive is drawn for: every one while the
+    group holds at most ``PREDICTIVE_NUMBERS`` numbers, else every k-th (the smallest k that
+    fits). The group grows like draws x J x d (x d for S_hat), the log-likelihood like draws x
+    J: every draw keeps its log-likelihood (``az.loo`` per holder), and a predictive check
+    needs far fewer draws than the posterior."""
+    per_draw = J * (d + (d * d if "S_hat" in sites else 0))
+    step = max(1, -(-chains * draws * per_draw // PREDICTIVE_NUMBERS))
+    return np.arange(0, draws, step)
 
 
 def _setup(method, release, priors, result):
@@ -205,8 +223,9 @@ def _evaluator(model, sites, pred_sites, per_holder):
 
 
 @without_numpyro_checks
-def _evaluate(setup: Likelihood, flat, J, d, seed):
-    """Run :func:`_evaluator` over the draws in chunks of one size (the last padded)."""
+def _evaluate(setup: Likelihood, flat, J, d, seed, keep=None):
+    """Run :func:`_evaluator` over the draws in chunks of one size (the last padded); the
+    predictive draws kept only for the draws ``keep`` (flat indices; None: all)."""
     import jax
 
     fn = _evaluator(setup.model, setup.sites, setup.predictive, setup.per_holder)
@@ -220,13 +239,15 @@ def _evaluate(setup: Likelihood, flat, J, d, seed):
         ll, pp = fn({k: v[idx] for k, v in flat.items()}, setup.data, keys[idx])
         take = min(chunk, N - start)
         lls.append(np.asarray(ll)[:take])
-        pps.append({k: np.asarray(v)[:take] for k, v in pp.items()})
+        mine = np.arange(take) if keep is None else \
+            keep[(keep >= start) & (keep < start + take)] - start
+        pps.append({k: np.asarray(v)[mine] for k, v in pp.items()})
     loglik = np.concatenate(lls)
     predictive = {k: np.concatenate([p[k] for p in pps]) for k in pps[0]}
     if setup.to_release is not None:
         predictive = setup.to_release(predictive, d)
     elif setup.per_holder:
-        predictive = {k: v.reshape(N, J, *v.shape[2:]) for k, v in predictive.items()}
+        predictive = {k: v.reshape(len(v), J, *v.shape[2:]) for k, v in predictive.items()}
     if "S_hat" in predictive and predictive["S_hat"].shape[-1] != d:  # vech -> matrix
         predictive["S_hat"] = np.asarray(layout.unvech(predictive["S_hat"], d))
     return loglik, predictive
@@ -302,16 +323,23 @@ def _gaussian_z_hat(setup: Likelihood, samples):
     return loc, s2[:, None, None, None] * S + N, which.reshape(-1)
 
 
-def _evaluate_numpy(setup: Likelihood, flat, J, d, seed):
-    """What :func:`_evaluate` returns, computed in NumPy from :func:`_gaussian_z_hat` (the
-    log density of numpyro's ``MultivariateNormal``: Cholesky factor L of the covariance's
-    symmetric part,
-    -|L^-1 (z - loc)|^2 / 2 - sum log diag L - d log(2 pi) / 2; new draws loc + L eps) and, for
-    :func:`normalx_model`, its S_hat site (vech(S_hat_j) ~ N(vech(S_j), sigma_s_j^2), entry by
-    entry; new draws unvech'd to (d, d)), over the
-    draws in chunks; None when the model's site is not one it writes out or a covariance is
-    not positive definite (then the caller uses :func:`_evaluate`)."""
+def _evaluate_numpy(setup: Likelihood, flat, J, d, seed, keep=None):
+    """What :func:`_evaluate` returns, computed in NumPy, with the posterior predictive drawn
+    only for the draws ``keep`` (flat indices; None: all). The log density is numpyro's
+    ``MultivariateNormal``'s: with a whitening W of the covariance (W Cov W^T = I), -|W (z -
+    loc)|^2 / 2 + log|W| - d log(2 pi) / 2, and a new draw is loc + W^-1 eps.
+
+    - The pencils of :func:`_z_hat_pencil` (fast, fixedS, eiv): :func:`_whitened`, so a chunk
+      of draws is one matrix product theta B^T (n x d by d x J d) plus O(J d) per draw, never
+      a factorisation per draw.
+    - Otherwise :func:`_gaussian_z_hat`'s mean and covariances, a Cholesky factor each, and
+      for :func:`normalx_model` its S_hat site (vech(S_hat_j) ~ N(vech(S_j), sigma_s_j^2),
+      entry by entry; new draws unvech'd to (d, d)).
+
+    Over the draws in chunks; None when the model's site is not one it writes out or a
+    covariance is not positive definite (then the caller uses :func:`_evaluate`)."""
     N = next(iter(flat.values())).shape[0]
+    keep = np.arange(N) if keep is None else np.asarray(keep)
     chunk = int(max(1, min(N, _CHUNK_BYTES // (8 * 4 * J * d * d))))
     from ..models import regression as R
 
@@ -326,25 +354,19 @@ def _evaluate_numpy(setup: Likelihood, flat, J, d, seed):
         rng_s = np.random.default_rng(np.random.SeedSequence(seed,
                                                              spawn_key=(_PREDICTIVE_STREAM, 1)))
     pencil = None if with_s else _z_hat_pencil(setup)
-    factor = None if pencil is None else PencilFactor(pencil[1], pencil[2])
-    if factor is not None and factor.ok:  # a few (J, d) arrays per draw, no (J, d, d) ones
+    white = None if pencil is None else _whitened(
+        pencil, np.asarray(setup.data.z_hat, dtype=np.float64), flat["sigma_y2"].reshape(-1))
+    if white is not None:  # a few (J, d) arrays per draw, no (J, d, d) ones
         chunk = int(max(1, min(N, _CHUNK_BYTES // (8 * 6 * J * d))))
     lls, draws, s_draws = [], [], []
     for start in range(0, N, chunk):
         part = {k: v[start:start + chunk] for k, v in flat.items()}
-        D = None if factor is None or not factor.ok else \
-            factor.scales(np.asarray(part["sigma_y2"], dtype=np.float64).reshape(-1))
-        if D is not None:  # one factorisation per holder for every draw
-            theta = np.asarray(part["theta"], dtype=np.float64)
-            z = np.asarray(setup.data.z_hat, dtype=np.float64)
-            loc = np.matmul(theta, np.swapaxes(pencil[0], -1, -2))  # (J, n, d)
-            w = np.matmul(z[:, None, :] - loc, factor.Tinv_t).transpose(1, 0, 2)
-            ll = (-0.5 * np.sum(w * w / D, axis=-1) - factor.half_log_det_N
-                  - 0.5 * np.log(D).sum(-1) - 0.5 * d * np.log(2.0 * np.pi))
-            if not np.all(np.isfinite(ll)):
+        mine = keep[(keep >= start) & (keep < start + chunk)] - start
+        if white is not None:
+            ll = white.log_density(np.asarray(part["theta"], dtype=np.float64),
+                                   slice(start, start + chunk))
+            if ll is None:
                 return None
-            eps = (rng.standard_normal((len(theta), J, d)) * np.sqrt(D)).transpose(1, 0, 2)
-            draws.append((loc + np.matmul(eps, np.swapaxes(factor.T, -1, -2))).transpose(1, 0, 2))
             lls.append(ll)
             continue
         gauss = _gaussian_z_hat(setup, part)
@@ -363,13 +385,103 @@ def _evaluate_numpy(setup: Likelihood, flat, J, d, seed):
             mean = layout.vech(flat["S"][start:start + chunk])  # (n, J, k)
             r = (s_obs - mean) / sd
             ll = ll + np.sum(-0.5 * r * r - np.log(sd) - 0.5 * np.log(2.0 * np.pi), axis=-1)
+            mean = mean[mine]
             s_draws.append(layout.unvech(mean + sd * rng_s.standard_normal(mean.shape), d))
         if not np.all(np.isfinite(ll)):
             return None
-        eps = rng.standard_normal(loc.shape)
-        draws.append(loc + np.einsum("njkl,njl->njk", L, eps))
+        eps = rng.standard_normal(loc[mine].shape)
+        draws.append(loc[mine] + np.einsum("njkl,njl->njk", L[mine], eps))
         lls.append(ll)
+    if white is not None:  # the kept draws' new z_hat at once: one product per holder
+        draws = [white.draw(np.asarray(flat["theta"][keep], dtype=np.float64), keep,
+                            pencil[0], rng)]
     out = {"z_hat": np.concatenate(draws)}
     if s_draws:
         out["S_hat"] = np.concatenate(s_draws)
     return np.concatenate(lls), out
+
+
+#: Up to this many distinct sigma_y^2 among the draws, :func:`_whitened` factors each
+#: covariance (J Cholesky factors a value); above it, one eigendecomposition per holder.
+_FACTORS_PER_VALUE = 2
+
+
+class _Whitened:
+    """Holder j's z_hat site N(Sm_j theta, sigma_y^2 S_j + N_j) for every draw, whitened:
+    w = B theta - c scaled by 1 / sqrt(D), so that |w|^2 is the quadratic form; made by
+    :func:`_whitened`. ``B`` (U, J, d, d), ``c`` (U, J, d) and ``T`` (U, J, d, d) per
+    covariance factor u (``which`` (N,): each draw's u); ``lam`` (J, d) or None: D =
+    sigma_y^2 lam + 1 (the pencil), else D = 1; ``half_log_det`` (U, J): log|T|."""
+
+    def __init__(self, B, c, T, half_log_det, which, s2, lam):
+        self.B, self.c, self.T, self.half_log_det = B, c, T, half_log_det
+        self.which, self.s2, self.lam = which, s2, lam
+
+    def log_density(self, theta, rows):
+        """Each holder's log density (n, J) at the draws ``theta`` (n, d) at flat positions
+        ``rows``; None when one is not finite."""
+        n, d = theta.shape
+        J = self.c.shape[1]
+        which = self.which[rows]
+        w = np.empty((n, J * d))
+        if len(self.B) == 1:  # one B for every draw: one product, in place
+            np.matmul(theta, self.B[0].reshape(J * d, d).T, out=w)
+            w -= self.c[0].reshape(-1)
+        for u in np.unique(which) if len(self.B) > 1 else ():
+            at = which == u
+            w[at] = theta[at] @ self.B[u].reshape(J * d, d).T - self.c[u].reshape(-1)
+        w = w.reshape(n, J, d)
+        log_det = self.half_log_det[which]
+        if self.lam is not None:  # D > 0: checked for every value by _whitened
+            D = self.s2[rows][:, None, None] * self.lam[None] + 1.0
+            w /= np.sqrt(D)
+            log_det = log_det + 0.5 * np.log(D).sum(-1)
+        ll = -0.5 * np.einsum("njd,njd->nj", w, w) - log_det - 0.5 * d * np.log(2.0 * np.pi)
+        return ll if np.all(np.isfinite(ll)) else None
+
+    def draw(self, theta, rows, Sm, rng):
+        """New z_hat (n, J, d) given the draws ``theta`` (n, d) at flat positions ``rows``:
+        Sm_j theta + T_j D^1/2 eps."""
+        n, d = theta.shape
+        J = self.c.shape[1]
+        which = self.which[rows]
+        eps = rng.standard_normal((J, n, d))
+        if self.lam is not None:
+            eps *= np.sqrt(self.s2[rows][None, :, None] * self.lam[:, None, :] + 1.0)
+        new = (theta @ Sm.reshape(J * d, d).T).reshape(n, J, d)
+        for u in np.unique(which):
+            at = slice(None) if len(self.B) == 1 else which == u
+            new[at] += np.matmul(eps[:, at], np.swapaxes(self.T[u], -1, -2)).transpose(1, 0, 2)
+        return new
+
+
+def _whitened(pencil, z, s2):
+    """:class:`_Whitened` of the pencil ``(Sm, S, N)`` of :func:`_z_hat_pencil` for the draws'
+    sigma_y^2 ``s2`` (N,): with at most ``_FACTORS_PER_VALUE`` distinct values (fast's one
+    plug-in) a Cholesky factor L of each sigma_y^2 S_j + N_j (B = L^-1 Sm_j, c = L^-1 z_j, T =
+    L, D = 1); otherwise :class:`closed_form.PencilFactor` (B = T^-1 Sm_j, c = T^-1 z_j, D =
+    sigma_y^2 lam + 1). None when a covariance is not positive definite."""
+    from scipy import linalg
+
+    Sm, S, N = pencil
+    values, which = np.unique(s2, return_inverse=True)
+    which = which.reshape(-1)
+    if len(values) <= _FACTORS_PER_VALUE:
+        cov = values[:, None, None, None] * S[None] + N[None]
+        try:  # of the symmetric part, as jnp.linalg.cholesky takes it
+            L = np.linalg.cholesky(0.5 * (cov + np.swapaxes(cov, -1, -2)))
+        except np.linalg.LinAlgError:
+            return None
+        B = linalg.solve_triangular(L, np.broadcast_to(Sm, L.shape), lower=True)
+        c = linalg.solve_triangular(L, np.broadcast_to(z[..., None], L.shape[:-1] + (1,)),
+                                    lower=True)[..., 0]
+        half = np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum(-1)
+        return _Whitened(B, c, L, half, which, s2, None)
+    factor = PencilFactor(S, N)
+    if not factor.ok or factor.scales(values) is None:
+        return None
+    Tinv = np.swapaxes(factor.Tinv_t, -1, -2)  # T^-1
+    B = (Tinv @ Sm)[None]
+    c = (Tinv @ z[..., None])[None, ..., 0]
+    return _Whitened(B, c, factor.T[None], factor.half_log_det_N[None], np.zeros_like(which),
+                     np.asarray(s2, dtype=np.float64), factor.lam)

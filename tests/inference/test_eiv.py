@@ -730,3 +730,52 @@ def test_the_grid_equals_each_cell_computed_directly(intercept, yty):
     np.testing.assert_allclose(got["mean"], means, rtol=1e-10, atol=1e-10 * np.abs(means).max())
     np.testing.assert_allclose(got["theta_mean"], np.einsum("gh,ghd->d", np.exp(want), means),
                                rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+def test_mixture_moments_and_cell_draws_are_the_cells_gaussians(intercept):
+    """``mixture_moments`` (the S-noise check's reference) equals sum_c w_c (diag(P_c^-1) +
+    mu_c^2) - mean^2 with each cell's P_c = cell_precision inverted directly, to 1e-10; and
+    the draws' transform of each cell (``_cell_noise``, in the grid's basis, no factor of P)
+    has covariance P_c^-1 to 1e-10, with and without an intercept (its Woodbury term)."""
+    rel = _release(d=3, J=2, intercept=intercept, include_yty=True)
+    post = eiv.eiv_posterior(rel, bayesdp.Priors().resolve(rel))
+    w = np.exp(post["log_weight"])
+    w /= w.sum()
+    G, H = w.shape
+    second = 0.0
+    for g in range(G):
+        for h in range(H):
+            P = eiv.cell_precision(post["data"], post["theta_plugin"], post["sigma_y2"][g],
+                                   post["scale"][h])
+            V = np.linalg.inv(P)
+            second = second + w[g, h] * (np.diag(V) + post["mean"][g, h] ** 2)
+            if (g * H + h) % 97 == 0:
+                A = eiv._cell_noise(post["basis"], g, post["scale"][h], np.eye(rel.d))
+                np.testing.assert_allclose(A.T @ A, V, rtol=1e-10, atol=1e-12 * np.abs(V).max())
+    mean = np.einsum("gh,ghd->d", w, post["mean"])
+    got_mean, got_sd = eiv.mixture_moments(post)
+    np.testing.assert_allclose(got_mean, mean, rtol=1e-12)
+    np.testing.assert_allclose(got_sd, np.sqrt(second - mean ** 2), rtol=1e-10)
+    theta, _, _ = eiv.draw(post, np.random.default_rng(0), (1, 20000))  # Monte Carlo agrees
+    se = got_sd / np.sqrt(20000)
+    assert np.all(np.abs(theta[0].mean(axis=0) - got_mean) < 5 * se)
+    assert np.all(np.abs(theta[0].std(axis=0) / got_sd - 1) < 5 * np.sqrt(2 / 20000) + 0.01)
+
+
+def test_theta_plugin_is_the_fixed_point_of_its_grid():
+    """The accelerated iteration (``anderson``) ends at theta_0 = the mixture mean of its own
+    grid, to its tolerance, on a release whose S noise moves theta_0 (eps = 0.3), and finds
+    the fixed point the plain damped iteration finds (1e-6 relative)."""
+    rel = _release(d=4, J=3, eps=0.3, include_yty=True)
+    pri = bayesdp.Priors().resolve(rel)
+    post = eiv.eiv_posterior(rel, pri)
+    assert post["converged"]
+    t0 = post["theta_plugin"]
+    again = eiv._grid(post["data"], t0, np.log(post["sigma_y2"]), np.log(post["scale"]))
+    assert np.linalg.norm(again["theta_mean"] - t0) <= 1e-7 * (1 + np.linalg.norm(t0))
+    x = np.asarray(pri.m, dtype=float)
+    for _ in range(200):  # plain damped iteration on the same grid
+        x = 0.5 * (x + eiv._grid(post["data"], x, np.log(post["sigma_y2"]),
+                                 np.log(post["scale"]))["theta_mean"])
+    np.testing.assert_allclose(x, t0, rtol=1e-6, atol=1e-9)

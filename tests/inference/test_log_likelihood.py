@@ -512,16 +512,21 @@ def test_a_likelihood_that_imports_jax_gets_its_arrays_in_float64():
     assert "DTYPE=float64" in p.stdout
 
 
+@pytest.mark.parametrize("factors_per_value", [0, 2])  # the pencil always / fast's factors
 @pytest.mark.parametrize("method", ["fast", "fixeds", "eiv"])
-def test_one_factorisation_per_holder_is_a_factorisation_per_covariance(method, monkeypatch):
-    """The NumPy evaluator's pencil (one factorisation of sigma_y^2 S_j + N_j per holder for
-    every draw, ``closed_form.PencilFactor``) gives the entries of a Cholesky factor of each
-    draw's covariance (the evaluator without the pencil) to 1e-10 at d = 12, J = 6, and predictive
-    draws that whitened by those factors are N(0, 1) (mean and variance within 5 standard
-    errors); negative control: whitened by 1.2 times the covariance they are not."""
-    from bayesdp.inference import closed_form
+def test_one_factorisation_per_holder_is_a_factorisation_per_covariance(method,
+                                                                       factors_per_value,
+                                                                       monkeypatch):
+    """The NumPy evaluator's whitening (``_whitened``: one factorisation of sigma_y^2 S_j + N_j
+    per holder for every draw, ``closed_form.PencilFactor``, or one Cholesky factor per holder
+    and distinct sigma_y^2 when there are few, fast's one plug-in) gives the entries of a
+    Cholesky factor of each draw's covariance (the evaluator without it) to 1e-10 at d = 12,
+    J = 6, in one chunk or several, and predictive draws that whitened by those factors are
+    N(0, 1) (mean and variance within 5 standard errors); negative control: whitened by 1.2
+    times the covariance they are not."""
     from bayesdp.inference import log_likelihood as LL
 
+    monkeypatch.setattr(LL, "_FACTORS_PER_VALUE", factors_per_value)
     sim = bayesdp.simulate(n=6000, d=12, seed=4)
     release = bayesdp.release(sim.X, sim.y, epsilon=2.0, delta=1e-5, bounds=sim.bounds,
                               nodes=6, seed=1)
@@ -530,10 +535,13 @@ def test_one_factorisation_per_holder_is_a_factorisation_per_covariance(method, 
     J, d = release.J, release.d
     ll, pp = LL._evaluate_numpy(setup, flat, J, d, seed=2)
     with monkeypatch.context() as m:
-        # no pencil: a Cholesky factor of each draw's covariance
-        m.setattr(closed_form.PencilFactor, "scales", lambda self, s2: None)
+        m.setattr(LL, "_whitened", lambda *a: None)  # a Cholesky factor of each covariance
         ll_each, _ = LL._evaluate_numpy(setup, flat, J, d, seed=2)
     np.testing.assert_allclose(ll, ll_each, rtol=1e-10)
+    with monkeypatch.context() as m:
+        m.setattr(LL, "_CHUNK_BYTES", 8 * 6 * J * d * 333)  # 333 draws a chunk
+        np.testing.assert_allclose(LL._evaluate_numpy(setup, flat, J, d, seed=2)[0], ll,
+                                   rtol=1e-12)
     loc, cov, which = LL._gaussian_z_hat(setup, flat)
 
     def standard(scale):
@@ -545,3 +553,27 @@ def test_one_factorisation_per_holder_is_a_factorisation_per_covariance(method, 
 
     assert standard(1)
     assert not standard(1.2)
+
+
+def test_a_large_predictive_group_is_thinned_and_the_log_likelihood_is_not(rel, monkeypatch):
+    """Past ``PREDICTIVE_NUMBERS`` numbers the posterior predictive holds every k-th draw of
+    each chain (its ``draw`` coordinate says which), while the log-likelihood keeps every draw,
+    equal to the unthinned fit's, so ``az.loo`` is unchanged; the kept draws' new z_hat are
+    distributed as the unthinned ones (mean per holder within 5 standard errors)."""
+    import arviz as az
+
+    from bayesdp.inference import log_likelihood as LL
+
+    assert LL.predictive_draws(4, 1000, rel.J, rel.d, ("z_hat",)).size == 1000  # default: all
+    full = bayesdp.fit(rel, method="fast", seed=3)
+    per_draw = rel.J * rel.d
+    monkeypatch.setattr(LL, "PREDICTIVE_NUMBERS", -(-4 * 1000 * per_draw // 7))  # every 7th
+    thin = bayesdp.fit(rel, method="fast", seed=3)
+    pp = thin.posterior_predictive["z_hat"]
+    assert pp.sizes["chain"] == 4 and list(pp["draw"].values) == list(range(0, 1000, 7))
+    np.testing.assert_array_equal(thin.log_likelihood["release"], full.log_likelihood["release"])
+    assert float(az.loo(thin).elpd_loo) == float(az.loo(full).elpd_loo)
+    a = np.asarray(pp).reshape(-1, rel.J, rel.d)
+    b = np.asarray(full.posterior_predictive["z_hat"]).reshape(-1, rel.J, rel.d)
+    se = np.sqrt(a.var(axis=0) / len(a) + b.var(axis=0) / len(b))
+    assert np.all(np.abs(a.mean(axis=0) - b.mean(axis=0)) < 5 * se)
