@@ -52,7 +52,7 @@ def _fast_result(post, seed, num_chains, num_samples, sigma_y_rule, fixed_s):
         },
         fixed_s=fixed_s, s_noise=post["s_noise"], sigma_y2=float(post["sigma_y2"]),
         plugin_theta=post["mean"] if post["s_noise"] == "eiv" else None,
-        theta_moments=(post["mean"], post["cov"]),
+        theta_moments=(post["mean"], post["cov"]), S_fixed=post["S"],
     )
 
 
@@ -128,7 +128,8 @@ def likelihood(release, priors, result):
     at the plug-in sigma_y^2, with S_j and the noise of z_hat given S as
     :func:`closed_form.fast_posterior` used them (the s_noise "eiv" noise at the posterior
     mean, the fixed point it solved)."""
-    S = closed_form.fixed_s_estimate(release, result.fixed_s)
+    S = result.S_fixed if result.S_fixed is not None else \
+        closed_form.fixed_s_estimate(release, result.fixed_s)
     shift, Sig = closed_form.z_given_s_noise(release, S, s_noise=result.s_noise,
                                              theta=result.plugin_theta)
     data = R.model_data(release, priors, S_fixed=S, z_noise=(shift, Sig), as_numpy=True)

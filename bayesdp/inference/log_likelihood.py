@@ -356,19 +356,16 @@ def _evaluate_numpy(setup: Likelihood, flat, J, d, seed, keep=None):
     pencil = None if with_s else _z_hat_pencil(setup)
     white = None if pencil is None else _whitened(
         pencil, np.asarray(setup.data.z_hat, dtype=np.float64), flat["sigma_y2"].reshape(-1))
-    if white is not None:  # a few (J, d) arrays per draw, no (J, d, d) ones
-        chunk = int(max(1, min(N, _CHUNK_BYTES // (8 * 6 * J * d))))
+    if white is not None:  # every draw at once, holders in blocks (each B_j read once)
+        theta = np.asarray(flat["theta"], dtype=np.float64)
+        ll = white.log_density(theta)
+        if ll is None:
+            return None
+        return ll, {"z_hat": white.draw(theta[keep], keep, pencil[0], rng)}
     lls, draws, s_draws = [], [], []
     for start in range(0, N, chunk):
         part = {k: v[start:start + chunk] for k, v in flat.items()}
         mine = keep[(keep >= start) & (keep < start + chunk)] - start
-        if white is not None:
-            ll = white.log_density(np.asarray(part["theta"], dtype=np.float64),
-                                   slice(start, start + chunk))
-            if ll is None:
-                return None
-            lls.append(ll)
-            continue
         gauss = _gaussian_z_hat(setup, part)
         if gauss is None:
             return None
@@ -392,9 +389,6 @@ def _evaluate_numpy(setup: Likelihood, flat, J, d, seed, keep=None):
         eps = rng.standard_normal(loc[mine].shape)
         draws.append(loc[mine] + np.einsum("njkl,njl->njk", L[mine], eps))
         lls.append(ll)
-    if white is not None:  # the kept draws' new z_hat at once: one product per holder
-        draws = [white.draw(np.asarray(flat["theta"][keep], dtype=np.float64), keep,
-                            pencil[0], rng)]
     out = {"z_hat": np.concatenate(draws)}
     if s_draws:
         out["S_hat"] = np.concatenate(s_draws)
@@ -417,38 +411,44 @@ class _Whitened:
         self.B, self.c, self.T, self.half_log_det = B, c, T, half_log_det
         self.which, self.s2, self.lam = which, s2, lam
 
-    def log_density(self, theta, rows):
-        """Each holder's log density (n, J) at the draws ``theta`` (n, d) at flat positions
-        ``rows``; None when one is not finite."""
-        n, d = theta.shape
+    def log_density(self, theta):
+        """Each holder's log density (N, J) at the draws ``theta`` (N, d), over blocks of
+        holders whose (N, block, d) residuals stay near ``_CHUNK_BYTES``; None when one is not
+        finite."""
+        N, d = theta.shape
         J = self.c.shape[1]
-        which = self.which[rows]
-        w = np.empty((n, J * d))
-        if len(self.B) == 1:  # one B for every draw: one product, in place
-            np.matmul(theta, self.B[0].reshape(J * d, d).T, out=w)
-            w -= self.c[0].reshape(-1)
-        for u in np.unique(which) if len(self.B) > 1 else ():
-            at = which == u
-            w[at] = theta[at] @ self.B[u].reshape(J * d, d).T - self.c[u].reshape(-1)
-        w = w.reshape(n, J, d)
-        log_det = self.half_log_det[which]
-        if self.lam is not None:  # D > 0: checked for every value by _whitened
-            D = self.s2[rows][:, None, None] * self.lam[None] + 1.0
-            w /= np.sqrt(D)
-            log_det = log_det + 0.5 * np.log(D).sum(-1)
-        ll = -0.5 * np.einsum("njd,njd->nj", w, w) - log_det - 0.5 * d * np.log(2.0 * np.pi)
+        step = int(max(1, min(J, _CHUNK_BYTES // (8 * 3 * N * d))))
+        ll = np.empty((N, J))
+        groups = [(slice(None), 0)] if len(self.B) == 1 else \
+            [(self.which == u, u) for u in np.unique(self.which)]
+        if self.lam is not None:  # D = sigma_y^2 lam + 1 once per distinct sigma_y^2
+            values, at_value = np.unique(self.s2, return_inverse=True)
+        for lo in range(0, J, step):
+            hi = min(J, lo + step)
+            for at, u in groups:
+                Bt = self.B[u, lo:hi].reshape((hi - lo) * d, d)
+                w = (theta[at] @ Bt.T).reshape(-1, hi - lo, d)
+                w -= self.c[u, lo:hi]
+                log_det = self.half_log_det[u, lo:hi]
+                if self.lam is not None:  # D > 0: checked for every value by _whitened
+                    D = values[:, None, None] * self.lam[None, lo:hi] + 1.0
+                    w *= (1.0 / np.sqrt(D))[at_value[at]]
+                    log_det = log_det + 0.5 * np.log(D).sum(-1)[at_value[at]]
+                ll[at, lo:hi] = (-0.5 * np.einsum("njd,njd->nj", w, w) - log_det
+                                 - 0.5 * d * np.log(2.0 * np.pi))
         return ll if np.all(np.isfinite(ll)) else None
 
     def draw(self, theta, rows, Sm, rng):
         """New z_hat (n, J, d) given the draws ``theta`` (n, d) at flat positions ``rows``:
-        Sm_j theta + T_j D^1/2 eps."""
+        Sm_j theta + T_j D^1/2 eps (n x J x d numbers: the kept draws of
+        :func:`predictive_draws`)."""
         n, d = theta.shape
         J = self.c.shape[1]
         which = self.which[rows]
         eps = rng.standard_normal((J, n, d))
         if self.lam is not None:
             eps *= np.sqrt(self.s2[rows][None, :, None] * self.lam[:, None, :] + 1.0)
-        new = (theta @ Sm.reshape(J * d, d).T).reshape(n, J, d)
+        new = (theta @ np.ascontiguousarray(Sm).reshape(J * d, d).T).reshape(n, J, d)
         for u in np.unique(which):
             at = slice(None) if len(self.B) == 1 else which == u
             new[at] += np.matmul(eps[:, at], np.swapaxes(self.T[u], -1, -2)).transpose(1, 0, 2)
@@ -472,7 +472,8 @@ def _whitened(pencil, z, s2):
             L = np.linalg.cholesky(0.5 * (cov + np.swapaxes(cov, -1, -2)))
         except np.linalg.LinAlgError:
             return None
-        B = linalg.solve_triangular(L, np.broadcast_to(Sm, L.shape), lower=True)
+        B = np.ascontiguousarray(linalg.solve_triangular(L, np.broadcast_to(Sm, L.shape),
+                                                         lower=True))
         c = linalg.solve_triangular(L, np.broadcast_to(z[..., None], L.shape[:-1] + (1,)),
                                     lower=True)[..., 0]
         half = np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum(-1)

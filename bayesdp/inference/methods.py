@@ -49,6 +49,9 @@ class MethodResult:
         them instead of the draws' moments.
     eiv_data : EivData or None
         "eiv": the data of :func:`bayesdp.models.regression.eiv_model` its draws condition on.
+    S_fixed : array (J, d, d) or None
+        A method that fixes S: the S_j it fixed (so the log-likelihood need not find them
+        again).
     """
 
     posterior: dict
@@ -62,6 +65,7 @@ class MethodResult:
     plugin_theta: Optional[object] = None
     theta_moments: Optional[tuple] = None
     eiv_data: Optional[object] = None
+    S_fixed: Optional[object] = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -521,7 +521,7 @@ def test_one_factorisation_per_holder_is_a_factorisation_per_covariance(method,
     per holder for every draw, ``closed_form.PencilFactor``, or one Cholesky factor per holder
     and distinct sigma_y^2 when there are few, fast's one plug-in) gives the entries of a
     Cholesky factor of each draw's covariance (the evaluator without it) to 1e-10 at d = 12,
-    J = 6, in one chunk or several, and predictive draws that whitened by those factors are
+    J = 6, in one block of holders or several, and predictive draws that whitened by those factors are
     N(0, 1) (mean and variance within 5 standard errors); negative control: whitened by 1.2
     times the covariance they are not."""
     from bayesdp.inference import log_likelihood as LL
@@ -539,7 +539,7 @@ def test_one_factorisation_per_holder_is_a_factorisation_per_covariance(method,
         ll_each, _ = LL._evaluate_numpy(setup, flat, J, d, seed=2)
     np.testing.assert_allclose(ll, ll_each, rtol=1e-10)
     with monkeypatch.context() as m:
-        m.setattr(LL, "_CHUNK_BYTES", 8 * 6 * J * d * 333)  # 333 draws a chunk
+        m.setattr(LL, "_CHUNK_BYTES", 8 * 6 * J * d * 333)  # blocks of one holder
         np.testing.assert_allclose(LL._evaluate_numpy(setup, flat, J, d, seed=2)[0], ll,
                                    rtol=1e-12)
     loc, cov, which = LL._gaussian_z_hat(setup, flat)
