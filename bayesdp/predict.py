@@ -90,8 +90,9 @@ def predict(idata, X_new, *, seed=None, hdi_prob=0.9, encoding=None):
                "determines sigma_y"),
             CalibrationWarning, stacklevel=2)
     rng = np.random.default_rng(seed)
-    mu = np.einsum("cnk,mk->cnm", theta, X)
-    y = mu + np.sqrt(s2)[..., None] * rng.standard_normal(mu.shape)
+    y = rng.standard_normal((*theta.shape[:2], len(X)))
+    y *= np.sqrt(s2)[..., None]
+    y += theta @ X.T  # x^T theta_k for every draw and row: one matrix product
     attrs = {"predict_seed": int(seed), "hdi_prob": hdi_prob, "sigma_y2_source": source,
              "sigma_y_spread": spread,
              "method": diagnostics.attrs(idata).get("method", "?")}

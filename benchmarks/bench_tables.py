@@ -16,7 +16,7 @@ compilation not counted):
 Prints seconds and the ratio to the release. Timing claims belong here, never in tests.
 
     python benchmarks/bench_tables.py
-    python benchmarks/bench_tables.py --n 200000 --J 5 --predict-rows 20000
+    python benchmarks/bench_tables.py --n 200000 --J 5 --predict-rows 20000 --no-select
 """
 
 from __future__ import annotations
@@ -53,27 +53,26 @@ BOUNDS = {"y": (-6.0, 6.0), "x1": (-1.0, 1.0), "x2": (-1.0, 1.0),
           **{name: [f"{name}{i}" for i in range(k)] for name, k in LEVELS.items()}}
 
 
-def stages(rows, J, predict_rows, seed=0):
-    """Seconds of each stage on a table of ``rows`` rows."""
+def stages(rows, J, predict_rows, seed=0, report=lambda stage, seconds: None, select=True):
+    """Seconds of each stage on a table of ``rows`` rows (each passed to ``report`` when it
+    ends) and the selection."""
     data = table(rows, seed)
     new = table(predict_rows, seed + 1, response=False)
     out = {}
-    t = time.perf_counter()
-    rel = bayesdp.release(data, formula=FORMULA, bounds=BOUNDS, epsilon=1.0, delta=1e-5,
-                          nodes=J, seed=seed)
-    out["release"] = time.perf_counter() - t
-    t = time.perf_counter()
-    idata = bayesdp.fit(rel, seed=0)
-    out["fit"] = time.perf_counter() - t
-    t = time.perf_counter()
-    bayesdp.fit(rel, method="fast", seed=0)
-    out["fast"] = time.perf_counter() - t
-    t = time.perf_counter()
-    bayesdp.predict(idata, new, seed=0)
-    out["predict"] = time.perf_counter() - t
-    t = time.perf_counter()
-    sel = bayesdp.select(rel, seed=0)
-    out["select"] = time.perf_counter() - t
+
+    def timed(stage, call):
+        t = time.perf_counter()
+        value = call()
+        out[stage] = time.perf_counter() - t
+        report(stage, out[stage])
+        return value
+
+    rel = timed("release", lambda: bayesdp.release(data, formula=FORMULA, bounds=BOUNDS,
+                                                   epsilon=1.0, delta=1e-5, nodes=J, seed=seed))
+    idata = timed("fit", lambda: bayesdp.fit(rel, seed=0))
+    timed("fast", lambda: bayesdp.fit(rel, method="fast", seed=0))
+    timed("predict", lambda: bayesdp.predict(idata, new, seed=0))
+    sel = timed("select", lambda: bayesdp.select(rel, seed=0)) if select else None
     return rel.d, out, sel
 
 
@@ -82,14 +81,22 @@ def main(argv=None):
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--J", type=int, default=10)
     p.add_argument("--predict-rows", type=int, default=100_000)
+    p.add_argument("--no-select", action="store_true", help="leave out the select stage")
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
     stages(5000, 2, 100, seed=7)  # warm-up: imports, compilation
-    d, out, sel = stages(args.n, args.J, args.predict_rows)
-    print(f"n = {args.n:,} rows, d = {d} columns, J = {args.J}; predict on "
-          f"{args.predict_rows:,} rows; select: {sel.method}")
-    for stage, seconds in out.items():
-        print(f"{stage:8s} {seconds:8.3f} s  x {seconds / out['release']:6.2f} release")
+    print(f"n = {args.n:,} rows, J = {args.J}; predict on {args.predict_rows:,} rows",
+          flush=True)
+    first = {}
+
+    def report(stage, seconds):
+        first.setdefault("release", seconds)
+        print(f"{stage:8s} {seconds:8.3f} s  x {seconds / first['release']:6.2f} release",
+              flush=True)
+
+    d, out, sel = stages(args.n, args.J, args.predict_rows, report=report,
+                         select=not args.no_select)
+    print(f"d = {d} columns" + ("" if sel is None else f"; select: {sel.method}"))
 
 
 if __name__ == "__main__":
