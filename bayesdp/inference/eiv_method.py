@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import BayesdpInputError
 from ..models import regression as R
-from .log_likelihood import Likelihood, one_holder, stack_holders
+from .log_likelihood import Likelihood, one_holder
 from .methods import MethodResult, register_method
 
 #: scales: one prior scale for all slopes ("common", iid draws of the grid mixture) or one per
@@ -72,15 +72,30 @@ def likelihood(release, priors, result):
     A release's y^T y is left out of the entries (they are z_hat's alone)."""
     data = result.eiv_data
     per_slope = np.ndim(data.scale_min) > 0
-    per = [R.eiv_model_data(one_holder(release, j), priors,
-                            scale_min=float(np.ravel(data.scale_min)[0]),
-                            sigma_y2_max=float(data.sigma_y2_max),
-                            theta_plugin=result.plugin_theta,
-                            per_slope=per_slope)._replace(yty_hat=None, yty_var=None)
-           for j in range(release.J)]
-    stacked = stack_holders(per)
+    stacked = per_holder_data(release, priors, scale_min=float(np.ravel(data.scale_min)[0]),
+                              sigma_y2_max=float(data.sigma_y2_max),
+                              theta_plugin=result.plugin_theta, per_slope=per_slope)
     samples = {k: result.posterior[k] for k in ("theta_scale", "theta", "sigma_y2")}
     return Likelihood(R.eiv_model, stacked, samples, ("z_hat",), ("z_hat",), per_holder=True)
+
+
+def per_holder_data(release, priors, **options):
+    """:func:`eiv_model_data` of each holder's statistics alone, stacked along a leading
+    holder axis (what ``stack_holders`` of one ``eiv_model_data(one_holder(release, j))`` per
+    holder gives, y^T y left out), built from the whole release's arrays at once: holder 0's
+    record for the fields every holder shares, the release's per-holder arrays for the rest."""
+    from ..releases import layout
+    from .closed_form import nearest_psd
+
+    first = R.eiv_model_data(one_holder(release, 0), priors, **options)
+    blocks = layout.noise_blocks(release)
+    J = release.J
+    own = {"S_hat": release.S_hat, "z_hat": release.z_hat, "S_plus": nearest_psd(release.S_hat),
+           "noise_SS": blocks.SS, "noise_Sz": blocks.Sz, "noise_zz": blocks.zz,
+           "n": np.asarray(release.n, dtype=np.float64), "yty_hat": None, "yty_var": None}
+    return type(first)(**{k: own[k] if k in own else None if v is None else
+                          np.repeat(np.asarray(v, dtype=np.float64)[None], J, axis=0)
+                          for k, v in first._asdict().items()})
 
 
 register_method(

@@ -170,16 +170,6 @@ def _setup(method, release, priors, result):
     return setup
 
 
-def stack_holders(per_holder):
-    """One data NamedTuple from one per holder (J of them, fields of one type): each field
-    stacked along a new leading axis as float64 NumPy arrays (None stays None), the data of
-    a ``per_holder`` :class:`Likelihood`."""
-    first = per_holder[0]
-    return type(first)(*(None if v is None else np.stack([np.asarray(x, dtype=np.float64)
-                                                          for x in values])
-                         for v, values in zip(first, zip(*per_holder))))
-
-
 def one_holder(release, j):
     """Holder j's part of a release (a Release with J = 1; the privacy record as the whole
     release's): the data of eiv's per-holder density."""

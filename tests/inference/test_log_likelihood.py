@@ -577,3 +577,29 @@ def test_a_large_predictive_group_is_thinned_and_the_log_likelihood_is_not(rel, 
     b = np.asarray(full.posterior_predictive["z_hat"]).reshape(-1, rel.J, rel.d)
     se = np.sqrt(a.var(axis=0) / len(a) + b.var(axis=0) / len(b))
     assert np.all(np.abs(a.mean(axis=0) - b.mean(axis=0)) < 5 * se)
+
+
+@pytest.mark.parametrize("general", [False, True])
+def test_eivs_per_holder_data_is_each_holders_model_data_stacked(general, rel):
+    """eiv's log-likelihood data built from the whole release at once (``per_holder_data``)
+    equal, field by field, the model data of each holder's statistics alone
+    (``eiv_model_data(one_holder(release, j))``, y^T y left out) stacked, for the iid design
+    and a general noise covariance."""
+    from bayesdp.inference.eiv_method import per_holder_data
+    from bayesdp.inference.log_likelihood import one_holder
+    from bayesdp.models import regression as R
+
+    release = _general_noise_release() if general else rel
+    pri = bayesdp.Priors().resolve(release)
+    opts = dict(scale_min=0.01, sigma_y2_max=50.0, theta_plugin=np.full(release.d, 0.2),
+                per_slope=False)
+    got = per_holder_data(release, pri, **opts)
+    each = [R.eiv_model_data(one_holder(release, j), pri, **opts)._replace(
+        yty_hat=None, yty_var=None) for j in range(release.J)]
+    for name, value in got._asdict().items():
+        want = [getattr(e, name) for e in each]
+        if value is None:
+            assert all(w is None for w in want), name
+            continue
+        np.testing.assert_allclose(value, np.stack([np.asarray(w, float) for w in want]),
+                                   rtol=1e-13, atol=0, err_msg=name)
