@@ -64,9 +64,9 @@ from .compilation_cache import default_compilation_cache
 # JAX and numpyro are imported inside the functions that use them: importing bayesdp.inference,
 # as `bayesdp --help` does, loads neither
 
-#: The posterior predictive group holds at most this many numbers (64 MiB), thinned by
+#: The posterior predictive group holds at most this many numbers (16 MiB), thinned by
 #: :func:`predictive_draws` past it.
-PREDICTIVE_NUMBERS = 2 ** 23
+PREDICTIVE_NUMBERS = 2 ** 21
 
 #: Draws are evaluated in chunks whose largest intermediate (one d x d covariance per holder and
 #: draw, a few copies) stays near this many bytes.
