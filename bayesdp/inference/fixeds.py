@@ -1,7 +1,8 @@
 """Method ``"fixeds"``: MCMC-fixedS, the posterior of the fixedS model (section 4.2, Algorithm
 2's target) with S_j fixed at the nearest PSD matrix of S_hat_j, sampled by the hand-written
-kernel :mod:`bayesdp.inference.kernels.fixeds` (log sigma_y^2 slice sampled with theta
-integrated out, then theta | sigma_y^2 by Gibbs, eq. 12).
+kernel :mod:`bayesdp.inference.kernels.fixeds` (log sigma_y^2 by independence
+Metropolis-Hastings from a grid of its marginal with theta integrated out, then
+theta | sigma_y^2 by Gibbs, eq. 12).
 
 :func:`setup` (the model, its data and the chains' start) and :func:`run` serve every method of
 the fixedS model: ``bayesdp.paper`` runs Algorithm 2 as published and NUTS on the same model
@@ -31,11 +32,13 @@ from .starts import initial_position, initial_sigma_y2
 #: says, else "conditional")
 FIXED_S_OPTIONS = {"fixed_s": "psd", "s_noise": None}
 
-#: The options of the fixedS kernels: ``target_accept`` of the sigma_y^2 moves, the initial
-#: ``sigma_y2_step`` (slice width, or random-walk step), ``fix_sigma_y2`` to hold sigma_y^2 at a
-#: value (theta Gibbs only), numpyro's ``chain_method``
-OPTIONS = {"target_accept": TARGET_ACCEPT, "sigma_y2_step": None, "fix_sigma_y2": None,
-           "chain_method": None, **FIXED_S_OPTIONS}
+#: The options of "fixeds": ``fix_sigma_y2`` to hold sigma_y^2 at a value (theta Gibbs only),
+#: numpyro's ``chain_method``, and the fixedS model's :data:`FIXED_S_OPTIONS`
+OPTIONS = {"fix_sigma_y2": None, "chain_method": None, **FIXED_S_OPTIONS}
+
+#: The options of a fixedS kernel with a random walk on sigma_y^2 ("fixeds-paper"): those of
+#: "fixeds" and the walk's ``target_accept`` and initial ``sigma_y2_step``
+RANDOM_WALK_OPTIONS = {"target_accept": TARGET_ACCEPT, "sigma_y2_step": None, **OPTIONS}
 
 
 def z_noise(release, priors, S_fix, sigma_y2, fixed_s="psd", s_noise=None):
@@ -101,7 +104,8 @@ def _fixeds_kernel():
     """The hand-written kernel of "fixeds" (:mod:`.kernels.fixeds`)."""
     from .kernels import fixeds
 
-    return Kernel("fixeds", fixeds.init, fixeds.fixeds_step, slice_sigma_y2=True, moves_S=False)
+    return Kernel("fixeds", fixeds.init, fixeds.fixeds_step, sigma_y2_update="independence",
+                  moves_S=False, prepare=fixeds.prepare)
 
 
 def _kernel_run(kernel, release, priors, *, target_accept, sigma_y2_step, fix_sigma_y2, fixed_s,
@@ -114,7 +118,7 @@ def _kernel_run(kernel, release, priors, *, target_accept, sigma_y2_step, fix_si
     if fix_sigma_y2 is not None:  # theta Gibbs only, sigma_y^2 held at its start
         from .kernels import fixeds
 
-        kernel = kernel._replace(step=fixeds.theta_step, slice_sigma_y2=False)
+        kernel = kernel._replace(step=fixeds.theta_step, sigma_y2_update="fixed", prepare=None)
     run = kernel_run(kernel, model, data, pos, np.zeros(release.J), s2_0,
                      target_accept=TARGET_ACCEPT, target_accept_sigma_y2=target_accept,
                      sigma_y2_step=sigma_y2_step)
@@ -122,10 +126,11 @@ def _kernel_run(kernel, release, priors, *, target_accept, sigma_y2_step, fix_si
 
 
 def run(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_bar,
-        target_accept, sigma_y2_step, fix_sigma_y2, chain_method, fixed_s, s_noise,
-        kernel=_fixeds_kernel, build_only=False):
+        fix_sigma_y2, chain_method, fixed_s, s_noise, target_accept=TARGET_ACCEPT,
+        sigma_y2_step=None, kernel=_fixeds_kernel, build_only=False):
     """A fixedS kernel (``kernel()``, default :func:`_fixeds_kernel`) on the release: options
-    :data:`OPTIONS`; returns a :class:`~.methods.MethodResult` with what S was fixed at."""
+    :data:`OPTIONS` (and :data:`RANDOM_WALK_OPTIONS` for a kernel with a random walk on
+    sigma_y^2); returns a :class:`~.methods.MethodResult` with what S was fixed at."""
     enable_x64()
     krun, s_noise, theta = _kernel_run(kernel(), release, priors, target_accept=target_accept,
                                        sigma_y2_step=sigma_y2_step, fix_sigma_y2=fix_sigma_y2,
@@ -139,8 +144,8 @@ def run(release, priors, *, seed, num_samples, num_chains, num_warmup, progress_
 
 
 def run_batch(releases, priors_list, *, seeds, num_samples, num_chains, num_warmup,
-              progress_bar, target_accept, sigma_y2_step, fix_sigma_y2, chain_method, fixed_s,
-              s_noise, kernel=_fixeds_kernel):
+              progress_bar, fix_sigma_y2, chain_method, fixed_s, s_noise,
+              target_accept=TARGET_ACCEPT, sigma_y2_step=None, kernel=_fixeds_kernel):
     """:func:`run` for many releases of one shape in one compiled program
     (:func:`.kernel_runner.run_kernel_batch`)."""
     enable_x64()
@@ -168,8 +173,8 @@ def likelihood(release, priors, result):
 
 register_method(
     "fixeds", run,
-    "MCMC-fixedS (Algorithm 2's target): slice sampling of log sigma_y^2 with theta integrated "
-    "out, then Gibbs theta",
+    "MCMC-fixedS (Algorithm 2's target): independence Metropolis-Hastings on log sigma_y^2 "
+    "from a grid of its marginal (theta integrated out), then Gibbs theta",
     model=R.fixeds_model,
     samples="theta and sigma_y^2; S_j fixed at the nearest PSD matrix of S_hat_j",
     intercept=True, options=OPTIONS, run_batch=run_batch, checks=("s_noise",),

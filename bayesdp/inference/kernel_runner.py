@@ -30,14 +30,22 @@ TARGET_ACCEPT = 0.2
 
 class Kernel(NamedTuple):
     """A hand-written kernel: the ``init`` and ``step`` of its module (``step(key, state, data,
-    tuning) -> (state, info)``), whether it slice samples log sigma_y^2 (else a random walk on
-    sigma_y^2), and whether it moves the S_j (MH moves whose acceptance it reports)."""
+    tuning) -> (state, info)``), how it moves sigma_y^2 (:data:`SIGMA_Y2_UPDATES`), whether it
+    moves the S_j (MH moves whose acceptance it reports), and ``prepare(data) -> data``, what
+    it computes once per release before its chains run (None: nothing)."""
 
     name: str
     init: Callable
     step: Callable
-    slice_sigma_y2: bool
+    sigma_y2_update: str
     moves_S: bool
+    prepare: Callable | None = None
+
+
+#: How a kernel moves sigma_y^2: "random walk" (Metropolis-Hastings whose step adapts in
+#: warm-up), "independence" (Metropolis-Hastings from a proposal fixed per release, nothing to
+#: adapt), "fixed" (held at its start)
+SIGMA_Y2_UPDATES = ("random walk", "independence", "fixed")
 
 
 class _KernelRun(NamedTuple):
@@ -67,16 +75,22 @@ def kernel_run(kernel, model, data, pos, log_alpha, sigma_y2, *, target_accept,
     target_accept, target_accept_sigma_y2 : float in (0, 1) or None
         Targets of the S moves and of the sigma_y^2 moves (None: ``target_accept``).
     sigma_y2_step : float > 0 or None
-        The initial random-walk step on sigma_y^2, or slice width on log sigma_y^2 (None:
-        0.1 sigma_y2, or 1 for the slice sampler).
+        The initial random-walk step on sigma_y^2 (None: 0.1 sigma_y2; unused by the other
+        updates).
     """
     ta = _check_target("target_accept", target_accept)
     tsy = ta if target_accept_sigma_y2 is None else _check_target("target_accept_sigma_y2",
                                                                   target_accept_sigma_y2)
+    if kernel.sigma_y2_update not in SIGMA_Y2_UPDATES:
+        raise ValueError(f"kernel.sigma_y2_update must be one of {SIGMA_Y2_UPDATES}")
     if sigma_y2_step is None:
-        sigma_y2_step = 1.0 if kernel.slice_sigma_y2 else 0.1 * sigma_y2
+        sigma_y2_step = 0.1 * sigma_y2
     elif not float(sigma_y2_step) > 0:
         raise BayesdpInputError(f"sigma_y2_step must be > 0, got {sigma_y2_step!r}")
+    if kernel.prepare is not None:
+        import jax
+
+        data = jax.jit(kernel.prepare)(data)
     return _KernelRun(kernel, model, data, pos, log_alpha, math.log(float(sigma_y2_step)),
                       (ta, tsy))
 
@@ -178,16 +192,13 @@ def _kernel_result(run: _KernelRun, draws, info, tuning, chain_method, num_warmu
              "target_accept_sigma_y2": tsy, "chain_method": chain_method,
              "num_warmup": num_warmup}
     dims = {}
-    if k.slice_sigma_y2:
-        stats = {"slice_width_log_sigma_y2": np.exp(np.asarray(tuning.log_step)),
-                 "n_evals_sigma_y2": np.asarray(info.evals_sigma_y2)}
-        attrs["sigma_y2_update"] = "slice sampler on log sigma_y2, theta integrated out"
-        attrs["n_evals_sigma_y2_mean"] = float(np.mean(stats["n_evals_sigma_y2"]))
-    else:
+    if k.sigma_y2_update == "random walk":
         stats = {"acceptance_rate_sigma_y2": np.asarray(info.accept_prob_sigma_y2),
                  "step_size_sigma_y2": np.exp(np.asarray(tuning.log_step))}
-        attrs["acceptance_rate_sigma_y2_mean"] = float(
-            np.mean(stats["acceptance_rate_sigma_y2"]))
+    else:
+        stats = {"acceptance_rate_sigma_y2": np.asarray(info.accept_prob_sigma_y2)}
+    attrs["sigma_y2_update"] = k.sigma_y2_update
+    attrs["acceptance_rate_sigma_y2_mean"] = float(np.mean(stats["acceptance_rate_sigma_y2"]))
     if k.moves_S:
         stats["acceptance_rate_S"] = np.asarray(info.accept_prob_S)
         stats["alpha_S"] = np.exp(np.asarray(tuning.log_alpha))

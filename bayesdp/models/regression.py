@@ -57,11 +57,11 @@ sigma_y^2 ~ InvGamma(a, b), Sigma_x ~ InvWishart(kappa, Lambda)."""
 
 
 def _data_class(name, fields, doc):
-    """A NamedTuple of arrays (a JAX pytree) with these fields, then the optional ``basis`` and
-    ``prior_factors`` (None by default)."""
+    """A NamedTuple of arrays (a JAX pytree) with these fields, then the optional ``basis``,
+    ``prior_factors`` and ``kernel_terms`` (None by default)."""
     cls = NamedTuple(name, [(field, object) for field in fields]
-                     + [("basis", object), ("prior_factors", object)])
-    cls.__new__.__defaults__ = (None, None)  # basis, prior_factors: optional
+                     + [("basis", object), ("prior_factors", object), ("kernel_terms", object)])
+    cls.__new__.__defaults__ = (None, None, None)  # basis, prior_factors, kernel_terms: optional
     cls.__doc__ = doc
     return cls
 
@@ -96,6 +96,8 @@ given S (zero for the Gaussian mechanism of eqs. (2)-(3)). ``basis``: an orthogo
 matrix Q in which :func:`normalx_noncentred_model` factorises Sigma_x (None: the identity);
 a change of variables only, the joint density is the same. ``prior_factors``: the priors'
 :class:`PriorFactors` (None: the non-centred models factorise C and Lambda themselves).
+``kernel_terms``: what a hand-written kernel computes once per release from the rest (the
+fixedS kernel's :class:`~bayesdp.inference.kernels.sigma_y2.FixedSTerms`); the models ignore it.
 """)
 
 

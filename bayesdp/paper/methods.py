@@ -37,12 +37,13 @@ def _fixeds_paper_kernel():
     from .kernels import fixeds_paper
 
     return Kernel("fixeds-paper", fixeds_paper.init, fixeds_paper.fixeds_paper_step,
-                  slice_sigma_y2=False, moves_S=False)
+                  sigma_y2_update="random walk", moves_S=False)
 
 
 def _run_fixeds_paper(release, priors, **kw):
     """MCMC-fixedS exactly as Algorithm 2: :func:`bayesdp.inference.fixeds.run` with its
-    kernel (Gibbs theta, random-walk MH on sigma_y^2); options those of "fixeds"."""
+    kernel (Gibbs theta, random-walk MH on sigma_y^2); options
+    :data:`~bayesdp.inference.fixeds.RANDOM_WALK_OPTIONS`."""
     return fixeds.run(release, priors, kernel=_fixeds_paper_kernel, **kw)
 
 
@@ -79,7 +80,7 @@ def _normalx_paper_kernel():
     from .kernels import normalx_paper
 
     return Kernel("normalx-paper", normalx_paper.init, normalx_paper.normalx_paper_step,
-                  slice_sigma_y2=False, moves_S=True)
+                  sigma_y2_update="random walk", moves_S=True)
 
 
 def _normalx_paper_run(release, priors, *, target_accept, target_accept_sigma_y2, alpha_init,
@@ -169,8 +170,8 @@ register_method(
     "fixeds-paper", _run_fixeds_paper,
     "MCMC-fixedS exactly as Algorithm 2 (Gibbs theta, RW-MH sigma_y^2), for reproducing the "
     "paper; 'fixeds' samples the same posterior and mixes better",
-    model=R.fixeds_model, samples=_FIXEDS_SAMPLES, intercept=True, options=fixeds.OPTIONS,
-    run_batch=_run_fixeds_paper_batch, checks=("s_noise",), log_likelihood=fixeds.likelihood)
+    model=R.fixeds_model, samples=_FIXEDS_SAMPLES, intercept=True,
+    options=fixeds.RANDOM_WALK_OPTIONS, run_batch=_run_fixeds_paper_batch, checks=("s_noise",), log_likelihood=fixeds.likelihood)
 register_method(
     "nuts-normalx", _run_nuts_normalx,
     "numpyro NUTS on the centred normalX model (a cross-check of 'normalx')",

@@ -1,11 +1,10 @@
 """MCMC-fixedS (the target of Algorithm 2) by collapsed Gibbs (method ``"fixeds"``): S_j fixed
-at ``data.S_fixed``, log sigma_y^2 slice sampled with theta integrated out, then theta | sigma_y^2
-(eq. 12). The target is the joint density of ``bayesdp.models.regression.fixeds_model``. Also
-the theta-only sweep used when sigma_y^2 is held fixed (option ``fix_sigma_y2``)."""
+at ``data.S_fixed``, log sigma_y^2 by an independence Metropolis-Hastings update from a grid of
+its marginal with theta integrated out, then theta | sigma_y^2 (eq. 12). The target is the
+joint density of ``bayesdp.models.regression.fixeds_model``. Also the theta-only sweep used
+when sigma_y^2 is held fixed (option ``fix_sigma_y2``)."""
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -13,25 +12,7 @@ import jax.numpy as jnp
 from .adaptation import Tuning
 from .common import FixedSState, MHInfo, init_state, sample_theta
 from .linalg import draw
-from .slice import SLICE_N_UNIFORMS, fixed_s_prior_totals, slice_sigma_y2_then_theta
-
-
-class Info(NamedTuple):
-    """Diagnostics of one sweep.
-
-    accept_prob_S, is_accepted_S: (J,) zeros and False (S is fixed; kept so that every kernel
-        reports them).
-    accept_prob_sigma_y2, is_accepted_sigma_y2: () one and True (a slice sampler always moves).
-    jump_log_sigma_y2: () |log sigma_y2' - log sigma_y2|, which adapts the slice width in warm-up.
-    evals_sigma_y2: () number of log-density evaluations the slice update took.
-    """
-
-    accept_prob_S: jax.Array
-    is_accepted_S: jax.Array
-    accept_prob_sigma_y2: jax.Array
-    is_accepted_sigma_y2: jax.Array
-    jump_log_sigma_y2: jax.Array
-    evals_sigma_y2: jax.Array
+from .sigma_y2 import N_UNIFORMS, fixed_s_terms, sigma_y2_then_theta
 
 
 def init(position, log_alpha, log_step):
@@ -39,29 +20,37 @@ def init(position, log_alpha, log_step):
     return init_state(FixedSState, position, log_alpha, log_step)
 
 
+def prepare(data):
+    """``data`` with the terms the sweep reads computed once: ``kernel_terms`` =
+    :func:`.sigma_y2.fixed_s_terms` of ``data.S_fixed`` (a sweep given data without them
+    computes them itself, as the joint-distribution tests, which redraw z_hat, need)."""
+    return data._replace(kernel_terms=fixed_s_terms(data.S_fixed, data))
+
+
 def fixeds_step(rng_key, state: FixedSState, data, tuning: Tuning):
     """One sweep of MCMC-fixedS (the target of Algorithm 2: S_j = data.S_fixed, latent theta and
     sigma_y^2), as a collapsed Gibbs sampler:
 
-    1. u = log sigma_y^2 from p(u | S, z_hat), theta integrated out
-       (:func:`.slice.log_sigma_y2_marginal`), by one univariate slice-sampling update
-       (:func:`.slice.slice_1d`; width exp(tuning.log_step), adapted in warm-up only);
+    1. u = log sigma_y^2 from p(u | S, z_hat), theta integrated out, by one independence
+       Metropolis-Hastings update whose proposal is a grid of that marginal mixed with the
+       prior (:func:`.sigma_y2.sigma_y2_then_theta`; nothing to tune);
     2. theta ~ N(m_p, Sigma_p) given sigma_y^2 (eq. 12).
 
     Step 1 leaves p(sigma_y^2 | z_hat) invariant and step 2 draws theta from its exact
     conditional, so the pair (sigma_y^2, theta) is a Markov chain with the joint posterior as
-    its stationary law whose only autocorrelation is that of a 1-d slice sampler. (The paper's
-    Gibbs theta + random walk on sigma_y^2 is :mod:`bayesdp.paper.kernels.fixeds_paper`; its
-    step size, started far from the posterior's scale, often does not adapt within warm-up.)"""
-    S = data.S_fixed
+    its stationary law; where the grid matches the marginal the draws are nearly independent.
+    (The paper's Gibbs theta + random walk on sigma_y^2 is
+    :mod:`bayesdp.paper.kernels.fixeds_paper`.) ``tuning`` is not used. Info:
+    :class:`.common.MHInfo` (no S move)."""
+    terms = data.kernel_terms
+    if terms is None:
+        terms = fixed_s_terms(data.S_fixed, data)
     J, d = data.z_hat.shape
-    eps, uni = draw(rng_key, d, SLICE_N_UNIFORMS)
-    theta, s2, jump, evals = slice_sigma_y2_then_theta(
-        uni, eps, S, state.sigma_y2, data, fixed_s_prior_totals(data), tuning.log_step)
+    key, sub = jax.random.split(rng_key)
+    eps, uni = draw(key, d, N_UNIFORMS)
+    theta, s2, prob, accepted = sigma_y2_then_theta(sub, uni, eps, state.sigma_y2, terms, data)
     zeros = jnp.zeros((J,), dtype=theta.dtype)
-    one = jnp.ones((), dtype=theta.dtype)
-    return FixedSState(theta, s2), Info(zeros, zeros > 0, one, one > 0,
-                                        jump_log_sigma_y2=jump, evals_sigma_y2=evals)
+    return FixedSState(theta, s2), MHInfo(zeros, zeros > 0, prob, accepted)
 
 
 def theta_step(rng_key, state: FixedSState, data, tuning: Tuning):
