@@ -24,11 +24,12 @@ __version__ = "0.1.0"
 # array or file field raises it, naming the field. BayesdpError is the base of every error
 # bayesdp raises on purpose; the others are in bayesdp.errors.
 from .errors import BayesdpError, BayesdpInputError, CalibrationWarning, ConvergenceWarning
-# ``simulate`` and ``predict`` are both functions and submodules: imported here, so that the
+# ``simulate``, ``predict`` and ``plan`` are both functions and submodules: imported here, so that the
 # function is the attribute (a lazy name would lose to the submodule once it is imported).
 # Both modules load no heavy dependency on import.
 from .simulate import simulate
 from .predict import predict, prediction_summary
+from .plan import plan, smallest_epsilon
 
 #: The other public names, imported on first use (PEP 562): ``import bayesdp`` and the
 #: ``bayesdp`` command's ``--help`` load no scipy.stats, pandas, ArviZ, xarray, matplotlib or

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from . import report
 from .errors import CalibrationWarning
 from .inference import adassp, closed_form_moments, fit, fit_nonprivate
+from .plan import plan
 from .releases import load_release, release
 from .simulate import simulate
 
@@ -18,6 +21,8 @@ from .simulate import simulate
 #: sets like the demo's, printed under its table (docs/evidence/coverage-simulation.md, "`eiv`
 #: against `fast` on the demo's setting", with the command that measures it).
 DEMO_EVIDENCE = {"eiv": "77%", "fast": "40%"}
+#: public pilot rows the demo plans from, drawn from the same population as the holders' rows
+PILOT_ROWS = 2000
 
 
 def run_demo(*, n=100_000, d=5, nodes=5, epsilon=1.0, delta=1e-5, seed=0,
@@ -36,8 +41,17 @@ def run_demo(*, n=100_000, d=5, nodes=5, epsilon=1.0, delta=1e-5, seed=0,
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     s_data, s_release, s_fit, s_adassp = (int(s) for s in rng.integers(0, 2**62, size=4))
-    sim = simulate(n, d, seed=s_data)
+    whole = simulate(n + PILOT_ROWS, d, seed=s_data)
+    sim = dataclasses.replace(whole, X=whole.X[:n], y=whole.y[:n])  # the holders' rows
+    pilot_X, pilot_y = whole.X[n:], whole.y[n:]  # public rows of the same population
     echo(f"simulated n={n} rows, d={d} features; split over J={nodes} data holders")
+    planned = plan(pilot_X, pilot_y, n=n, bounds=sim.bounds, nodes=nodes,
+                   epsilon=[epsilon, 10 * epsilon], delta=delta, seed=s_fit)
+    echo(f"\nPlanned before releasing, from {PILOT_ROWS} public pilot rows (no budget spent; "
+         f"bayesdp.plan): the expected\nposterior sd and prior share of each coefficient at "
+         f"eps={epsilon:g} and at eps={10 * epsilon:g}:")
+    echo(report.format_table(_plan_columns(planned, nodes)))
+    echo(_plan_note(planned, epsilon, nodes))
     rel = release(sim.X, sim.y, epsilon=epsilon, delta=delta, bounds=sim.bounds, nodes=nodes,
                   seed=s_release)
     path = rel.save(out / "release.json", overwrite=True)  # the demo's own folder
@@ -63,12 +77,46 @@ def run_demo(*, n=100_000, d=5, nodes=5, epsilon=1.0, delta=1e-5, seed=0,
          "adaSSP (same eps, delta)\nand the non-private posterior mean:")
     echo(report.format_table(table))
     echo(report.theta_table_note(table))
+    fitted_sd = table["sd"].to_numpy()
+    at = planned.xs((epsilon, nodes), level=("epsilon", "nodes"))
+    agree = pd.DataFrame({"planned sd": at["sd"].to_numpy(), "fitted sd": fitted_sd,
+                          "planned prior share": at["prior share"].to_numpy(),
+                          "fitted prior share": table["prior share"].to_numpy()},
+                         index=table.index)
+    echo(f"\nThe plan against the fit at eps={epsilon:g} (the plan's sd is the mean over "
+         "releases like this one; one release's sd\nfalls in its 10%-90% range about 80% of "
+         "the time):")
+    echo(report.format_table(agree))
     echo("\n" + _note())
     plot = report.plot_theta(idata, out / "theta.png", truth=sim.theta, estimates=estimates,
                              title=f"eiv posterior, eps={epsilon:g}, J={nodes}, n={n}")
     echo(f"\nwrote {plot}")
     return {"table": table, "release": rel, "posterior": idata, "release_path": path,
-            "plot_path": plot, "truth": sim.theta, "adassp": est}
+            "plot_path": plot, "truth": sim.theta, "adassp": est, "plan": planned}
+
+
+def _plan_note(planned, epsilon, nodes) -> str:
+    """What the plan says in words: the coefficients the release will say little about."""
+    share = planned.xs((epsilon, nodes), level=("epsilon", "nodes"))["prior share"]
+    vague = [str(f) for f, v in share.items() if v > 0.5]
+    if not vague:
+        return (f"At eps={epsilon:g} the release is expected to determine every coefficient "
+                "(prior shares below 0.5).")
+    text = (f"At eps={epsilon:g} with J={nodes} the release is expected to say little about "
+            f"{', '.join(vague)} (prior share above 0.5: their intervals will be mostly the "
+            "prior's). A larger eps lowers the prior share; the sd of a coefficient the prior "
+            "dominates can still grow, as the release rules out the prior's small scales.")
+    return textwrap.fill(text, width=100)
+
+
+def _plan_columns(planned, nodes):
+    """The demo's plan, one row per coefficient: sd and prior share per epsilon."""
+    cols = {}
+    for eps in dict.fromkeys(planned.index.get_level_values("epsilon")):
+        part = planned.xs((eps, nodes), level=("epsilon", "nodes"))
+        cols[f"sd (eps {eps:g})"] = part["sd"]
+        cols[f"prior share (eps {eps:g})"] = part["prior share"]
+    return pd.DataFrame(cols)
 
 
 def _note() -> str:

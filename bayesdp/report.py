@@ -166,3 +166,48 @@ def plot_gaussian_marginals(path, posteriors, *, truth=None, reference=None,
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return Path(path)
+
+
+def plot_plan(table, path, *, title=None) -> Path:
+    """The planned posterior sd of each coefficient against epsilon (log-log), one panel per
+    number of holders J, from a :func:`bayesdp.plan` table; with assumed R^2 values (a plan
+    without y) the line is the middle R^2 and the band spans them. Saved at ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    Js = sorted(set(table.index.get_level_values("nodes")))
+    names = list(dict.fromkeys(table.index.get_level_values("feature")))
+    has_r2 = "r2" in table.index.names
+    fig, axes = plt.subplots(1, len(Js), figsize=(4.2 * len(Js) + 2.2, 3.8), sharey=True,
+                             squeeze=False)
+    for ax, J in zip(axes[0], Js):
+        part = table.xs(J, level="nodes")
+        for i, f in enumerate(names):
+            rows = part.xs(f, level="feature")
+            if has_r2:
+                g = rows["sd"].groupby(level="epsilon")
+                lo, mid, hi = g.min(), g.median(), g.max()
+                ax.fill_between(lo.index, lo.to_numpy(), hi.to_numpy(), color=f"C{i % 10}",
+                                alpha=0.15, lw=0)
+                eps, sd = mid.index.to_numpy(), mid.to_numpy()
+            else:
+                eps, sd = rows.index.get_level_values("epsilon").to_numpy(), rows["sd"].to_numpy()
+            ax.plot(eps, sd, marker="o", ms=4, color=f"C{i % 10}",
+                    ls="-" if i < 10 else "--", label=f)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("epsilon")
+        ax.set_title(f"J = {J} holder{'s' if J > 1 else ''}")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("planned posterior sd")
+    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                       borderaxespad=0.0, ncol=1 if len(names) <= 16 else 2)
+    n = table.attrs.get("n")
+    fig.suptitle(title or f"planned sd per coefficient (n = {n} rows"
+                 + (", band: the assumed R^2 range" if has_r2 else "") + ")", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)

@@ -2,6 +2,7 @@
 
     bayesdp demo                         simulate -> release -> fit -> table and plot
     bayesdp simulate --out data.csv      the paper's simulated data set
+    bayesdp plan pilot.csv --n 100000 --bounds 10 5 --nodes 1 5 --delta 1e-5   what a release would give
     bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds 10 5 --nodes 5 --out release.json
     bayesdp release data.csv --epsilon 1 --delta 1e-5 --bounds private --out release.json
     bayesdp combine a.json b.json --out all.json
@@ -24,13 +25,13 @@ import sys
 from .._jax import use_host_devices
 from ..errors import BayesdpError
 from ..inference.compilation_cache import command_compilation_cache
-from . import budget, compare, diagnose, fit, network, predict, release, select, simulate
+from . import budget, compare, diagnose, fit, network, plan, predict, release, select, simulate
 from .common import check_output_paths, use_help_formatter
 
 _EPILOG = "Each command has its own --help. Docs: docs/ in the source tree."
 
 #: the command groups, in the order ``bayesdp --help`` lists them
-_GROUPS = (simulate, release, fit, select, diagnose, predict, compare, network, budget)
+_GROUPS = (simulate, plan, release, fit, select, diagnose, predict, compare, network, budget)
 
 _DEBUG_ENV = "BAYESDP_DEBUG"
 

@@ -32,6 +32,14 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
             default = " ".join(str(v) for v in default)
         return f"{text} (default: {str(default).replace('%', '%%')})"
 
+    def _fill_text(self, text, width, indent):
+        # a block that starts "example:" or "examples:" (an epilog) keeps its lines as written
+        blocks = text.strip("\n").split("\n\n")
+        return "\n\n".join(
+            "\n".join(indent + line for line in b.splitlines())
+            if b.lstrip().lower().startswith(("example:", "examples:"))
+            else super(_HelpFormatter, self)._fill_text(b, width, indent) for b in blocks)
+
     def _split_lines(self, text, width):
         # no breaks inside hyphenated names (normalx-paper, --include-yty)
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
@@ -216,3 +224,19 @@ def check_posterior_argument(path):
             f"{path}: this is {_rows_kind(path, head)} of rows, not a posterior: give the "
             "posterior written by 'bayesdp fit release.json --out posterior.nc' first, then "
             "the rows")
+
+
+def bounds_from_truth(path, option="--bounds-from"):
+    """The public bounds (B_x, B_y) of a truth file written by ``bayesdp simulate``."""
+    import math
+
+    try:
+        doc = json.loads(Path(path).read_text())
+        bounds = tuple(float(b) for b in doc["public_bounds"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BayesdpInputError(f"{option}: {str(path)!r} is not a truth file of 'bayesdp "
+                                f"simulate' with public_bounds [B_x, B_y] ({exc})") from None
+    if len(bounds) != 2 or not all(math.isfinite(b) and b > 0 for b in bounds):
+        raise BayesdpInputError(f"{option}: {str(path)!r}: public_bounds must be two positive "
+                                f"numbers, got {list(bounds)}")
+    return bounds

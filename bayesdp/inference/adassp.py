@@ -52,8 +52,25 @@ def adassp(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, p=0.05, budget="
                       UserWarning, stacklevel=2)
     (bx, by), _ = resolve_bounds(bounds, X, y)
     X, y, _ = privacy.clip_rows(X, y, bx, by)
-    d = X.shape[1]
-    rng = np.random.default_rng(seed)
+    groups = holders if holders is not None else unique_in_order(np.asarray(labels))
+    masks = [labels == lab for lab in groups]
+    S = np.stack([X[m].T @ X[m] for m in masks])
+    z = np.stack([X[m].T @ y[m] for m in masks])
+    return adassp_from_sums(S, z, epsilon=eps, delta=dlt, bounds=(bx, by),
+                            rng=np.random.default_rng(seed), p=p, budget=budget,
+                            calibration=calibration)
+
+
+def adassp_from_sums(S, z, *, epsilon, delta, bounds, rng, p=0.05, budget="paper",
+                     calibration="exact"):
+    """Distributed adaSSP (eq. 15) from each holder's exact sums of clipped rows: S (J, d, d)
+    = X_j^T X_j and z (J, d) = X_j^T y_j, rows clipped to ``bounds`` = (B_x, B_y). Each holder's
+    noise is drawn from ``rng`` in holder order (S, z, then the eigenvalue's), as
+    :func:`adassp` draws it. Returns a (d,) array."""
+    eps, dlt = privacy.check_epsilon_delta(epsilon, delta)
+    bx, by = bounds
+    S, z = np.asarray(S, dtype=float), np.asarray(z, dtype=float)
+    d = S.shape[-1]
     if budget == "paper":
         sig = privacy.gaussian_sigma(2 * eps / 3, 2 * dlt / 3, privacy.sensitivity_sz(bx, by), calibration)
         sig_s = sig_z = sig
@@ -65,13 +82,10 @@ def adassp(X, y, *, epsilon, delta, bounds, nodes=1, seed=None, p=0.05, budget="
     A = np.zeros((d, d))
     b = np.zeros(d)
     lam = 0.0
-    for lab in holders if holders is not None else unique_in_order(np.asarray(labels)):
-        m = labels == lab
-        S = X[m].T @ X[m]
-        z = X[m].T @ y[m]
-        A += S + sig_s * symmetric_noise(rng, d)
-        b += z + sig_z * rng.standard_normal(d)
-        lmin = np.linalg.eigvalsh(S)[0]
+    for Sj, zj in zip(S, z):
+        A += Sj + sig_s * symmetric_noise(rng, d)
+        b += zj + sig_z * rng.standard_normal(d)
+        lmin = np.linalg.eigvalsh(Sj)[0]
         lmin_t = max(lmin + math.sqrt(log6) * s * rng.standard_normal() - log6 * s, 0.0)
         lam += max(0.0, s * math.sqrt(d * log6 * math.log(2 * d**2 / p)) - lmin_t)
     return np.linalg.solve(A + lam * np.eye(d), b)
