@@ -51,14 +51,22 @@ def theta_table(idata, *, truth=None, estimates=None, prob=0.9) -> pd.DataFrame:
 
 
 def theta_table_note(table) -> str:
-    """The line that explains a :func:`theta_table` column a reader needs told ("prior
-    share"), or an empty string."""
+    """The lines that explain a :func:`theta_table` column a reader needs told ("prior
+    share"), led by one that names the coefficients the release says little about when most
+    of them have a prior share above 0.5; or an empty string."""
     if "prior share" not in table.columns:
         return ""
-    return ("prior share: the part of each coefficient's posterior variance (given sigma_y and "
-            "the prior scale) that its prior\nsupplies; near 1 the release says little about the "
-            "coefficient and its interval is the prior's, which can be\ntoo wide or too narrow "
-            "(docs/methods.md)")
+    share = table["prior share"]
+    vague = [str(f) for f, v in share.items() if v > 0.5]
+    lead = ""
+    if 2 * len(vague) > len(share):
+        lead = (f"the release says little about {', '.join(vague[:8])}"
+                + (f" and {len(vague) - 8} more" if len(vague) > 8 else "")
+                + ": their intervals are mostly the prior's (prior share above 0.5)\n")
+    return lead + ("prior share: the part of each coefficient's posterior variance (given "
+                   "sigma_y and the prior scale) that its prior\nsupplies; near 1 the release "
+                   "says little about the coefficient and its interval is the prior's, which "
+                   "can be\ntoo wide or too narrow (docs/methods.md)")
 
 
 _GAUSSIAN_CLOSED_FORM = ("fast",)

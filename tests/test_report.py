@@ -85,3 +85,18 @@ def test_fast_table_shows_the_exact_closed_form_not_moments_of_draws():
                                      num_chains=1)
     d = nonpriv.posterior["theta"].values.reshape(-1, 3)
     np.testing.assert_allclose(report.theta_table(nonpriv)["sd"], d.std(axis=0, ddof=1))
+
+
+def test_the_note_names_the_coefficients_the_release_says_little_about():
+    """Most prior shares above 0.5: one line names them; most below: no such line."""
+    import pandas as pd
+
+    from bayesdp import report
+
+    vague = pd.DataFrame({"prior share": [0.84, 0.2, 0.95]}, index=["x0", "x1", "x2"])
+    note = report.theta_table_note(vague)
+    assert note.splitlines()[0] == ("the release says little about x0, x2: their intervals are "
+                                    "mostly the prior's (prior share above 0.5)")
+    clear = pd.DataFrame({"prior share": [0.84, 0.2, 0.1]}, index=["x0", "x1", "x2"])
+    assert "says little about x0" not in report.theta_table_note(clear)
+    assert report.theta_table_note(clear).startswith("prior share: the part")

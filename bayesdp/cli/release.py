@@ -18,7 +18,8 @@ import warnings
 from ..errors import BayesdpError, BayesdpInputError
 from ..releases import Ledger, ReleaseSpec, combine_releases, release_file
 from ..releases.ledger import guarding
-from .common import add_command, add_force_option, add_progress_option, print_warnings
+from .common import (add_command, add_force_option, add_progress_option, bounds_from_truth,
+                     print_warnings)
 
 
 def _cmd_release(args):
@@ -26,6 +27,11 @@ def _cmd_release(args):
     accumulated in chunks (constant memory), and Gaussian noise is added once per holder.
     With --formula the file is a table: each row is encoded by the formula, its values clamped
     to the ranges declared with --bound / --bounds-file (docs/tables.md)."""
+    if args.bounds_from is not None:
+        if args.bounds or args.bounds_from_data or args.formula is not None:
+            raise BayesdpInputError("--bounds-from: give the bounds one way (--bounds-from, "
+                                    "--bounds, --bounds-from-data or a --formula's --bound)")
+        args.bounds = [repr(b) for b in bounds_from_truth(args.bounds_from)]
     if args.formula is not None:
         if args.bounds or args.bounds_from_data:
             raise BayesdpInputError(
@@ -43,7 +49,8 @@ def _cmd_release(args):
     elif args.bounds:
         bounds = _public_bounds(args.bounds)
     else:
-        raise BayesdpError("give public bounds with --bounds B_X B_Y, or --bounds private to "
+        raise BayesdpError("give public bounds with --bounds B_X B_Y (or --bounds-from a truth "
+                           "file of 'bayesdp simulate'), or --bounds private to "
                            "estimate them with DP (or --bounds-from-data, which is NOT private)")
     spec = ReleaseSpec(epsilon=args.epsilon, delta=args.delta, bounds=bounds,
                        calibration=args.calibration, noise=args.noise, intercept=args.intercept,
@@ -193,6 +200,9 @@ def register(subparsers):
                    help="public bounds B_X B_Y on ||x||_2 and |y| (rows outside are clipped), "
                         "or 'private': estimate them from the rows with DP, spending "
                         "--bounds-share of epsilon (docs/privacy.md section 11)")
+    p.add_argument("--bounds-from", default=None, metavar="FILE",
+                   help="the public bounds of a truth file written by 'bayesdp simulate' (its "
+                        "public_bounds, derived from the generating distribution)")
     p.add_argument("--bounds-share", type=float, default=None, metavar="SHARE",
                    help="with --bounds private: the share of epsilon, in (0, 1), spent on the "
                         "bounds; the statistics get the rest (default: 0.1)")

@@ -667,3 +667,21 @@ def test_no_distributed_import_keeps_out_only_what_was_never_imported(monkeypatc
         assert sys.modules["distributed"] is marker
         assert "dask.distributed" not in sys.modules
     assert sys.modules["distributed"] is marker
+
+
+def test_readme_shell_walk_releases_with_the_simulated_bounds(tmp_path, monkeypatch, capsys):
+    """The README's shell walk, run verbatim (its simulate and release lines): the release uses
+    the public bounds simulate wrote (issue 54: it used --bounds 40 30, 2.3x the sensitivity)."""
+    import shlex
+
+    text = (ROOT / "README.md").read_text()
+    walk = text.split("## From the shell", 1)[1].split("\n\n", 2)[1]
+    lines = [ln.split("#")[0].strip() for ln in walk.splitlines() if ln.strip()]
+    monkeypatch.chdir(tmp_path)
+    for line in lines[:2]:  # simulate, release
+        args = shlex.split(line)
+        assert args[0] == "bayesdp"
+        assert main(args[1:]) == 0, line
+    truth = json.loads((tmp_path / "data.truth.json").read_text())
+    rel = bayesdp.load_release(tmp_path / "release.json")
+    assert rel.bounds == pytest.approx(tuple(truth["public_bounds"]), rel=1e-12)
