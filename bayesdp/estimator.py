@@ -125,6 +125,10 @@ class BayesDPRegressor(*_BASES):
         two of them gives the statistics of the rows in one and not the other with no noise at
         all. A seeded fit therefore has no DP guarantee and the costs of seeded fits do not
         add up: ``privacy_cost_`` records no total and ``budget`` refuses.
+    random_state : None, int, numpy RandomState or Generator
+        scikit-learn's name for ``seed``, with the same meaning (a seeded fit: no DP guarantee),
+        for ``clone``, ``GridSearchCV`` and ``check_estimator``, which set it; an instance draws
+        the seed. Give ``seed`` or ``random_state`` (both only when equal).
     calibration, priors, num_samples, num_chains, num_warmup :
         passed to :func:`bayesdp.release` / :func:`bayesdp.fit`.
     include_yty : bool
@@ -194,7 +198,8 @@ class BayesDPRegressor(*_BASES):
 
     def __init__(self, epsilon=1.0, delta=1e-5, bounds=None, method="eiv", nodes=1, seed=None,
                  calibration="exact", include_yty=True, priors=None, num_samples=1000,
-                 num_chains=4, num_warmup=1000, method_options=None, formula=None):
+                 num_chains=4, num_warmup=1000, method_options=None, formula=None,
+                 random_state=None):
         self.epsilon = epsilon
         self.delta = delta
         self.bounds = bounds
@@ -209,6 +214,22 @@ class BayesDPRegressor(*_BASES):
         self.num_warmup = num_warmup
         self.method_options = method_options
         self.formula = formula
+        self.random_state = random_state
+
+    def _seed(self):
+        """The one seed of ``seed`` and ``random_state`` (an int, or None for OS entropy)."""
+        if self.seed is not None and self.random_state is not None \
+                and not (isinstance(self.random_state, (int, np.integer))
+                         and self.random_state == self.seed):
+            raise BayesdpInputError(
+                f"seed={self.seed!r} and random_state={self.random_state!r}: they are one "
+                "parameter under two names (random_state is scikit-learn's); give one of them")
+        value = self.seed if self.seed is not None else self.random_state
+        if isinstance(value, (np.random.RandomState, np.random.Generator)):
+            # scikit-learn's convention: an instance draws the seed (still a seeded fit)
+            draw = value.randint if isinstance(value, np.random.RandomState) else value.integers
+            value = int(draw(0, 2**31 - 1))
+        return check_seed(value, "seed" if self.seed is not None else "random_state")
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -220,8 +241,9 @@ class BayesDPRegressor(*_BASES):
         # The release adds noise of sd ~ B_x^2 / epsilon to every entry of X^T X: at small n
         # (scikit-learn's check uses 200 rows) the fit is noise-dominated by design.
         tags.regressor_tags.poor_score = True
-        # seed=None draws the release noise from OS entropy: two fits differ.
-        tags.non_deterministic = self.seed is None
+        # seed=None (and random_state=None) draws the release noise from OS entropy: two fits
+        # differ. scikit-learn's checks set random_state=0, which makes them reproducible.
+        tags.non_deterministic = self.seed is None and self.random_state is None
         return tags
 
     def set_params(self, **params):
@@ -271,7 +293,7 @@ class BayesDPRegressor(*_BASES):
                 if self.formula is None else
                 "bounds: with a formula, BayesDPRegressor needs the public range or levels of "
                 "each column it uses, e.g. bounds={'x': (0, 10), 'region': ['north', 'south']}")
-        seed = check_seed(self.seed)  # one seed, one noise: see the class's "seed"
+        seed = self._seed()  # one seed, one noise: see the class's "seed"
         s_release = s_fit = None
         if seed is not None:
             s_release, s_fit = (int(s) for s in np.random.default_rng(seed).integers(0, 2**62, 2))
@@ -292,7 +314,7 @@ class BayesDPRegressor(*_BASES):
                               num_warmup=self.num_warmup, **(self.method_options or {}))
         self.release_ = rel
         self.idata_ = idata
-        self.privacy_cost_ = _seeded_cost(accounting.privacy_cost(rel), self.seed) \
+        self.privacy_cost_ = _seeded_cost(accounting.privacy_cost(rel), seed) \
             if rel.seeded else accounting.privacy_cost(rel)
         self.n_features_in_ = rel.d
         if names is not None:
@@ -424,8 +446,8 @@ class BayesDPRegressor(*_BASES):
                     num_warmup=self.num_warmup, **(self.method_options or {}))
         self.release_ = rel
         self.idata_ = idata
-        self.privacy_cost_ = _seeded_cost(accounting.privacy_cost(rel), self.seed) if rel.seeded \
-            else accounting.privacy_cost(rel)
+        self.privacy_cost_ = _seeded_cost(accounting.privacy_cost(rel), self._seed()) \
+            if rel.seeded else accounting.privacy_cost(rel)
         used = [c for c in table.columns if c in rel.table.columns]
         self.feature_names_in_ = np.asarray(used, dtype=object)
         self.n_features_in_ = len(used)

@@ -29,10 +29,15 @@ from bayesdp.errors import BayesdpInputError  # noqa: E402
 # -- scikit-learn's estimator checks ---------------------------------------------------------------
 
 # The instance the checks run on: the default method ("eiv"), bounds wide enough for the checks'
-# small data sets (rows outside are clipped), a seed so that two fits on the same rows agree
+# small data sets (rows outside are clipped), a seed (random_state, which the checks set) so
+# that two fits on the same rows agree
 # (check_fit_idempotent, check_methods_subset_invariance, ...), and few draws in one chain (the
 # checks test the API).
-CHECKED = bayesdp.BayesDPRegressor(bounds=(10.0, 10.0), seed=0, num_samples=100, num_chains=1)
+CHECKED = bayesdp.BayesDPRegressor(bounds=(10.0, 10.0), random_state=0, num_samples=100,
+                                   num_chains=1)
+# The docs' constructor, no seed (issue 54): fresh noise per fit, declared by the
+# non_deterministic tag; scikit-learn's checks set random_state=0 where they compare two fits.
+DOCS = bayesdp.BayesDPRegressor(epsilon=1.0, delta=1e-5, bounds=(17.0, 8.0))
 
 # No check is expected to fail. What the checks would otherwise trip on is declared in
 # BayesDPRegressor.__sklearn_tags__: sparse input is refused with scikit-learn's "Sparse data was
@@ -56,7 +61,8 @@ def _check_name(check):
 
 
 def _checks_parametrisation():
-    deco = parametrize_with_checks([CHECKED], expected_failed_checks=lambda e: EXPECTED_FAILED)
+    deco = parametrize_with_checks([CHECKED, DOCS],
+                                   expected_failed_checks=lambda e: EXPECTED_FAILED)
     argnames, values = deco.args[0], list(deco.args[1])
     ids = deco.kwargs.get("ids")
     marked = []
@@ -402,3 +408,30 @@ print("ok")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_random_state_is_seed_under_scikit_learns_name():
+    """random_state seeds the fit as seed does (same release noise, so the same coefficients);
+    clone keeps it; both at once is refused; an instance draws the seed; without either the
+    estimator says it is non-deterministic."""
+    from sklearn.base import clone
+
+    sim = bayesdp.simulate(n=3000, d=2, seed=1)
+    kw = dict(bounds=sim.bounds, num_samples=100, num_chains=1)
+    a = bayesdp.BayesDPRegressor(random_state=3, **kw).fit(sim.X, sim.y)
+    b = bayesdp.BayesDPRegressor(seed=3, **kw).fit(sim.X, sim.y)
+    c = clone(a).fit(sim.X, sim.y)
+    assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.coef_, c.coef_)
+    other = bayesdp.BayesDPRegressor(random_state=4, **kw).fit(sim.X, sim.y)
+    assert not np.array_equal(a.coef_, other.coef_)  # negative control
+    assert a.release_.seeded and "total" in a.privacy_cost_
+    with pytest.raises(BayesdpInputError, match="one parameter under two names"):
+        bayesdp.BayesDPRegressor(seed=1, random_state=2, **kw).fit(sim.X, sim.y)
+    same = bayesdp.BayesDPRegressor(seed=3, random_state=3, **kw).fit(sim.X, sim.y)
+    assert np.array_equal(same.coef_, a.coef_)
+    inst = bayesdp.BayesDPRegressor(random_state=np.random.RandomState(0), **kw).fit(sim.X, sim.y)
+    assert inst.release_.seeded
+    from sklearn.utils import get_tags
+
+    assert get_tags(bayesdp.BayesDPRegressor(**kw)).non_deterministic
+    assert not get_tags(bayesdp.BayesDPRegressor(random_state=0, **kw)).non_deterministic
