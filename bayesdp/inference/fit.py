@@ -57,7 +57,9 @@ def fit(release, method="eiv", *, seed=None, priors: Optional[Priors] = None, nu
     Returns
     -------
     arviz.InferenceData with ``posterior`` (theta with feature-name coordinates, ...),
-    ``observed_data``/``constant_data`` (the release), ``log_likelihood`` (``release``: each
+    ``observed_data`` (the released statistics the method predicts: ``z_hat``, and ``S_hat``
+    for the methods that model it) and ``constant_data`` (the rest of the release: n, the
+    noise scales, ``S_hat`` where S is held fixed), ``log_likelihood`` (``release``: each
     holder's log density of its released statistics given each draw, for ``az.loo``,
     ``az.waic`` and ``az.compare``), ``posterior_predictive`` (``z_hat``, and ``S_hat`` for the
     methods that model it: new releases drawn given each draw, for ``az.plot_ppc``;
@@ -145,6 +147,10 @@ def finish_fit(release, method, seed, priors, result, stacklevel=3):
     observed, constant, coords, dims = _release_groups(release)
     dims = {**dims, **result.dims, "release": ["holder"]}
     loglik, predictive, kept = log_likelihood.groups(release, record, priors, result, seed)
+    # observed_data holds what the posterior predictive predicts (az.plot_ppc pairs them); the
+    # rest of the release (S_hat for the methods that hold S fixed) is constant_data
+    for name in [k for k in observed if predictive is None or k not in predictive]:
+        constant[name] = observed.pop(name)
     idata = diagnostics.to_inference_data(
         result.posterior, sample_stats=result.sample_stats, observed_data=observed,
         constant_data=constant, log_likelihood=loglik, posterior_predictive=predictive,
