@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "statistics (Alparslan, Yildirim & Birbil, ICML 2023).",
         epilog=_EPILOG,
     )
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"bayesdp {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for group in _GROUPS:
         group.register(sub)
@@ -79,6 +82,24 @@ def console_main():
         gc.freeze()
 
 
+def _as_options(message, parser, args) -> str:
+    """A message that starts with a Python parameter's name ("nodes: ...", "bounds must ...")
+    names the command's option instead ("--nodes: ..."), when the command has that option:
+    the user typed the option, not the parameter."""
+    import re
+
+    head = re.match(r"([a-z][a-z0-9_]*)(:| must | is )", message)
+    if head is None:
+        return message
+    option = "--" + head.group(1).replace("_", "-")
+    sub = next((a.choices[args.command] for a in parser._actions
+                if isinstance(a, argparse._SubParsersAction) and args.command in a.choices),
+               None)
+    if sub is None or option not in sub._option_string_actions:
+        return message
+    return option + message[len(head.group(1)):]
+
+
 def main(argv=None):
     """Run one command; return its exit status.
 
@@ -96,7 +117,7 @@ def main(argv=None):
         check_output_paths(args)
         status = args.func(args)
     except BayesdpError as exc:
-        print(f"{prefix} {_one_line(exc)}", file=sys.stderr)
+        print(f"{prefix} {_as_options(_one_line(exc), parser, args)}", file=sys.stderr)
         return 2
     except OSError as exc:
         where = exc.filename if exc.filename is not None else ""

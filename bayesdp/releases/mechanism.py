@@ -98,7 +98,8 @@ def noisy_release(acc, spec, *, feature_names, source, split="labels", plan=None
         how = " (split='random' assigns rows at random, so a holder can get none; use fewer " \
               "holders)" if split == "random" and k == 1 else ""
         need = "at least one row" if k == 1 else f"at least average_rows={k} rows (one group)"
-        raise BayesdpInputError(f"nodes: holder(s) {', '.join(few)} got "
+        shown = ", ".join(few[:10]) + (f" and {len(few) - 10} more" if len(few) > 10 else "")
+        raise BayesdpInputError(f"nodes: holder(s) {shown} got "
                                 f"{'no rows' if k == 1 else 'fewer than ' + str(k) + ' rows'}"
                                 f"{how}; every data holder needs {need}")
     if not acc.intercept:

@@ -98,3 +98,27 @@ def test_demo_help_names_the_method_the_demo_fits(tmp_path, capsys, monkeypatch)
     assert used and set(used) >= {"eiv", "fast"}, used
     assert all(f"({label.get(m, m)})" in text or f" {label.get(m, m)} " in text
                or f"{label.get(m, m)}," in text for m in set(used)), (used, text)
+
+
+def test_version_prints_the_package_version(capsys):
+    from bayesdp.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"bayesdp {bayesdp.__version__}"
+
+
+def test_errors_name_the_option_the_user_typed(tmp_path, capsys):
+    """A message about a Python parameter (nodes:, bounds:) names the command's option."""
+    sim = bayesdp.simulate(n=200, d=2, seed=0)
+    path = tmp_path / "d.csv"
+    path.write_text("x0,x1,y\n" + "\n".join(f"{a},{b},{c}" for (a, b), c in zip(sim.X, sim.y)))
+    assert main(["release", str(path), "--epsilon", "1", "--delta", "1e-5", "--bounds", "-1",
+                 "3", "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert "error: --bounds: B_x must be" in err, err
+    assert main(["release", str(path), "--epsilon", "1", "--delta", "1e-5", "--bounds", "5",
+                 "3", "--nodes", "100", "--seed", "0", "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert "error: --nodes: holder(s)" in err and "more got no rows" in err, err
