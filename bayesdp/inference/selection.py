@@ -516,11 +516,10 @@ def _mixture_mean(cells, log_s2, log_r, masks):
 
 
 def _trapezoid_log_weights(points):
-    """log of the trapezoid rule's weights of evenly spaced points (N, G), per row."""
-    step = points[:, 1:2] - points[:, 0:1]
-    w = np.ones(points.shape) * step
-    w[:, [0, -1]] *= 0.5
-    return np.log(w)
+    """:func:`bayesdp.inference.eiv.trapezoid_log_weights` (one rule for both grids)."""
+    from .eiv import trapezoid_log_weights
+
+    return trapezoid_log_weights(points)
 
 
 def _logsumexp(x, axis=None):

@@ -58,8 +58,9 @@ def test_log_marginal_is_the_gaussian_of_z_hat_with_theta_integrated_out():
 
 def test_log_weights_are_the_marginal_likelihood_times_the_prior():
     """Each grid cell's weight is N(z_hat; S_hat m, M + S_hat C_r S_hat^T) times the priors'
-    densities in log coordinates (InvGamma(a, b) sigma^2, log-uniform r): checked against scipy
-    at every cell of a small grid."""
+    densities in log coordinates (InvGamma(a, b) sigma^2, log-uniform r) times the trapezoidal
+    rule's weight (half at each axis's ends): checked against scipy at every cell of a small
+    grid."""
     rel = _release(d=3)
     pri = bayesdp.Priors().resolve(rel)
     data = regression.eiv_model_data(rel, pri, scale_min=0.01, sigma_y2_max=100.0)
@@ -74,6 +75,8 @@ def test_log_weights_are_the_marginal_likelihood_times_the_prior():
             cov = np.exp(ls2) * data.S_plus + noise + data.S_hat @ C @ data.S_hat.T
             direct[g, h] = (stats.multivariate_normal(data.S_hat @ data.m, cov).logpdf(data.z_hat)
                             + stats.invgamma(pri.a, scale=pri.b).logpdf(np.exp(ls2)) + ls2)
+    direct[[0, -1], :] += np.log(0.5)  # the quadrature: the trapezoidal rule's end points
+    direct[:, [0, -1]] += np.log(0.5)
     direct -= np.logaddexp.reduce(direct.ravel())
     np.testing.assert_allclose(grid["log_weight"], direct, atol=1e-8)
     # and the conditional mean is eq. 12's with S_hat as design and M as noise
@@ -725,6 +728,9 @@ def test_the_grid_equals_each_cell_computed_directly(intercept, yty):
                 mean, var = eiv_yty_moments(data, s2, mu, V, M, eiv_yty_noise(data, t0))
                 lw -= 0.5 * (np.log(var) + (data.yty_hat - mean) ** 2 / var)
             want[g, h], means[g, h] = lw, mu
+    # the quadrature: the trapezoidal rule on each axis (the ends at half weight)
+    want[[0, -1], :] += np.log(0.5)
+    want[:, [0, -1]] += np.log(0.5)
     want -= special.logsumexp(want)
     np.testing.assert_allclose(got["log_weight"], want, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(got["mean"], means, rtol=1e-10, atol=1e-10 * np.abs(means).max())
