@@ -467,11 +467,11 @@ def test_cli_private_bounds_round_trip(tmp_path, csv_file, capsys):
 
 
 @pytest.mark.parametrize("extra, words", [
-    (["--bounds", "private", "--bounds-share", "0"], "bounds_share"),
-    (["--bounds", "private", "--bounds-share", "1"], "bounds_share"),
-    (["--bounds", "private", "--bounds-share", "-0.5"], "bounds_share"),
-    (["--bounds", "private", "--bounds-range", "10", "1"], "bounds_range"),
-    (["--bounds", "2", "2", "--bounds-share", "0.2"], "bounds_share"),
+    (["--bounds", "private", "--bounds-share", "0"], "--bounds-share"),  # the option typed
+    (["--bounds", "private", "--bounds-share", "1"], "--bounds-share"),
+    (["--bounds", "private", "--bounds-share", "-0.5"], "--bounds-share"),
+    (["--bounds", "private", "--bounds-range", "10", "1"], "--bounds-range"),
+    (["--bounds", "2", "2", "--bounds-share", "0.2"], "--bounds-share"),
     (["--bounds", "private", "--epsilon", "0.05"], "at least"),
     (["--bounds", "3"], "--bounds takes two numbers"),
     (["--bounds", "1", "x"], "--bounds takes two numbers"),
