@@ -126,11 +126,54 @@ def _attr_value(v):
     return v
 
 
-def summary(idata, var_names=None, hdi_prob=0.9) -> pd.DataFrame:
-    """ArviZ summary: mean, sd, HDI, mcse, ess_bulk, ess_tail, r_hat."""
+#: the intervals every table, CSV and plot of bayesdp reports: "eti" (equal-tailed, the default)
+#: or "hdi" (highest density), named ArviZ's way (:func:`interval_columns`)
+INTERVALS = ("eti", "hdi")
+
+
+def interval_columns(prob=0.9, interval="eti") -> tuple:
+    """The names of a ``prob`` interval's ends, as ArviZ names them: ("eti_5%", "eti_95%") for
+    the equal-tailed 90% interval, ("hdi_5%", "hdi_95%") for the HDI."""
+    check_interval(prob, interval)
+    return (f"{interval}_{100 * (1 - prob) / 2:g}%", f"{interval}_{100 * (1 + prob) / 2:g}%")
+
+
+def check_interval(prob, interval):
+    """``prob`` in (0, 1) and ``interval`` one of :data:`INTERVALS`, or BayesdpInputError."""
+    if interval not in INTERVALS:
+        raise BayesdpInputError(f"interval must be one of {list(INTERVALS)} (equal-tailed or "
+                                f"highest density), got {interval!r}")
+    if isinstance(prob, bool) or not isinstance(prob, (int, float, np.floating)) \
+            or not 0 < prob < 1:
+        raise BayesdpInputError(f"prob must be a number in (0, 1), got {prob!r}")
+
+
+def interval_of(draws, prob=0.9, interval="eti") -> np.ndarray:
+    """The ``prob`` interval of draws (n, k) per column: (k, 2), equal-tailed quantiles
+    ("eti") or the HDI (:func:`hdi`)."""
+    check_interval(prob, interval)
+    draws = np.asarray(draws, dtype=float).reshape(-1, np.shape(draws)[-1])
+    if interval == "hdi":
+        return hdi(draws, prob)
+    return np.quantile(draws, [(1 - prob) / 2, (1 + prob) / 2], axis=0).T
+
+
+def summary(idata, var_names=None, prob=0.9, interval="eti") -> pd.DataFrame:
+    """ArviZ summary: mean, sd, the ``prob`` interval (:func:`interval_columns`: equal-tailed
+    by default, ArviZ's HDI with ``interval="hdi"``), mcse, ess_bulk, ess_tail, r_hat."""
+    check_interval(prob, interval)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _az().summary(idata, var_names=var_names, hdi_prob=hdi_prob)
+        if interval == "hdi":
+            return _az().summary(idata, var_names=var_names, hdi_prob=prob)
+        lo, hi = interval_columns(prob, "eti")
+        funcs = {lo: lambda x: np.quantile(x, (1 - prob) / 2),
+                 hi: lambda x: np.quantile(x, (1 + prob) / 2)}
+        table = _az().summary(idata, var_names=var_names, hdi_prob=prob, stat_funcs=funcs,
+                              extend=True)
+    rest = [c for c in table.columns if c not in ("mean", "sd", lo, hi)
+            and not c.startswith("hdi_")]
+    return table[["mean", "sd", lo, hi, *rest]]
 
 
 def posterior_array(idata, var_name) -> np.ndarray:
@@ -178,14 +221,42 @@ def plot_trace(idata, path, var_names=None):
     return Path(path)
 
 
-def plot_posterior(idata, path, var_names=None, hdi_prob=0.9, ref_val=None):
+def plot_posterior(idata, path, var_names=None, prob=0.9, interval="eti", max_entries=30):
+    """One panel per entry of ``var_names`` (default theta and sigma_y2; at most
+    ``max_entries``): a histogram of its draws, the posterior mean, and the ``prob`` interval
+    (:func:`interval_columns`: equal-tailed by default, as every table of bayesdp) as a bar
+    with its ends written out. Saved at ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    axes = _az().plot_posterior(idata, var_names=var_names, hdi_prob=hdi_prob, ref_val=ref_val)
-    fig = np.asarray(axes).ravel()[0].figure
+    check_interval(prob, interval)
+    names = var_names or [v for v in TABLE_VARS if v in idata.posterior]
+    entries = []
+    for v in names:
+        da = idata.posterior[v]
+        x = np.asarray(da.values, dtype=float).reshape(da.sizes["chain"] * da.sizes["draw"], -1)
+        entries += list(zip(_entry_labels(da), x.T))
+    entries = entries[:max_entries]
+    cols = min(4, len(entries))
+    rows = -(-len(entries) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.5 * rows), squeeze=False)
+    lo_name, hi_name = interval_columns(prob, interval)
+    for ax, (label, x) in zip(axes.ravel(), entries):
+        lo, hi = interval_of(x[:, None], prob, interval)[0]
+        ax.hist(x, bins=40, density=True, color="C0", alpha=0.6)
+        ax.axvline(x.mean(), color="k", lw=1)
+        y = ax.get_ylim()[1] * 0.06
+        ax.plot([lo, hi], [y, y], color="k", lw=3, solid_capstyle="butt")
+        ax.set_title(label, fontsize=9)
+        ax.set_yticks([])
+        ax.text(0.02, 0.95, f"mean {x.mean():.3g}\n{lo_name} {lo:.3g}\n{hi_name} {hi:.3g}",
+                transform=ax.transAxes, fontsize=7, va="top")
+    for ax in axes.ravel()[len(entries):]:
+        ax.set_visible(False)
+    fig.suptitle(f"posterior: mean (line) and {100 * prob:g}% "
+                 f"{'equal-tailed interval' if interval == 'eti' else 'HDI'} (bar)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -694,7 +765,7 @@ TABLE_VARS = ("theta", "sigma_y2")
 
 
 def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=RHAT_MAX,
-             hdi_prob=0.9, verbose=True):
+             prob=0.9, interval="eti", verbose=True):
     """Check a posterior's chains: ArviZ summary, plain-words warnings, and plots.
 
     Parameters
@@ -705,10 +776,12 @@ def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=R
         sigma_y2, Sigma_x, S, ...).
     ess_min, rhat_max : thresholds of the warnings (400 and 1.01, docs/methods.md,
         "Diagnostics").
+    prob, interval : the summary's and the posterior plot's interval: equal-tailed ("eti",
+        columns eti_5%, eti_95% at 0.9) or ArviZ's HDI ("hdi").
 
     Returns
     -------
-    dict with ``summary`` (pandas DataFrame: mean, sd, HDI, mcse, ess_bulk, ess_tail, r_hat of
+    dict with ``summary`` (pandas DataFrame: mean, sd, interval, mcse, ess_bulk, ess_tail, r_hat of
     theta and sigma_y2 entry by entry, or of the given var_names), ``worst`` (one row per checked
     variable: its worst entry, max r_hat, min bulk and tail ESS, over the upper triangle of
     symmetric matrices), ``convergence`` (:func:`convergence_summary`), ``warnings`` (list of
@@ -733,7 +806,7 @@ def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=R
             raise BayesdpInputError(
                 f"var_names: {missing} not in the posterior (it has {available})")
         table_vars = var_names
-    table = summary(idata, var_names=table_vars, hdi_prob=hdi_prob)
+    table = summary(idata, var_names=table_vars, prob=prob, interval=interval)
     conv = convergence_summary(idata, var_names, rhat_max=rhat_max, ess_min=ess_min)
     import pandas as pd  # here, not on import: `import bayesdp` loads no pandas
 
@@ -781,8 +854,11 @@ def diagnose(idata, *, out_dir=None, var_names=None, ess_min=ESS_MIN, rhat_max=R
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        for fn, name in ((plot_trace, "trace.png"), (plot_posterior, "posterior.png"),
-                         (plot_pair, "pair.png")):
+        import functools
+
+        for fn, name in ((plot_trace, "trace.png"),
+                         (functools.partial(plot_posterior, prob=prob, interval=interval),
+                          "posterior.png"), (plot_pair, "pair.png")):
             if fn is plot_pair and sum(int(np.prod(idata.posterior[v].shape[2:]))
                                        for v in table_vars) < 2:
                 continue

@@ -4,7 +4,9 @@
 the InferenceData with ArviZ's groups for out-of-sample predictions, ``predictions`` (``y``,
 dims chain, draw, row) and ``predictions_constant_data`` (``X``, dims row, feature) - the groups
 ``az.from_numpyro(mcmc, predictions=...)`` and PyMC's ``predictions=True`` fill.
-:func:`prediction_summary` gives one row per new row: mean, sd, and the HDI.
+:func:`prediction_summary` gives one row per new row: mean, sd, and the equal-tailed interval
+(or the HDI); given the posterior and the rows, it computes them in blocks of rows without the
+draws (for large tables).
 
 Methods without sigma_y2 draws: ``fast`` (Bayes-fixedS-fast) fixes sigma_y^2 at the value its
 fit used (the plug-in (B_y / 3)^2 unless ``fit(..., sigma_y2=...)`` gave one; attrs
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def predict(idata, X_new, *, seed=None, hdi_prob=0.9, encoding=None):
+def predict(idata, X_new, *, seed=None, prob=0.9, encoding=None):
     """Posterior predictive draws of y at the rows of ``X_new``.
 
     Parameters
@@ -49,7 +51,7 @@ def predict(idata, X_new, *, seed=None, hdi_prob=0.9, encoding=None):
         the declared ranges, with a warning naming the columns; undeclared levels refused).
     seed : int or None
         Seed of the noise draws (None: fresh OS entropy, recorded in the attrs).
-    hdi_prob : float in (0, 1)
+    prob : float in (0, 1)
         Probability of the intervals :func:`prediction_summary` reports by default (recorded in
         the attrs of the ``predictions`` group).
     encoding : Release, TableEncoding or None
@@ -64,19 +66,37 @@ def predict(idata, X_new, *, seed=None, hdi_prob=0.9, encoding=None):
     ``predictions_constant_data`` (``X``, dims row, feature). Posteriors without sigma_y2 draws
     (``fast``) use the fixed sigma_y^2 of the fit (attrs ``sigma_y2_plugin``); the attrs of
     ``predictions`` say which (``sigma_y2_source``). The model has no intercept (the paper's).
+    It holds draws x rows numbers: for many rows, :func:`prediction_summary` with ``X_new``
+    gives the per-row summary without them.
     """
     if isinstance(idata, (str, bytes)) or hasattr(idata, "__fspath__"):
         idata = diagnostics.load(idata)
     names = feature_names(idata)
     X_new = table_design(idata, X_new, names, encoding)
     X, rows = check_new_rows(X_new, names)
-    hdi_prob = _check_prob(hdi_prob)
+    diagnostics.check_interval(prob, "eti")
     seed = check_seed(seed)
     if seed is None:
         seed = secrets.randbits(63)
     theta = np.asarray(idata.posterior["theta"].transpose("chain", "draw", ...).values,
                        dtype=float)
     s2, source = _noise_variance(idata)
+    spread = warn_sigma_y(idata, s2)
+    rng = np.random.default_rng(seed)
+    y = rng.standard_normal((*theta.shape[:2], len(X)))
+    y *= np.sqrt(s2)[..., None]
+    y += theta @ X.T  # x^T theta_k for every draw and row: one matrix product
+    attrs = {"predict_seed": int(seed), "prob": prob, "sigma_y2_source": source,
+             "sigma_y_spread": spread,
+             "method": diagnostics.attrs(idata).get("method", "?")}
+    return diagnostics.with_predictions(
+        idata, predictions={"y": y}, constant_data={"X": X},
+        coords={"row": rows, "feature": names}, dims={"y": ["row"], "X": ["row", "feature"]},
+        attrs=attrs)
+
+
+def warn_sigma_y(idata, s2, stacklevel=3):
+    """Warn (once per call) when the release determines sigma_y poorly; returns the spread."""
     spread = sigma_y_spread(s2)
     if spread > SIGMA_Y_SPREAD_MAX:
         lo, hi = np.sqrt(np.quantile(s2, [0.05, 0.95]))
@@ -88,61 +108,237 @@ def predict(idata, X_new, *, seed=None, hdi_prob=0.9, encoding=None):
             + ("" if diagnostics.attrs(idata).get("eiv_uses_yty") else
                "; a release with y^T y (release(..., include_yty=True)) fitted by 'eiv' "
                "determines sigma_y"),
-            CalibrationWarning, stacklevel=2)
-    rng = np.random.default_rng(seed)
-    y = rng.standard_normal((*theta.shape[:2], len(X)))
-    y *= np.sqrt(s2)[..., None]
-    y += theta @ X.T  # x^T theta_k for every draw and row: one matrix product
-    attrs = {"predict_seed": int(seed), "hdi_prob": hdi_prob, "sigma_y2_source": source,
-             "sigma_y_spread": spread,
-             "method": diagnostics.attrs(idata).get("method", "?")}
-    return diagnostics.with_predictions(
-        idata, predictions={"y": y}, constant_data={"X": X},
-        coords={"row": rows, "feature": names}, dims={"y": ["row"], "X": ["row", "feature"]},
-        attrs=attrs)
+            CalibrationWarning, stacklevel=stacklevel)
+    return spread
 
 
-def prediction_summary(idata, hdi_prob=None) -> pd.DataFrame:
-    """One row per new row of :func:`predict`: ``mean``, ``sd``, ``lower``, ``upper`` of y_new.
+def prediction_summary(idata, X_new=None, *, prob=None, interval="eti", seed=None,
+                       encoding=None) -> pd.DataFrame:
+    """One row per new row: ``mean``, ``sd`` and the ``prob`` interval of y_new, its ends named
+    as every table of bayesdp names them (``eti_5%``, ``eti_95%`` at 0.9: equal-tailed, the
+    default; ``hdi_5%``, ``hdi_95%`` with ``interval="hdi"``).
 
-    mean and sd are of the predictive distribution given the posterior draws (Rao-Blackwellised:
-    mean = x^T mean(theta), sd^2 = var(x^T theta) + mean(sigma_y2)), so the noise draws add no
-    Monte Carlo error to them; (lower, upper) is the ``hdi_prob`` HDI of the draws of y (default:
-    the ``hdi_prob`` given to :func:`predict`). For ``fast`` all four are exact: the predictive
-    is N(x^T m, x^T C x + sigma_y2_plugin) with the closed-form (m, C).
-    ``table.attrs["hdi_prob"]`` records the probability.
+    ``prediction_summary(pred)``: the summary of :func:`predict`'s draws (``prob`` default: the
+    one given to it). ``prediction_summary(idata, X_new)``: the same summary straight from the
+    posterior, in blocks of rows, never holding draws x rows numbers (for many rows; memory
+    independent of their number); ``X_new`` as for :func:`predict`.
+
+    mean and sd are exact given the posterior draws (Rao-Blackwellised: mean = x^T mean(theta),
+    sd^2 = x^T Cov(theta) x + mean(sigma_y2), Cov with ddof 1), so no noise draw adds Monte
+    Carlo error. The equal-tailed interval from the posterior is the quantiles of the
+    predictive mixture over the posterior draws compressed to 64 clusters, each a Gaussian
+    (:func:`draw_clusters`: the row's mixture keeps the exact mean and variance), found by two
+    Halley steps from the Cornish-Fisher expansion (no noise drawn);
+    from :func:`predict`'s draws, their quantiles. For ``fast`` everything is exact: the
+    predictive is N(x^T m, x^T C x + sigma_y2_plugin) with the closed-form (m, C). The HDI is
+    that of draws of y (from the posterior: one noise draw per posterior draw and row,
+    ``seed``). ``table.attrs`` records ``prob`` and ``interval``.
     """
     import pandas as pd
-    from scipy import stats
 
+    if X_new is not None:
+        names = feature_names(idata)
+        X, rows = check_new_rows(table_design(idata, X_new, names, encoding), names)
+        prob = 0.9 if prob is None else prob
+        table = summarise_rows(idata, X, prob=prob, interval=interval, seed=seed)
+        table.index = pd.Index(rows, name="row")
+        return table
     if "predictions" not in idata.groups() or "y" not in idata.predictions:
         raise BayesdpInputError("idata has no predictions group with y; call bayesdp.predict("
-                                "idata, X_new) first")
-    if hdi_prob is None:
-        hdi_prob = idata.predictions.attrs.get("hdi_prob", 0.9)
-    hdi_prob = _check_prob(hdi_prob)
+                                "idata, X_new) first, or prediction_summary(idata, X_new)")
+    if prob is None:
+        prob = idata.predictions.attrs.get("prob", 0.9)
+    diagnostics.check_interval(prob, interval)
     X = np.asarray(idata.predictions_constant_data["X"].values, dtype=float)
     mean, sd, exact = predictive_moments(idata, X)
     if exact:
-        z = stats.norm.ppf(0.5 + hdi_prob / 2)
-        lower, upper = mean - z * sd, mean + z * sd
+        lower, upper = _gaussian_interval(mean, sd, prob)
     else:
         y = idata.predictions["y"].transpose("chain", "draw", "row").values
-        lower, upper = diagnostics.hdi(y, hdi_prob).T
+        lower, upper = diagnostics.interval_of(y.reshape(-1, y.shape[-1]), prob, interval).T
     rows = idata.predictions["y"].coords["row"].values
-    table = pd.DataFrame({"mean": mean, "sd": sd, "lower": lower, "upper": upper},
+    lo_name, hi_name = diagnostics.interval_columns(prob, interval)
+    table = pd.DataFrame({"mean": mean, "sd": sd, lo_name: lower, hi_name: upper},
                          index=pd.Index(rows, name="row"))
-    table.attrs["hdi_prob"] = hdi_prob
+    table.attrs.update({"prob": prob, "interval": interval})
     return table
+
+
+#: numbers per block of :func:`summarise_rows` (draws x rows; 2^20: 8 MiB per array)
+BLOCK_NUMBERS = 1 << 20
+#: clusters of the posterior draws whose Gaussians make the predictive mixture of the
+#: equal-tailed interval (:func:`draw_clusters`)
+MIXTURE_CLUSTERS = 64
+_KMEANS_STEPS = 20  # Lloyd iterations of the clustering, from evenly spaced draws (no RNG)
+_HALLEY_STEPS = 2  # from the Cornish-Fisher start (tests/test_predict.py: within 0.005 sd)
+
+
+def summarise_rows(idata, X, *, prob=0.9, interval="eti", seed=None):
+    """:func:`prediction_summary` of the rows of X (m, d), a float array in the posterior's
+    feature order, in blocks of rows (:data:`BLOCK_NUMBERS`): a DataFrame with mean, sd and
+    the interval's ends, indexed 0..m-1."""
+    import pandas as pd
+
+    diagnostics.check_interval(prob, interval)
+    X = np.asarray(X, dtype=float)
+    s2, _ = _noise_variance(idata)
+    s2 = s2.ravel()
+    closed = _gaussian_closed_form(idata)
+    if closed is not None:
+        m, C = closed
+        mean = X @ m
+        sd = np.sqrt(np.einsum("ij,jk,ik->i", X, C, X) + float(np.mean(s2)))
+        lower, upper = _gaussian_interval(mean, sd, prob)
+    else:
+        theta = diagnostics.posterior_array(idata, "theta")
+        tbar = theta.mean(axis=0)
+        cov = np.atleast_2d(np.cov(theta, rowvar=False, ddof=1))
+        mean = X @ tbar
+        sd = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", X, cov, X), 0.0) + float(np.mean(s2)))
+        lower, upper = np.empty(len(X)), np.empty(len(X))
+        if interval == "eti":
+            w, centres, covs, s2c = draw_clusters(theta, s2)
+            block = max(1, BLOCK_NUMBERS // len(w))
+            probs = ((1 - prob) / 2, (1 + prob) / 2)
+            for lo in range(0, len(X), block):
+                Xb = X[lo:lo + block]
+                mu = centres @ Xb.T  # (M, rows)
+                var = np.einsum("id,jde,ie->ji", Xb, covs, Xb) + s2c[:, None]
+                start, c, sd_k = _cornish_fisher(mu, var, w, probs)
+                lower[lo:lo + block], upper[lo:lo + block] = _mixture_quantiles(
+                    mu, np.sqrt(var), w, probs, start, sd_k)
+        else:
+            rng = np.random.default_rng(seed)
+            sq = np.sqrt(s2)[:, None]
+            block = max(1, BLOCK_NUMBERS // len(theta))
+            for lo in range(0, len(X), block):
+                sl = slice(lo, lo + block)
+                y = theta @ X[sl].T
+                y += sq * rng.standard_normal(y.shape)
+                lower[sl], upper[sl] = diagnostics.hdi(y, prob).T
+    lo_name, hi_name = diagnostics.interval_columns(prob, interval)
+    table = pd.DataFrame({"mean": mean, "sd": sd, lo_name: lower, hi_name: upper},
+                         index=pd.RangeIndex(len(X), name="row"))
+    table.attrs.update({"prob": prob, "interval": interval})
+    return table
+
+
+def _gaussian_interval(mean, sd, prob):
+    from scipy import stats
+
+    z = stats.norm.ppf(0.5 + prob / 2)
+    return mean - z * sd, mean + z * sd
+
+
+def draw_clusters(theta, s2, clusters=None):
+    """The posterior draws (theta_k, sigma_y2_k), k = 1..K, as a mixture of Gaussians: k-means
+    clusters of the standardised [theta, log sigma_y^2] (:data:`MIXTURE_CLUSTERS`, Lloyd's
+    iterations from evenly spaced draws), each with its weight w_j (its share of the draws),
+    theta's mean c_j and covariance C_j over its draws (ddof 0) and the mean of sigma_y2. At a
+    row x the predictive sum_j w_j N(x^T c_j, x^T C_j x + mean_j(sigma_y2)) then has exactly the
+    mean and variance of the mixture over all the draws (the law of total variance); the
+    clusters keep its shape. Returns (w (M,), c (M, d), C (M, d, d), s2 (M,))."""
+    theta = np.asarray(theta, dtype=float)
+    s2 = np.asarray(s2, dtype=float).ravel()
+    K, d = theta.shape
+    M = min(K, MIXTURE_CLUSTERS if clusters is None else clusters)
+    feats = np.column_stack([theta, np.log(s2)])
+    scale = feats.std(axis=0)
+    feats = feats / np.where(scale > 0, scale, 1.0)
+    centre = feats[np.linspace(0, K - 1, M).round().astype(int)]
+    for _ in range(_KMEANS_STEPS):
+        dist = (feats * feats).sum(1)[:, None] - 2 * feats @ centre.T + (centre * centre).sum(1)
+        label = dist.argmin(axis=1)
+        counts = np.bincount(label, minlength=M)
+        new = np.zeros_like(centre)
+        np.add.at(new, label, feats)
+        keep = counts > 0
+        new[keep] /= counts[keep, None]
+        new[~keep] = centre[~keep]
+        if np.allclose(new, centre):
+            break
+        centre = new
+    label = ((feats * feats).sum(1)[:, None] - 2 * feats @ centre.T
+             + (centre * centre).sum(1)).argmin(axis=1)
+    used = np.unique(label)
+    label = np.searchsorted(used, label)
+    counts = np.bincount(label)
+    w = counts / K
+    c = np.zeros((len(used), d))
+    np.add.at(c, label, theta)
+    c /= counts[:, None]
+    dev = theta - c[label]
+    C = np.zeros((len(used), d, d))
+    np.add.at(C, label, dev[:, :, None] * dev[:, None, :])
+    C /= counts[:, None, None]
+    s2c = np.bincount(label, weights=s2) / counts
+    return w, c, C, s2c
+
+
+def _cornish_fisher(mu, var, w, probs):
+    """Starting points (len(probs), m) for :func:`_mixture_quantiles`: the Cornish-Fisher
+    expansion with the exact skewness and excess kurtosis of the mixture sum_j w_j N(mu[j, i],
+    var[j, i]) (E(y - c)^3 = sum_j w_j [(mu - c)^3 + 3 (mu - c) var], E(y - c)^4 = sum_j w_j
+    [(mu - c)^4 + 6 (mu - c)^2 var + 3 var^2]); and the mixture's mean c and sd (m,)."""
+    from scipy import stats
+
+    w = w[:, None]
+    c = (w * mu).sum(axis=0)
+    e = mu - c
+    e2 = e * e
+    m2 = (w * (e2 + var)).sum(axis=0)
+    m3 = (w * (e2 * e + 3 * e * var)).sum(axis=0)
+    m4 = (w * (e2 * e2 + 6 * e2 * var + 3 * var * var)).sum(axis=0)
+    sd = np.sqrt(m2)
+    g1, g2 = m3 / sd ** 3, m4 / m2 ** 2 - 3.0
+    out = []
+    for p in probs:
+        z = stats.norm.ppf(p)
+        q = (z + (z * z - 1) * g1 / 6 + (z ** 3 - 3 * z) * g2 / 24
+             - (2 * z ** 3 - 5 * z) * g1 * g1 / 36)
+        out.append(c + sd * q)
+    return np.stack(out), c, sd
+
+
+def _mixture_quantiles(mu, s, w, probs, start, scale):
+    """The ``probs`` quantiles of the mixture sum_j w_j N(mu[j, i], s[j, i]^2) for each column
+    i of mu (M, m): :data:`_HALLEY_STEPS` steps of Halley's method on g(q) = F(q) - p from
+    ``start`` (len(probs), m), the Cornish-Fisher expansion (:func:`_cornish_fisher`), each
+    step at most ``scale`` (m,) long. F is smooth and increasing and the start is close, so the
+    steps converge cubically: tests/test_predict.py checks them against bisection."""
+    from scipy.special import ndtr
+
+    inv = 1.0 / s
+    wc = w[:, None] / np.sqrt(2.0 * np.pi)
+    wd = w[:, None]
+    out = np.array(start, dtype=float)
+    for i, p in enumerate(probs):
+        q = out[i]
+        for _ in range(_HALLEY_STEPS):
+            z = (q[None, :] - mu) * inv
+            g = (wd * ndtr(z)).sum(axis=0) - p
+            phi = np.exp(-0.5 * z * z) * inv * wc
+            g1 = phi.sum(axis=0)
+            g2 = -(phi * z * inv).sum(axis=0)
+            step = 2 * g * g1 / np.maximum(2 * g1 * g1 - g * g2, 1e-300)
+            q = q - np.clip(step, -scale, scale)
+        out[i] = q
+    return out[0], out[1]
+
+
+def _gaussian_closed_form(idata):
+    """(m, C) of a posterior whose theta is exactly Gaussian and sigma_y^2 fixed (``fast``),
+    else None."""
+    from .report import gaussian_moments
+
+    return gaussian_moments(idata)
 
 
 def predictive_moments(idata, X):
     """(mean, sd, exact) of y_new at the rows of X (m, d), from the posterior of theta and
     sigma_y^2: exact closed form for ``fast`` (``exact=True``), else from the draws."""
-    from .report import gaussian_moments
-
     X = np.asarray(X, dtype=float)
-    closed = gaussian_moments(idata)
+    closed = _gaussian_closed_form(idata)
     s2, _ = _noise_variance(idata)
     if closed is not None:
         m, C = closed
@@ -308,9 +504,20 @@ def read_new_rows(path, names, *, header=True):
     """The feature columns of a CSV file of new rows as a float (m, d) array in the order of
     ``names``, and the names of the columns that were ignored (with a header: the columns that
     are not features). Without a header the columns must be exactly the features, in order."""
+    frame, ignored = new_row_frame(read_csv(path, header=header), names, path, header=header)
+    X = check_new_rows(frame.to_numpy(), names, what=f"{path} (data rows from 0)")[0]
+    return X, ignored
+
+
+def new_row_frame(frame, names, path, *, header=True):
+    """The feature columns of a DataFrame read from a CSV of new rows (all of them, or one
+    chunk), in the order of ``names``, and the columns ignored; a clear error when the file has
+    no rows, its header looks like data, a feature is missing or holds text."""
     import pandas as pd
 
-    frame = read_csv(path, header=header)
+    if len(frame) == 0:
+        raise BayesdpInputError(f"{path}: the file has a header and no rows" if header
+                                else f"{path}: the file has no rows")
     if header and any(looks_numeric(c) for c in frame.columns):
         raise BayesdpInputError(
             f"{path}: the first row holds numbers ({', '.join(map(str, frame.columns))}), so it "
@@ -323,24 +530,18 @@ def read_new_rows(path, names, *, header=True):
                 f"{path}: {frame.shape[1]} columns, but the posterior has {len(names)} features "
                 f"({', '.join(names)}); without a header the columns must be exactly these "
                 "features, in this order")
-    else:
-        cols = [str(c) for c in frame.columns]
-        frame.columns = cols
-        missing = [n for n in names if n not in cols]
-        if missing:
-            raise BayesdpInputError(
-                f"{path}: feature column(s) {missing} missing (header: {cols}; the posterior's "
-                f"features are {names}); a file without header needs --no-header")
-        for n in names:
-            if not pd.api.types.is_numeric_dtype(frame[n]):
-                raise BayesdpInputError(f"{path}: column {n!r} is not numeric")
-        frame = frame.reset_index(drop=True)[names]
-        ignored = [c for c in cols if c not in names]
-    X = check_new_rows(frame.to_numpy(), names, what=f"{path} (data rows from 0)")[0]
-    return X, ignored
+        return frame, ignored
+    cols = [str(c) for c in frame.columns]
+    frame.columns = cols
+    missing = [n for n in names if n not in cols]
+    if missing:
+        raise BayesdpInputError(
+            f"{path}: feature column(s) {missing} missing (header: {cols}; the posterior's "
+            f"features are {names}); a file without header needs --no-header")
+    for n in names:
+        if not pd.api.types.is_numeric_dtype(frame[n]):
+            raise BayesdpInputError(f"{path}: column {n!r} is not numeric")
+    ignored = [c for c in cols if c not in names]
+    return frame.reset_index(drop=True)[names], ignored
 
 
-def _check_prob(p):
-    if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)) or not 0 < p < 1:
-        raise BayesdpInputError(f"hdi_prob must be a number in (0, 1), got {p!r}")
-    return float(p)

@@ -14,17 +14,21 @@ from .inference import closed_form_moments
 # matplotlib is imported inside the plotting functions: the tables need none of it
 
 
-def theta_table(idata, *, truth=None, estimates=None, prob=0.9) -> pd.DataFrame:
-    """One row per feature: posterior mean, sd, equal-tailed ``prob`` interval, the share of
+def theta_table(idata, *, truth=None, estimates=None, prob=0.9,
+                interval="eti") -> pd.DataFrame:
+    """One row per feature: posterior mean, sd, the ``prob`` interval (equal-tailed by default,
+    columns ``eti_5%`` and ``eti_95%`` at 0.9; ``interval="hdi"`` for the HDI, as every table
+    of bayesdp names them: :func:`bayesdp.diagnostics.interval_columns`), the share of
     each coefficient's posterior variance (given sigma_y^2 and the prior scale) that its prior
     supplies when the fit records it
     (``prior_share``: eiv and fast; near 1, the release says almost nothing about it), and
     optional columns for the true theta and for point estimates of other methods (e.g. adaSSP).
 
     For a Gaussian closed-form posterior (method "fast") the exact mean, sd and quantiles of the
-    closed form are shown (:func:`gaussian_moments`), not moments of its draws; otherwise
-    moments and quantiles of the draws."""
+    closed form are shown (:func:`gaussian_moments`; its HDI is its equal-tailed interval), not
+    moments of its draws; otherwise moments and quantiles of the draws."""
     names = [str(v) for v in idata.posterior["theta"].coords["feature"].values]
+    lo_name, hi_name = diagnostics.interval_columns(prob, interval)
     exact = gaussian_moments(idata)
     if exact is not None:
         mean, cov = exact
@@ -32,21 +36,21 @@ def theta_table(idata, *, truth=None, estimates=None, prob=0.9) -> pd.DataFrame:
         lo, hi = (mean + stats.norm.ppf(q) * sd for q in ((1 - prob) / 2, (1 + prob) / 2))
     else:
         draws = diagnostics.posterior_array(idata, "theta")
-        lo, hi = np.quantile(draws, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+        lo, hi = diagnostics.interval_of(draws, prob, interval).T
         mean, sd = draws.mean(axis=0), draws.std(axis=0, ddof=1)
-    pct = f"{100 * prob:g}%"
     table = pd.DataFrame(index=pd.Index(names, name="feature"))
     if truth is not None:
         table["true"] = np.asarray(truth, dtype=float)
     table["mean"] = mean
     table["sd"] = sd
-    table[f"{pct} lower"] = lo
-    table[f"{pct} upper"] = hi
+    table[lo_name] = lo
+    table[hi_name] = hi
     share = diagnostics.attrs(idata).get("prior_share")
     if share is not None:  # eiv and fast: the share of each sd^2 the prior supplies
         table["prior share"] = np.asarray(share, dtype=float)
     for name, est in (estimates or {}).items():
         table[name] = np.asarray(est, dtype=float)
+    table.attrs.update({"prob": prob, "interval": interval})
     return table
 
 
@@ -98,12 +102,13 @@ def draw_theta(ax, idata, *, truth=None, estimates=None, prob=0.9, title=None) -
     ("interval", "truth", and each estimate's name)."""
     table = theta_table(idata, truth=truth, estimates=estimates, prob=prob)
     pct = f"{100 * prob:g}%"
+    lo_name, hi_name = diagnostics.interval_columns(prob, "eti")
     k = np.arange(len(table))
     artists = {}
     artists["interval"] = ax.errorbar(
-        k, table["mean"], yerr=[table["mean"] - table[f"{pct} lower"],
-                                table[f"{pct} upper"] - table["mean"]],
-        fmt="o", capsize=4, color="C0", zorder=2, label=f"posterior mean, {pct} interval")
+        k, table["mean"], yerr=[table["mean"] - table[lo_name], table[hi_name] - table["mean"]],
+        fmt="o", capsize=4, color="C0", zorder=2,
+        label=f"posterior mean, {pct} equal-tailed interval")
     for i, name in enumerate(estimates or {}):
         artists[name] = ax.scatter(k + 0.15 * (i + 1), table[name], marker="s", s=30, zorder=3,
                                    color=f"C{i + 1}", label=name)

@@ -111,7 +111,7 @@ def run(path, *, epsilon=1.0, delta=1e-5, formula=FORMULA, out_dir=None, seed=No
             (both.table.design(test).to_numpy() @ ols - truth) ** 2))),
         "mean of y only": float(np.std(truth)),
     }
-    inside = float(np.mean((truth >= summary["lower"]) & (truth <= summary["upper"])))
+    inside = float(np.mean((truth >= summary["eti_5%"]) & (truth <= summary["eti_95%"])))
     print(f"\n{len(test)} held-out rows, RMSE of {formula.split('~')[0].strip()}:")
     for k, v in rmse.items():
         print(f"  {k:<26} {v:.3f}")

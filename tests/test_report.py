@@ -74,9 +74,9 @@ def test_fast_table_shows_the_exact_closed_form_not_moments_of_draws():
     table = report.theta_table(idata, prob=0.8)
     np.testing.assert_allclose(table["mean"], post["mean"], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(table["sd"], sd, rtol=1e-10)
-    np.testing.assert_allclose(table["80% lower"], post["mean"] + stats.norm.ppf(0.1) * sd,
+    np.testing.assert_allclose(table["eti_10%"], post["mean"] + stats.norm.ppf(0.1) * sd,
                                rtol=1e-10)
-    np.testing.assert_allclose(table["80% upper"], post["mean"] + stats.norm.ppf(0.9) * sd,
+    np.testing.assert_allclose(table["eti_90%"], post["mean"] + stats.norm.ppf(0.9) * sd,
                                rtol=1e-10)
     draws = idata.posterior["theta"].values.reshape(-1, 3)
     assert not np.allclose(draws.std(axis=0, ddof=1), sd, rtol=1e-3)  # the draws' sd differs

@@ -62,6 +62,14 @@ def add_command(subparsers, name, func, help, description=None):
     return p
 
 
+def add_interval_options(p):
+    """``--prob`` and ``--interval``: the interval every table, CSV and plot reports."""
+    p.add_argument("--prob", type=float, default=0.9, help="probability of the intervals")
+    p.add_argument("--interval", default="eti", choices=["eti", "hdi"],
+                   help="equal-tailed (eti: the 5%% and 95%% quantiles at 0.9, columns eti_5%%, "
+                        "eti_95%%) or highest-density (hdi) intervals")
+
+
 def add_progress_option(p):
     """``--progress/--no-progress``: a progress bar on stderr; default: only on a terminal."""
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

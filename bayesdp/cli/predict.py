@@ -8,23 +8,35 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from .. import diagnostics
 from ..errors import BayesdpInputError
-from ..predict import (feature_names, predict, prediction_summary, read_csv, read_new_rows,
-                       table_design, table_encoding)
-from ..releases import load_release, write_text_atomic
-from .common import add_command, check_posterior_argument, print_warnings
+from ..predict import (check_new_rows, feature_names, new_row_frame, summarise_rows,
+                       table_encoding, warn_sigma_y, _noise_variance)
+from ..releases import load_release
+from ..releases.files import write_atomic
+from .common import (add_command, add_interval_options, check_posterior_argument,
+                     print_warnings)
+
+#: rows read, summarised and written at a time (memory is independent of the file's length)
+CHUNK_ROWS = 50_000
 
 
 def _cmd_predict(args):
     """Reads a posterior written by 'bayesdp fit --out posterior.nc' and a CSV of new rows;
-    writes a CSV with the posterior predictive mean, sd and HDI (lower, upper) of y for each
-    row. y_new = x^T theta + N(0, sigma_y^2) per posterior draw; method 'fast' fixes sigma_y^2
-    at its plug-in (B_y/3)^2 (docs/prediction.md). For a release made from a table with a
-    formula (--release, or a posterior that records its encoding), the CSV is a table whose
-    rows are encoded by the formula as the release encoded its rows (docs/tables.md)."""
+    writes a CSV with the posterior predictive mean, sd and 90% equal-tailed interval (eti_5%,
+    eti_95%; --interval hdi for the HDI) of y for each row, reading and writing the rows in
+    chunks (memory independent of their number). y_new = x^T theta + N(0, sigma_y^2) per
+    posterior draw; method 'fast' fixes sigma_y^2 at its plug-in (B_y/3)^2
+    (docs/prediction.md). For a release made from a table with a formula (--release, or a
+    posterior that records its encoding), the CSV is a table whose rows are encoded by the
+    formula as the release encoded its rows (docs/tables.md)."""
+    import warnings
+
+    import numpy as np
+
     check_posterior_argument(args.posterior)
     idata = diagnostics.load(args.posterior)
     names = feature_names(idata)
@@ -35,38 +47,87 @@ def _cmd_predict(args):
             raise BayesdpInputError(f"--release {args.release}: this release was not made from "
                                     "a table with a formula; leave --release out")
     enc = table_encoding(idata, encoding)
-    if enc is not None:
-        X, ignored = _table_rows(args.rows, args.no_header, idata, names, enc), []
-    else:
-        X, ignored = read_new_rows(args.rows, names, header=not args.no_header)
-    if ignored:
-        print(f"NOTE: ignoring column(s) that are not features: {', '.join(ignored)}",
+    if enc is not None and args.no_header:
+        raise BayesdpInputError(f"{args.rows}: --no-header: a formula names the table's "
+                                "columns, so the CSV needs a header row")
+    diagnostics.check_interval(args.prob, args.interval)
+    s2, source = _noise_variance(idata)
+    seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % 2**63)
+    state = {"rows": 0, "clamped": {}, "ignored": None}
+
+    def chunks():
+        """The summary of each chunk of rows, as CSV text (the first with the header)."""
+        for k, frame in enumerate(_read_chunks(args.rows, not args.no_header)):
+            X = _design(frame, names, enc, args.rows, not args.no_header, state)
+            table = summarise_rows(idata, X, prob=args.prob, interval=args.interval,
+                                   seed=[seed, k])
+            state["rows"] += len(table)
+            yield table.to_csv(index=False, header=k == 0, float_format="%.10g")
+        if state["rows"] == 0:
+            raise BayesdpInputError(f"{args.rows}: the file has a header and no rows"
+                                    if not args.no_header else f"{args.rows}: no rows")
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_sigma_y(idata, s2)
+        if args.out is None:
+            for text in chunks():
+                sys.stdout.write(text)
+        else:
+            def write(fd, tmp):
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    for text in chunks():
+                        fh.write(text)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+
+            write_atomic(args.out, write)
+    if state["clamped"]:
+        listing = ", ".join(f"{c} ({n})" for c, n in state["clamped"].items())
+        print(f"NOTE: value(s) outside their declared ranges were clamped to them, as the "
+              f"release clamped its rows: {listing}; predictions there are those at the "
+              "range's end", file=sys.stderr)
+    if state["ignored"]:
+        print(f"NOTE: ignoring column(s) that are not features: {', '.join(state['ignored'])}",
               file=sys.stderr)
-    pred = predict(idata, X, seed=args.seed, hdi_prob=args.hdi_prob)
-    table = prediction_summary(pred)
-    text = table.to_csv(index=False, float_format="%.10g")
-    if args.out is None:
-        sys.stdout.write(text)
-        return 0
-    write_text_atomic(args.out, text)
-    print(f"sigma_y^2: {pred.predictions.attrs['sigma_y2_source']}")
-    print(f"wrote {args.out} ({len(table)} rows: mean, sd and the {100 * args.hdi_prob:g}% HDI "
-          "lower/upper of y, one line per input row)")
+    print_warnings(caught)  # once each, not once per chunk
+    if args.out is not None:
+        lo, hi = diagnostics.interval_columns(args.prob, args.interval)
+        print(f"sigma_y^2: {source}")
+        print(f"wrote {args.out} ({state['rows']} rows: mean, sd, {lo}, {hi} of y, one line "
+              "per input row)")
     return 0
 
 
-def _table_rows(path, no_header, idata, names, enc):
-    """The design of the table in the CSV ``path``, encoded by ``enc``."""
-    import warnings
+def _read_chunks(path, header):
+    """The CSV's rows in chunks of :data:`CHUNK_ROWS` (pandas DataFrames); an empty, malformed
+    or non-UTF-8 file is a BayesdpInputError naming it."""
+    import pandas as pd
 
-    if no_header:
-        raise BayesdpInputError(f"{path}: --no-header: a formula names the table's columns, so "
-                                "the CSV needs a header row")
-    frame = read_csv(path)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        design = table_design(idata, frame, names, enc, what=str(path))
-    print_warnings(caught)
+    try:
+        reader = pd.read_csv(path, chunksize=CHUNK_ROWS, header=0 if header else None)
+        for chunk in reader:
+            yield chunk
+    except pd.errors.EmptyDataError:
+        raise BayesdpInputError(f"{path}: the file is empty") from None
+    except pd.errors.ParserError as exc:
+        raise BayesdpInputError(f"{path}: malformed CSV ({exc})") from None
+    except UnicodeDecodeError:
+        raise BayesdpInputError(f"{path}: not a UTF-8 text (CSV) file") from None
+
+
+def _design(frame, names, enc, path, header, state):
+    """The float design (rows, d) of one chunk: the feature columns (:func:`new_row_frame`),
+    or the table encoded by ``enc`` (clamped values counted in ``state``)."""
+    if enc is None:
+        frame, ignored = new_row_frame(frame, names, path, header=header)
+        if state["ignored"] is None:
+            state["ignored"] = ignored
+        return check_new_rows(frame.to_numpy(), names, what=f"{path}")[0]
+    design = enc.design(frame)
+    for c, n in design.attrs.get("n_clamped", {}).items():
+        if n:
+            state["clamped"][c] = state["clamped"].get(c, 0) + int(n)
     return design[names].to_numpy(dtype=float)
 
 
@@ -85,10 +146,11 @@ def register(subparsers):
                         "table with a formula: the CSV's rows are then a table, encoded by its "
                         "formula and declared bounds (not needed when the posterior records "
                         "the encoding)")
-    p.add_argument("--hdi-prob", type=float, default=0.9, help="probability of the intervals")
+    add_interval_options(p)
     p.add_argument("--seed", type=int, default=None,
-                   help="seed of the predictive draws (default: fresh OS entropy)")
+                   help="seed of the predictive draws of --interval hdi (default: fresh OS "
+                        "entropy; the equal-tailed interval draws none)")
     p.add_argument("--out", default=None,
-                   help="CSV file to write (columns mean, sd, lower, upper; default: print the "
-                        "CSV on stdout)")
+                   help="CSV file to write (columns mean, sd, eti_5%%, eti_95%%; default: print "
+                        "the CSV on stdout)")
     return p

@@ -28,7 +28,7 @@ def test_demo_main_job(tmp_path, capsys):
     """The README's main command with its defaults: release file, table, plot."""
     assert main(["demo", "--out-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    for word in ("true", "mean", "sd", "90% lower", "90% upper", "adaSSP"):
+    for word in ("true", "mean", "sd", "eti_5%", "eti_95%", "adaSSP"):
         assert word in out
     assert "fast" in out and "non-private" in out
     assert "method='eiv'" in out  # fit's default
