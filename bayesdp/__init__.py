@@ -27,7 +27,7 @@ from .errors import BayesdpError, BayesdpInputError, CalibrationWarning, Converg
 # ``simulate``, ``predict`` and ``plan`` are both functions and submodules: imported here, so that the
 # function is the attribute (a lazy name would lose to the submodule once it is imported).
 # Both modules load no heavy dependency on import.
-from .simulate import simulate
+from .simulate import simulate, simulate_table
 from .predict import predict, prediction_summary
 from .plan import plan, smallest_epsilon
 
@@ -96,6 +96,9 @@ __all__ = [
     "diagnose",
     "BayesDPRegressor",
     "simulate",
+    "simulate_table",
+    "plan",
+    "smallest_epsilon",
     "CalibrationWarning",
     "ConvergenceWarning",
     "BayesdpError",

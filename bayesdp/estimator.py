@@ -21,12 +21,12 @@ from . import accounting, inference, releases
 from .errors import BayesdpInputError, check_seed
 from .predict import check_new_rows, feature_names, predictive_moments, table_design
 
-SKLEARN_MIN_VERSION = "1.9"
+SKLEARN_MIN_VERSION = "1.6"
 """The oldest scikit-learn the estimator supports, as the ``sklearn`` extra pins it
-(pyproject.toml: ``scikit-learn>=1.9,<2``): tags (``__sklearn_tags__``), ``validate_data`` and
+(pyproject.toml: ``scikit-learn>=1.6,<2``): tags (``__sklearn_tags__``), ``validate_data`` and
 the ``check_estimator`` suite that tests/test_estimator.py runs."""
 
-try:  # scikit-learn >= 1.9 (SKLEARN_MIN_VERSION, the pin of the sklearn extra)
+try:  # scikit-learn >= 1.6 (SKLEARN_MIN_VERSION, the pin of the sklearn extra)
     from sklearn.base import BaseEstimator as _SkBase
     from sklearn.base import RegressorMixin as _SkRegressor
     from sklearn.exceptions import NotFittedError as _SkNotFitted

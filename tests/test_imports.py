@@ -186,7 +186,7 @@ def test_every_public_name_is_still_there():
 TOP_LEVEL = {
     "release", "load_release", "combine_releases", "Release", "Ledger",
     "fit", "fit_nonprivate", "select", "adassp", "METHODS", "Priors",
-    "predict", "prediction_summary", "diagnose", "BayesDPRegressor", "simulate",
+    "predict", "prediction_summary", "diagnose", "BayesDPRegressor", "simulate", "simulate_table", "plan", "smallest_epsilon",
     "CalibrationWarning", "ConvergenceWarning", "BayesdpError", "BayesdpInputError",
 }
 
@@ -225,9 +225,10 @@ def test_the_top_level_is_the_agreed_list_and_the_rest_is_in_subpackages():
 def test_functions_win_over_submodules_of_the_same_name(tmp_path):
     """``import bayesdp.simulate`` (the module) leaves ``bayesdp.simulate`` the function."""
     code = """
-        import bayesdp.simulate, bayesdp.predict, bayesdp.accounting
+        import bayesdp.simulate, bayesdp.predict, bayesdp.plan, bayesdp.accounting
         import bayesdp
         assert callable(bayesdp.simulate) and callable(bayesdp.predict), (bayesdp.simulate,)
+        assert callable(bayesdp.plan), bayesdp.plan
         from bayesdp import fit, Release, BayesDPRegressor, METHODS, accounting
         assert "fast" in METHODS and callable(fit)
     """

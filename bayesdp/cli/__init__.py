@@ -83,12 +83,12 @@ def console_main():
 
 
 def _as_options(message, parser, args) -> str:
-    """A message that starts with a Python parameter's name ("nodes: ...", "bounds must ...")
-    names the command's option instead ("--nodes: ..."), when the command has that option:
-    the user typed the option, not the parameter."""
+    """A message that starts with a Python parameter's name ("nodes: ...", "bounds must ...",
+    "bounds_share applies ...") names the command's option instead ("--nodes: ..."), when the
+    command has that option: the user typed the option, not the parameter."""
     import re
 
-    head = re.match(r"([a-z][a-z0-9_]*)(:| must | is )", message)
+    head = re.match(r"([a-z][a-z0-9_]*)(:| )", message)
     if head is None:
         return message
     option = "--" + head.group(1).replace("_", "-")

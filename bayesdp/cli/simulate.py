@@ -32,7 +32,17 @@ def _cmd_demo(args):
 
 def _cmd_simulate(args):
     """Sigma_x ~ InvWishart(V^T V, d+1), theta ~ N(0, I), x ~ N(0, Sigma_x), y = x^T theta +
-    N(0, sigma_y^2). Writes a CSV (columns x0.., y) and a truth JSON beside it."""
+    N(0, sigma_y^2). Writes a CSV (columns x0.., y) and a truth JSON beside it. With --table: a
+    synthetic table with the UCI Bike Sharing table's columns (numeric and categorical; the
+    table of docs/tables.md), --n rows, no truth file."""
+    if args.table:
+        from ..simulate import simulate_table
+
+        frame = simulate_table(args.n, seed=args.seed)
+        write_text_atomic(args.out, frame.to_csv(index=False, float_format="%.6g"))
+        print(f"wrote {args.out} ({args.n} rows, columns {', '.join(frame.columns)}; a "
+              "synthetic table for docs/tables.md)")
+        return
     sim = simulate(args.n, args.d, seed=args.seed, sigma_y=args.sigma_y)
     import pandas as pd
 
@@ -74,3 +84,6 @@ def register(subparsers):
     p.add_argument("--seed", type=int, default=None, help="seed (default: fresh entropy)")
     p.add_argument("--out", required=True, help="CSV file to write")
     p.add_argument("--truth", default=None, help="truth JSON (default: OUT with .truth.json)")
+    p.add_argument("--table", action="store_true",
+                   help="write a synthetic table with categorical columns instead (the columns "
+                        "of the UCI Bike Sharing table, for docs/tables.md)")

@@ -160,7 +160,10 @@ class Selection:
         lines = [f"Bayesian variable selection from the release ({self.method}: {how})",
                  f"prior over models: {self.model_prior}; within a model: eiv's prior",
                  "", "features (inclusion probability; model-averaged mean and sd of theta):",
-                 _format(self.table()), "", "top models:", _format(self._models_text())]
+                 _format(self.table()), "", "top models:", _format(self._models_text()),
+                 "log_bf: the natural log of the Bayes factor of each model against the most "
+                 "probable one (its evidence over the best's; 0 for the best, -2.3 is 10 times "
+                 "less evidence)"]
         return "\n".join(lines)
 
     def __repr__(self):

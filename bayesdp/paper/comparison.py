@@ -92,6 +92,10 @@ _COLUMNS = ["method", "epsilon", "J", "rep", "metric", "value"]
 _PAPER_ORDER = ("normalx", "fixeds", "fast", "bs", "adassp", "nonprivate")
 
 
+#: methods that run numpyro's NUTS on a model: numpyro's effect handlers are one stack per
+#: process, so they cannot run in two threads at once (compare refuses a ThreadPoolExecutor)
+THREAD_UNSAFE_METHODS = ("normalx", "nuts-normalx", "nuts-fixeds")
+
 def default_methods():
     """Every method the paper compares that is available now (normalX/fixedS once registered)."""
     return [m for m in _PAPER_ORDER if m in METHODS or m in BASELINES]
@@ -528,6 +532,15 @@ def compare(data="simulated", methods=None, epsilons=(1.0,), nodes=(1, 5, 10), r
     if n_jobs is not None and (isinstance(n_jobs, bool) or int(n_jobs) != n_jobs or n_jobs < 1):
         raise BayesdpInputError(f"n_jobs must be a whole number >= 1 or None, got {n_jobs!r}")
     if executor is not None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        nuts = [m for m in methods if m in THREAD_UNSAFE_METHODS]
+        if isinstance(executor, ThreadPoolExecutor) and nuts:
+            raise BayesdpInputError(
+                f"executor: a ThreadPoolExecutor runs the cells in threads of this process, and "
+                f"numpyro's effect handlers are one stack per process, so two threads tracing a "
+                f"NUTS model at once collide; methods {nuts} run NUTS. Use n_jobs=k (worker "
+                "processes) or a ProcessPoolExecutor, or leave those methods out")
         if not callable(getattr(executor, "submit", None)):
             raise BayesdpInputError("executor must have a submit(fn, *args) method like a "
                                     f"concurrent.futures.Executor, got {type(executor).__name__}")

@@ -685,3 +685,24 @@ def test_readme_shell_walk_releases_with_the_simulated_bounds(tmp_path, monkeypa
     truth = json.loads((tmp_path / "data.truth.json").read_text())
     rel = bayesdp.load_release(tmp_path / "release.json")
     assert rel.bounds == pytest.approx(tuple(truth["public_bounds"]), rel=1e-12)
+
+
+def test_simulate_table_writes_the_tables_docs_example_table(tmp_path, capsys):
+    """bayesdp simulate --table: the columns of docs/tables.md's formula, inside its declared
+    bounds (so its release clamps nothing), categorical levels 1..4, reproducible by seed."""
+    import pandas as pd
+
+    out = tmp_path / "bikes.csv"
+    assert main(["simulate", "--table", "--n", "3000", "--seed", "4", "--out", str(out)]) == 0
+    assert "synthetic table" in capsys.readouterr().out
+    t = pd.read_csv(out)
+    assert list(t.columns) == ["yr", "season", "weathersit", "workingday", "temp", "hum",
+                               "windspeed", "cnt"] and len(t) == 3000
+    assert set(t["season"]) == {1, 2, 3, 4} and set(t["weathersit"]) <= {1, 2, 3, 4}
+    for c, (lo, hi) in {"cnt": (0, 1000), "temp": (0, 1), "hum": (0, 1),
+                        "windspeed": (0, 1), "workingday": (0, 1)}.items():
+        assert t[c].between(lo, hi).all(), c
+    again = bayesdp.simulate_table(3000, seed=4)
+    np.testing.assert_allclose(t[["temp", "cnt"]].to_numpy(), again[["temp", "cnt"]].to_numpy(),
+                               rtol=1e-5)
+    assert not again.equals(bayesdp.simulate_table(3000, seed=5))

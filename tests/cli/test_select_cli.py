@@ -32,7 +32,7 @@ def test_select_prints_the_table_and_writes_its_files(release_file, tmp_path, ca
     out = capsys.readouterr().out
     for words in ("enumeration: every one of the 16 models", "beta-binomial(1, 1)",
                   "inclusion", "mean_if_in", "top models:", "log_evidence", "probability",
-                  "a + c"):
+                  "a + c", "log_bf: the natural log of the Bayes factor"):
         assert words in out, words
     inclusion = pd.read_csv(out_dir / "inclusion.csv", index_col=0)
     assert list(inclusion.index) == ["a", "b", "c", "e"]

@@ -479,3 +479,18 @@ def test_compare_workers_start_with_one_blas_thread(monkeypatch):
     with _spawn_pool(1) as pool:
         assert pool.submit(os.getenv, "OPENBLAS_NUM_THREADS").result(timeout=120) == "3"
     assert os.environ["OPENBLAS_NUM_THREADS"] == "3"
+
+
+def test_thread_executor_with_nuts_methods_is_refused():
+    """numpyro's effect handlers are one stack per process: compare refuses a thread pool for
+    the NUTS methods, naming them (docs/compare.md, Parallelism), and accepts it without them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bayesdp.errors import BayesdpInputError
+    from bayesdp.paper import compare
+
+    with ThreadPoolExecutor(2) as ex:
+        with pytest.raises(BayesdpInputError, match=r"methods \['normalx'\] run NUTS"):
+            compare("simulated", methods=["fast", "normalx"], reps=1, n=500, d=2, executor=ex)
+        df = compare("simulated", methods=["fast"], reps=2, n=500, d=2, executor=ex)
+    assert len(df)

@@ -1,5 +1,6 @@
 """The end-to-end example of a table release on real data (UCI Bike Sharing; issue 38, item
-4): examples/tables_bike_sharing.py and the runnable code of docs/tables.md. The data are read
+4): examples/tables_bike_sharing.py (docs/tables.md's example runs on a synthetic table:
+tests/test_docs_examples.py). The data are read
 from $BAYESDP_DATA_DIR or ../shared/data/uci beside the project; the tests skip without them."""
 
 import importlib.util
@@ -60,21 +61,3 @@ def test_example_two_holders_combine_fit_predict(bike_csv, tmp_path, capsys, mon
     monkeypatch.setenv("BAYESDP_DATA_DIR", str(tmp_path / "nowhere"))
     assert example.main([]) == 2
     assert "nowhere/bike_sharing.csv not found" in capsys.readouterr().err
-
-
-def test_docs_tables_code_runs(bike_csv, tmp_path, monkeypatch):
-    text = (ROOT / "docs" / "tables.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 1
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("BAYESDP_DATA_DIR", str(bike_csv.parent))
-    namespace = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", bayesdp.CalibrationWarning)
-        exec(compile(blocks[0], "docs/tables.md", "exec"), namespace)
-    both, idata = namespace["both"], namespace["idata"]
-    assert (tmp_path / "bikes_2011.json").exists() and both.J == 2
-    assert [str(v) for v in idata.posterior["theta"].coords["feature"].values] == \
-        list(both.feature_names)
-    summary = bayesdp.prediction_summary(namespace["pred"])
-    assert len(summary) == len(namespace["test"]) and np.isfinite(summary.to_numpy()).all()
