@@ -729,7 +729,7 @@ def gossip_release(output: GossipOutput, agent=0, *, bias_correct=True, mu_d2=No
         holder_names=(holder_name,) if holder_name is not None else (),
         epsilon=st["epsilon"], delta=st["delta"], calibration=st["calibration"],
         sensitivity=None, bounds=None if st["bounds"] is None else tuple(st["bounds"]),
-        private_bounds=True, seeded=True, noise_cov=cov[None], dp_claim_valid=valid,
+        bounds_from_data=False, seeded=True, noise_cov=cov[None], dp_claim_valid=valid,
         dp_claim_note=note, provenance=provenance,
     )
 

@@ -243,7 +243,7 @@ def _release_attrs(release) -> dict:
         "calibration": release.calibration,
         "sensitivity": release.sensitivity,
         "bounds": None if release.bounds is None else list(release.bounds),
-        "private_bounds": release.private_bounds,
+        "bounds_from_data": release.bounds_from_data,
         "dp_claim_valid": release.dp_claim_valid,
         "dp_claim_note": release.dp_claim_note or None,
         "release_seeded": release.seeded,

@@ -28,7 +28,7 @@ standard deviations, max |y|) fitted on the training rows only and applied to bo
 -200 code treated as missing (columns more than half missing dropped, then incomplete rows).
 
 Either way, the bounds are computed from the training data, so a release made with them is
-**not** differentially private (``Dataset.private_bounds`` is False); the paper says the same.
+**not** differentially private (``Dataset.bounds_from_data`` is True); the paper says the same.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Dataset:
     preprocessing: str
     source: str
     file_format: str
-    private_bounds: bool = False
+    bounds_from_data: bool = True
     notes: tuple = ()
 
     @property
@@ -349,4 +349,4 @@ def load_dataset(data, *, preprocessing="paper", data_dir=None, seed=0, train_fr
     return Dataset(name=name, X_train=Xtr, y_train=ytr, X_test=Xte, y_test=yte,
                    feature_names=feature_names, theta_ols=theta_ols, bounds=(bx, by),
                    preprocessing=preprocessing, source=str(path), file_format=fmt,
-                   private_bounds=False, notes=tuple(notes))
+                   bounds_from_data=True, notes=tuple(notes))

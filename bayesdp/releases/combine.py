@@ -56,7 +56,7 @@ def combine_releases(*releases) -> Release:
         _check_same_table(first, r, k)
         for field in ("d", "feature_names", "intercept", "average_rows", "bounds", "epsilon",
                       "delta", "calibration", "noise_mechanism", "noise_grid", "sensitivity",
-                      "private_bounds"):
+                      "bounds_from_data"):
             if own_bounds and field in ("bounds", "sensitivity"):
                 continue
             a, b = getattr(first, field), getattr(r, field)

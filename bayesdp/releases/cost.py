@@ -272,7 +272,7 @@ def _statistics_cost(rel, holders, others, note, checking=True):
                                      f"({_design(rel)}) "
                                      f"cannot be computed: {exc}"))
     info["sensitivity"] = sens
-    if not rel.private_bounds:
+    if rel.bounds_from_data:
         return done(non_private_part("bounds were read off the data, so the noise scale is not "
                                      "private", sigma=sig, sensitivity=sens))
     if sig == 0:

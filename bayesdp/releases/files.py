@@ -195,7 +195,7 @@ def release_to_dict(rel, include_clip_counts=False) -> dict:
             "calibration": rel.calibration,
             "sensitivity": rel.sensitivity,
             "bounds": None if rel.bounds is None else {"x": rel.bounds[0], "y": rel.bounds[1]},
-            "private_bounds": bool(rel.private_bounds),
+            "bounds_from_data": bool(rel.bounds_from_data),
             "neighbouring": privacy.NEIGHBOURING[privacy.split_kind(rel.provenance)],
             "public": privacy.PUBLIC[privacy.split_kind(rel.provenance)] + privacy.PUBLIC_ALWAYS
             + ("" if rel.table is None else privacy.PUBLIC_TABLE),
@@ -311,6 +311,15 @@ def _non_finite_field(obj, where=""):
         elif isinstance(x, list):
             stack.extend(((x[i], f"{w}[{i}]") for i in range(len(x) - 1, -1, -1)))
     return None
+
+
+def _bounds_from_data(pr):
+    """``privacy.bounds_from_data`` (true: the bounds were read off the data, so the noise scale
+    is not private); files written before it was named so say ``private_bounds`` (its
+    negation: true when the bounds did not come from the data)."""
+    if isinstance(pr, dict) and "bounds_from_data" not in pr and "private_bounds" in pr:
+        return not _flag(pr, "private_bounds", True, "privacy.")
+    return _flag(pr, "bounds_from_data", False, "privacy.")
 
 
 def _flag(doc, key, default, where):
@@ -444,7 +453,7 @@ def release_from_dict(doc, *, strict=True) -> Release:
             calibration=pr.get("calibration"),
             sensitivity=pr.get("sensitivity"),
             bounds=bounds,
-            private_bounds=_flag(pr, "private_bounds", True, "privacy."),
+            bounds_from_data=_bounds_from_data(pr),
             seeded=seeded,
             n_clipped=np.array(clipped) if has(clipped) else None,
             yty_hat=np.array(yty, dtype=float) if has(yty) else None,

@@ -60,7 +60,7 @@ def release(X, y=None, *, epsilon=None, delta=None, bounds=None, nodes=1, seed=N
         [-B_y, B_y]) and counted per holder (``n_clipped``). ``"private"`` estimates them from
         the rows with DP, spending ``bounds_share`` of epsilon (docs/privacy.md section 11).
         ``"data"`` reads them off the data: a loud warning, and the release is flagged
-        ``private_bounds=False``. With a ``formula``: the declared bounds of its columns,
+        ``bounds_from_data=True``. With a ``formula``: the declared bounds of its columns,
         ``{column: (lo, hi)}`` and ``{column: [levels]}`` (below).
     bounds_share : float in (0, 1), default 0.1
         With ``bounds="private"``: the share of epsilon spent on the bounds. B_x and B_y are

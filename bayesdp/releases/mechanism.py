@@ -68,7 +68,7 @@ def noisy_release(acc, spec, *, feature_names, source, split="labels", plan=None
     with the values clamped per column, ``acc.clamp_columns``)."""
     eps, dlt = spec.epsilon, spec.delta
     calibration, include_yty, seed = spec.calibration, spec.include_yty, spec.seed
-    private_bounds = spec.bounds != "data"
+    data_independent = spec.bounds != "data"  # public or DP-estimated bounds
     bx, by = acc.bounds
     k = acc.average_rows
     eps_stats = eps
@@ -112,9 +112,9 @@ def noisy_release(acc, spec, *, feature_names, source, split="labels", plan=None
                 "intercept=True (command line: --intercept). This check reads the rows; it is "
                 "shown to the data holder only and is not part of the release.",
                 UserWarning, stacklevel=3)
-    dp_valid = private_bounds and calibration != "paper-code"
+    dp_valid = data_independent and calibration != "paper-code"
     notes = []
-    if not private_bounds:
+    if not data_independent:
         notes.append("bounds were read off the data, so the noise scale is not private")
     if calibration == "paper-code":
         notes.append("calibration='paper-code' under-calibrates sigma (authors' MATLAB bug)")
@@ -132,10 +132,10 @@ def noisy_release(acc, spec, *, feature_names, source, split="labels", plan=None
         notes.append(note)
         warnings.warn(note, UserWarning, stacklevel=3)
         cost_sens, cost_note = factor * sens, contiguous_cost_note(factor)
-    if private_bounds and plan is not None:
+    if data_independent and plan is not None:
         cost = secure_noise.statistics_part(eps, dlt, sigma=sigma, sensitivity=sens,
                                             grid=plan["grid"], dim=plan["dim"])
-    elif private_bounds:
+    elif data_independent:
         cost = accounting.gaussian_part(sigma, cost_sens, dlt, stated_epsilon=eps_stats,
                                         note=cost_note)
     else:
@@ -188,7 +188,7 @@ def noisy_release(acc, spec, *, feature_names, source, split="labels", plan=None
         calibration=calibration,
         sensitivity=sens,
         bounds=(bx, by),
-        private_bounds=private_bounds,
+        bounds_from_data=not data_independent,
         seeded=seed is not None,
         n_clipped=np.array([acc.stats[lab].n_clipped for lab in labels]),
         yty_hat=np.array(yty_hat) if include_yty else None,

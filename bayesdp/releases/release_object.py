@@ -101,7 +101,7 @@ class Release:
     calibration: Optional[str] = None
     sensitivity: Optional[float] = None
     bounds: Optional[tuple] = None
-    private_bounds: bool = True
+    bounds_from_data: bool = False
     seeded: bool = False
     n_clipped: Optional[np.ndarray] = None
     yty_hat: Optional[np.ndarray] = None
@@ -387,7 +387,7 @@ class Release:
     def __repr__(self):
         claim = str(self.claim)
         flags = []
-        if not self.private_bounds:
+        if self.bounds_from_data:
             flags.append("NOT PRIVATE: bounds read off the data")
         if not self.dp_claim_valid and self.claim.status != "none":
             flags.append("DP CLAIM INVALID")

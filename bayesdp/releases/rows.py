@@ -19,7 +19,7 @@ from .spec import check_average_rows, check_bounds_option, check_intercept
 
 _DATA_BOUNDS_WARNING = (
     "bounds='data': B_x and B_y are read off the data, so the noise scale depends on the data and "
-    "the release is NOT differentially private. It is flagged private_bounds=False."
+    "the release is NOT differentially private. It is flagged bounds_from_data=True."
 )
 
 

@@ -70,7 +70,7 @@ def _check_paper_preproc(ds, X, y):
     assert np.allclose(ds.X_train, Xs[:ntr]) and np.allclose(ds.X_test, Xs[ntr:])
     yc = y - y.mean()
     assert np.allclose(np.concatenate([ds.y_train, ds.y_test]), yc / np.abs(yc).max())
-    assert ds.private_bounds is False
+    assert ds.bounds_from_data is True
     assert ds.bounds[1] == pytest.approx(np.abs(ds.y_train).max())
 
 

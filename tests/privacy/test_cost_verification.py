@@ -491,7 +491,7 @@ def test_other_records_that_claim_less_than_the_file_are_refused(tmp_path, sim):
                                                  r"privacy\.delta = 1e-05"):
         _load(tmp_path, doc)
     doc = _doc(rel)  # a guarantee where the bounds were read off the data
-    doc["privacy"]["private_bounds"] = False
+    doc["privacy"]["bounds_from_data"] = True
     with pytest.raises(ReleaseFormatError, match=r"claims epsilon = 1\.0, but .* bounds were "
                                                  r"read off the data"):
         _load(tmp_path, doc)

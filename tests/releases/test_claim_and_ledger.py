@@ -137,7 +137,7 @@ def test_fit_and_the_command_line_report_the_claim(tmp_path, rel, capsys):
 
 
 _FIELDS = ("epsilon", "delta", "calibration", "bounds.x", "bounds.y", "sensitivity", "sigma_s",
-           "sigma_z", "n", "mechanism", "dp_claim_valid", "private_bounds", "part.epsilon",
+           "sigma_z", "n", "mechanism", "dp_claim_valid", "bounds_from_data", "part.epsilon",
            "part.sigma", "part.sensitivity", "part.rho", "part.delta", "cost", "no_sensitivity",
            "unaccounted_part")
 
@@ -165,7 +165,7 @@ def _edit(doc, field, rng):
         doc["holders"][j]["n"] = max(1, int(doc["holders"][j]["n"] * factor))
     elif field == "mechanism":
         doc["noise"] = {"mechanism": "discrete_gaussian", "grid": 2.0 ** -10}
-    elif field in ("dp_claim_valid", "private_bounds"):
+    elif field in ("dp_claim_valid", "bounds_from_data"):
         pr[field] = not pr[field]
     elif field == "part.rho":
         part["rho"] *= factor

@@ -241,7 +241,7 @@ def test_total_accounting_is_the_stated_composition(sim, share):
     assert bpart["epsilon"] == pytest.approx(share * EPS, rel=1e-15) and bpart["delta"] == 0.0
     assert spart["epsilon"] == pytest.approx((1 - share) * EPS, rel=1e-14)
     assert bpart["epsilon"] + spart["epsilon"] <= EPS and spart["delta"] == DELTA
-    assert (r.epsilon, r.delta) == (EPS, DELTA) and r.dp_claim_valid and r.private_bounds
+    assert (r.epsilon, r.delta) == (EPS, DELTA) and r.dp_claim_valid and not r.bounds_from_data
     # the statistics: analytic Gaussian at eps (1 - share), at the sensitivity of the bounds
     sens = privacy.sensitivity_sz(*r.bounds)
     sigma = privacy.analytic_gaussian_sigma(spart["epsilon"], DELTA, sens)
@@ -325,7 +325,7 @@ def test_file_round_trip_and_old_files_still_load(sim, tmp_path):
     path = r.save(tmp_path / "r.json")
     back = bayesdp.load_release(path)
     assert back.privacy_cost == r.privacy_cost and back.bounds == r.bounds
-    assert back.dp_claim_valid and back.private_bounds
+    assert back.dp_claim_valid and not back.bounds_from_data
     doc = json.loads(path.read_text())
     assert [p["name"] for p in doc["privacy"]["cost"]["parts"]] == ["bounds", "statistics"]
     # a file without the cost record (written before it existed) loads with the statistics

@@ -55,7 +55,7 @@ def test_sigma_is_sensitivity_times_calibration(data):
     np.testing.assert_allclose(r.sigma_s, expected, rtol=1e-12)
     np.testing.assert_allclose(r.sigma_z, expected, rtol=1e-12)
     assert r.sensitivity == pytest.approx(delta_sz(*BOUNDS), rel=1e-14)
-    assert r.calibration == "exact" and r.dp_claim_valid and r.private_bounds
+    assert r.calibration == "exact" and r.dp_claim_valid and not r.bounds_from_data
 
 
 def test_noise_monte_carlo(data):
@@ -223,11 +223,11 @@ def test_bounds_data_warns_and_flags(data):
     X, y = data
     with pytest.warns(UserWarning, match="NOT differentially private"):
         r = bayesdp.release(X, y, epsilon=EPS, delta=DELTA, bounds="data", seed=0)
-    assert r.private_bounds is False and r.dp_claim_valid is False
+    assert r.bounds_from_data is True and r.dp_claim_valid is False
     assert r.bounds[0] == pytest.approx(np.linalg.norm(X, axis=1).max(), rel=1e-14)
     assert r.bounds[1] == pytest.approx(np.abs(y).max(), rel=1e-14)
     doc = r.to_dict()
-    assert doc["privacy"]["private_bounds"] is False and doc["privacy"]["dp_claim_valid"] is False
+    assert doc["privacy"]["bounds_from_data"] is True and doc["privacy"]["dp_claim_valid"] is False
     assert "NOT PRIVATE" in repr(r)
 
 
@@ -546,7 +546,7 @@ def test_release_file_bounds_data(tmp_path):
         rf = bayesdp.releases.release_file(path, header=None, chunksize=4, **kw)
     with pytest.warns(UserWarning):
         rm = bayesdp.release(X, y, **kw)
-    assert rf.private_bounds is False and rf.dp_claim_valid is False
+    assert rf.bounds_from_data is True and rf.dp_claim_valid is False
     assert rf.bounds == rm.bounds
     assert np.array_equal(rf.S_hat, rm.S_hat) and np.array_equal(rf.z_hat, rm.z_hat)
 
@@ -869,7 +869,7 @@ def test_non_finite_numbers_in_file(tmp_path, good_doc, target, field, constant)
 @pytest.mark.parametrize(
     "path, value, field",
     [
-        (("privacy", "private_bounds"), "false", "private_bounds"),
+        (("privacy", "bounds_from_data"), "false", "bounds_from_data"),
         (("privacy", "dp_claim_valid"), 1, "dp_claim_valid"),
         (("provenance", "seeded"), "yes", "seeded"),
         (("holders", 0, "n_clipped"), -1, "n_clipped"),
@@ -1463,3 +1463,24 @@ def test_node_column_of_measurements_is_refused_by_release_file(tmp_path):
     pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "y": y}).to_csv(p, index=False)
     with pytest.raises(BayesdpInputError, match="node_column: holder labels are float64"):
         bayesdp.releases.release_file(p, epsilon=EPS, delta=DELTA, bounds=BOUNDS, node_column="a")
+
+
+def test_bounds_from_data_is_named_for_what_it_records(tmp_path):
+    """The file says ``bounds_from_data`` (true only for bounds read off the data: then the
+    noise scale is not private); a file written before, with ``private_bounds`` (its negation),
+    reads the same; a public-bounds release writes false, not a misleading "private" true."""
+    import json
+
+    sim = bayesdp.simulate(n=2000, d=2, seed=0)
+    public = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds=sim.bounds, seed=0)
+    with pytest.warns(UserWarning):
+        data = bayesdp.release(sim.X, sim.y, epsilon=1.0, delta=1e-5, bounds="data", seed=0)
+    for rel, expected in ((public, False), (data, True)):
+        doc = json.loads(rel.save(tmp_path / f"r{expected}.json").read_text())
+        assert doc["privacy"]["bounds_from_data"] is expected
+        assert "private_bounds" not in doc["privacy"]
+        old = dict(doc, privacy={**{k: v for k, v in doc["privacy"].items()
+                                    if k != "bounds_from_data"}, "private_bounds": not expected})
+        path = tmp_path / f"old{expected}.json"
+        path.write_text(json.dumps(old))
+        assert bayesdp.load_release(path).bounds_from_data is expected
