@@ -1,7 +1,8 @@
 """Every Python example of docs/ runs as printed (issue 54, item 8): each ```python block of a
 page, in order, in one namespace, in a fresh folder, as a reader would paste them. Pages whose
 examples take minutes (a whole comparison, NUTS runs) run with the slow tests; pages that need
-the UCI data sets get them through $BAYESDP_DATA_DIR and skip cleanly without them."""
+the UCI data sets get them through $BAYESDP_DATA_DIR, and those that need them or the shared
+network edge lists skip cleanly without them."""
 
 import contextlib
 import io
@@ -14,10 +15,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 UCI = ROOT.parent / "shared" / "data" / "uci"
+NETWORKS = ROOT.parent / "shared" / "data" / "networks"
 PAGES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md")
                if "```python" in p.read_text())
 SLOW = {"docs/compare.md", "docs/methods.md", "docs/planning.md"}
 NEEDS_UCI = {"docs/compare.md"}
+NEEDS_NETWORKS = {"docs/adapters/consensus.md"}  # the US power grid's edge list (not shipped)
 
 
 def blocks(page):
@@ -40,6 +43,8 @@ def test_the_page_s_examples_run_as_printed(page, tmp_path, monkeypatch):
         if not UCI.is_dir():
             pytest.skip(f"{page} reads the UCI data sets ({UCI} not found)")
         monkeypatch.setenv("BAYESDP_DATA_DIR", str(UCI))
+    if page in NEEDS_NETWORKS and not NETWORKS.is_dir():
+        pytest.skip(f"{page} reads a network edge list ({NETWORKS} not found)")
     monkeypatch.chdir(tmp_path)
     namespace = {"__name__": "__docs__"}
     code = blocks(page)
