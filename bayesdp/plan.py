@@ -109,7 +109,7 @@ class EpsilonPlan(NamedTuple):
     table: object
 
 
-def plan(design, y=None, *, n=None, bounds=None, nodes=1, epsilon, delta, method="eiv",
+def plan(design, y=None, *, n=None, bounds=None, nodes=None, epsilon, delta, method="eiv",
          formula=None, intercept=False, include_yty=True, calibration="exact", releases=40,
          r2=None, y_rms=None, seed=0, num_samples=1000, prob=0.9, **options):
     """The expected fit, per coefficient, of a release not yet made.
@@ -128,7 +128,7 @@ def plan(design, y=None, *, n=None, bounds=None, nodes=1, epsilon, delta, method
     bounds : (B_x, B_y), or with ``formula`` the declared ``{column: (lo, hi) | [levels]}``
         The public bounds the release will use (as in :func:`bayesdp.release`).
     nodes : int or list of int
-        Holders J (one block per value).
+        Holders J (one block per value); default 1 (an earlier release: its own J).
     epsilon : float or list of float; delta : float
         Privacy parameters of the planned release, per holder (one block per epsilon).
     method : "eiv" | "fast"
@@ -183,7 +183,7 @@ def plan(design, y=None, *, n=None, bounds=None, nodes=1, epsilon, delta, method
     return table
 
 
-def smallest_epsilon(design, y=None, *, n=None, bounds=None, nodes=1, delta,
+def smallest_epsilon(design, y=None, *, n=None, bounds=None, nodes=None, delta,
                      target_sd=None, target_prior_share=None, coefficients=None,
                      max_epsilon=100.0, method="eiv", formula=None, intercept=False,
                      include_yty=True, calibration="exact", releases=40, r2=None, y_rms=None,
@@ -212,6 +212,8 @@ def smallest_epsilon(design, y=None, *, n=None, bounds=None, nodes=1, delta,
     if not (_is_number(max_epsilon) and max_epsilon > EPSILON_MIN):
         raise BayesdpInputError(f"max_epsilon must be a number > {EPSILON_MIN:g}, got "
                                 f"{max_epsilon!r}")
+    if nodes is None:
+        nodes = design.J if _is_release(design) else 1
     if not _whole(nodes, 1):
         raise BayesdpInputError(f"nodes: smallest_epsilon plans one holder count J (a whole "
                                 f"number >= 1), got {nodes!r}")
@@ -312,13 +314,14 @@ def _settings(design, y, n, bounds, nodes, formula, intercept, r2, y_rms, epsilo
             raise BayesdpInputError("design: this release records no bounds; a plan needs the "
                                     "public bounds the planned release will use")
         n = rel.n_total if n is None else n
+        nodes = rel.J if nodes is None else nodes
         pops = [_population_of_release(rel, options)]
     else:
         pops = _populations_of_rows(design, y, bounds, formula, intercept, r2, y_rms)
     if not _whole(n, 1):
         raise BayesdpInputError(f"n must be a whole number >= 1 (rows over all the holders), "
                                 f"got {n!r}")
-    Js = _list_of(nodes, "nodes", whole=True)
+    Js = _list_of(1 if nodes is None else nodes, "nodes", whole=True)
     for J in Js:
         if J > n:
             raise BayesdpInputError(f"nodes: J = {J} holders cannot share n = {n} rows")
@@ -535,6 +538,12 @@ def _run(rel, method, seed, num_samples, options):
 
 
 # --- small checks ------------------------------------------------------------------------------
+
+def _is_release(design):
+    from .releases import Release
+
+    return isinstance(design, Release)
+
 
 def _is_number(v):
     return not isinstance(v, (bool, str)) and isinstance(v, (int, float, np.integer, np.floating)) \

@@ -133,6 +133,8 @@ def test_an_earlier_release_is_a_design(sim):
                               nodes=3, seed=1)
     t = bayesdp.plan(rel, nodes=[1, 3], epsilon=[2.0, 8.0], delta=1e-5, **FAST)
     assert t.attrs["n"] == rel.n_total
+    own = bayesdp.plan(rel, epsilon=2.0, delta=1e-5, **FAST)  # n, bounds and J: its own
+    assert set(own.index.get_level_values("nodes")) == {3}
     assert "an earlier release (3 holders" in t.attrs["assumes"][0]
     with pytest.raises(BayesdpInputError, match="keeps them"):
         bayesdp.plan(rel, bounds=(1.0, 1.0), epsilon=1.0, delta=1e-5)

@@ -9,6 +9,7 @@ face of :func:`bayesdp.plan` and :func:`bayesdp.smallest_epsilon`).
 
 from __future__ import annotations
 
+import argparse
 import warnings
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def _cmd_plan(args):
             answers = [bayesdp.smallest_epsilon(
                 design, y, nodes=J, target_sd=args.target_sd,
                 target_prior_share=args.target_prior_share, coefficients=args.coefficients,
-                max_epsilon=args.max_epsilon, **common) for J in args.nodes]
+                max_epsilon=args.max_epsilon, **common) for J in (args.nodes or [None])]
         else:
             table = bayesdp.plan(design, y, nodes=args.nodes, epsilon=args.epsilon, **common)
     print_warnings(caught)
@@ -58,7 +59,9 @@ def _cmd_plan(args):
             else:
                 print(f"J = {a.nodes}: no epsilon up to {args.max_epsilon:g} reaches the target: "
                       f"{a.reason}")
-        table = __import__("pandas").concat([a.table for a in answers])
+        import pandas as pd
+
+        table = pd.concat([a.table for a in answers])
     print(report.format_table(table))
     print("\n".join("assumes: " + s for s in dict.fromkeys(table.attrs["assumes"])))
     print(f"(n = {table.attrs['n']} rows, delta = {args.delta:g}, method {args.method}, "
@@ -163,14 +166,14 @@ def register(subparsers):
                    help="with --formula: a column's public range LO HI or its levels")
     p.add_argument("--bounds-file", default=None, metavar="FILE",
                    help="with --formula: the columns' declared bounds (JSON)")
-    p.add_argument("--nodes", type=int, nargs="+", default=[1], metavar="J",
-                   help="numbers of holders to plan for")
+    p.add_argument("--nodes", type=int, nargs="+", default=None, metavar="J",
+                   help="numbers of holders to plan for (default 1; a release file: its own)")
     p.add_argument("--epsilon", type=float, nargs="+", default=[0.5, 1.0, 10.0],
                    metavar="EPS", help="epsilons to plan for (per holder)")
     p.add_argument("--delta", type=float, required=True, help="privacy delta, in (0, 1)")
     p.add_argument("--calibration", default="exact", choices=["exact", "classical", "paper-code"],
                    help="noise calibration of the release")
-    p.add_argument("--include-yty", action=__import__("argparse").BooleanOptionalAction,
+    p.add_argument("--include-yty", action=argparse.BooleanOptionalAction,
                    default=True, help="the release includes a noisy y^T y (as 'bayesdp release')")
     p.add_argument("--intercept", action="store_true", help="the release will have an intercept")
     p.add_argument("--method", default="eiv", choices=["eiv", "fast"],
