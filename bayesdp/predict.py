@@ -164,7 +164,8 @@ def prediction_summary(idata, X_new=None, *, prob=None, interval="eti", seed=Non
     return table
 
 
-#: numbers per block of :func:`summarise_rows` (draws x rows; 2^20: 8 MiB per array)
+#: numbers per block of :func:`summarise_rows` (draws x rows, or clusters x rows x d; 2^20:
+#: 8 MiB per array)
 BLOCK_NUMBERS = 1 << 20
 #: clusters of the posterior draws whose Gaussians make the predictive mixture of the
 #: equal-tailed interval (:func:`draw_clusters`)
@@ -198,12 +199,12 @@ def summarise_rows(idata, X, *, prob=0.9, interval="eti", seed=None):
         lower, upper = np.empty(len(X)), np.empty(len(X))
         if interval == "eti":
             w, centres, covs, s2c = draw_clusters(theta, s2)
-            block = max(1, BLOCK_NUMBERS // len(w))
+            block = max(1, BLOCK_NUMBERS // (len(w) * X.shape[1]))  # (M, rows, d) per block
             probs = ((1 - prob) / 2, (1 + prob) / 2)
             for lo in range(0, len(X), block):
                 Xb = X[lo:lo + block]
                 mu = centres @ Xb.T  # (M, rows)
-                var = np.einsum("id,jde,ie->ji", Xb, covs, Xb) + s2c[:, None]
+                var = ((Xb @ covs) * Xb).sum(axis=-1) + s2c[:, None]  # x^T C_j x, by BLAS
                 start, c, sd_k = _cornish_fisher(mu, var, w, probs)
                 lower[lo:lo + block], upper[lo:lo + block] = _mixture_quantiles(
                     mu, np.sqrt(var), w, probs, start, sd_k)

@@ -434,7 +434,7 @@ def test_summary_from_the_posterior_streams_and_matches_the_draws(sim, nonprivat
     # blocks of rows give the same numbers as one block
     P_block = P.BLOCK_NUMBERS
     try:
-        P.BLOCK_NUMBERS = 2 * P.MIXTURE_CLUSTERS  # two rows per block
+        P.BLOCK_NUMBERS = 2 * P.MIXTURE_CLUSTERS * X.shape[1]  # two rows per block
         small = bayesdp.prediction_summary(nonprivate, X)
     finally:
         P.BLOCK_NUMBERS = P_block
