@@ -24,9 +24,11 @@ import numpy as np
 
 def run(args):
     """(seconds, peak RSS in bytes) of `bayesdp ARGS` in a fresh process."""
-    code = ("import resource, sys; from bayesdp.cli import console_main; s = console_main(); "
-            "sys.stderr.write('RSS %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss);"
-            " sys.exit(s)")
+    # the peak of the process's own memory map (VmHWM; ru_maxrss carries a forking parent's
+    # peak across exec)
+    code = ("import sys; from bayesdp.cli import console_main; s = console_main(); "
+            "sys.stderr.write('RSS %s\\n' % [l for l in open('/proc/self/status') "
+            "if l.startswith('VmHWM')][0].split()[1]); sys.exit(s)")
     t = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
     elapsed = time.perf_counter() - t
