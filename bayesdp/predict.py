@@ -18,6 +18,7 @@ method (``fixeds``) to have sigma_y^2 estimated.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import warnings
 from typing import TYPE_CHECKING
@@ -486,13 +487,32 @@ def check_new_rows(X_new, names, what="X_new"):
     return X, (list(range(X.shape[0])) if rows is None else rows)
 
 
-def read_csv(path, *, header=True):
-    """A CSV file of new rows as a pandas DataFrame (``header=False``: columns numbered); an
-    empty, malformed or non-UTF-8 file raises :class:`BayesdpInputError` naming it."""
+def read_csv(path, *, header=True, chunksize=None):
+    """A CSV file of new rows as a pandas DataFrame (``header=False``: columns numbered), or with
+    ``chunksize`` an iterator of DataFrames of that many rows; an empty, malformed or non-UTF-8
+    file raises :class:`BayesdpInputError` naming it (while reading, for chunks)."""
+    if chunksize is not None:
+        return _csv_chunks(path, header, chunksize)
+    with _csv_errors(path):
+        import pandas as pd
+
+        return pd.read_csv(path, header=0 if header else None)
+
+
+def _csv_chunks(path, header, chunksize):
+    import pandas as pd
+
+    with _csv_errors(path):
+        yield from pd.read_csv(path, chunksize=chunksize, header=0 if header else None)
+
+
+@contextlib.contextmanager
+def _csv_errors(path):
+    """pandas' errors of reading ``path`` as BayesdpInputError naming it."""
     import pandas as pd
 
     try:
-        return pd.read_csv(path) if header else pd.read_csv(path, header=None)
+        yield
     except pd.errors.EmptyDataError:
         raise BayesdpInputError(f"{path}: the file is empty") from None
     except pd.errors.ParserError as exc:

@@ -13,8 +13,8 @@ import sys
 
 from .. import diagnostics
 from ..errors import BayesdpInputError
-from ..predict import (check_new_rows, feature_names, new_row_frame, summarise_rows,
-                       table_encoding, warn_sigma_y, _noise_variance)
+from ..predict import (_noise_variance, check_new_rows, feature_names, new_row_frame, read_csv,
+                       summarise_rows, table_encoding, warn_sigma_y)
 from ..releases import load_release
 from ..releases.files import write_atomic
 from .common import (add_command, add_interval_options, check_posterior_argument,
@@ -57,7 +57,8 @@ def _cmd_predict(args):
 
     def chunks():
         """The summary of each chunk of rows, as CSV text (the first with the header)."""
-        for k, frame in enumerate(_read_chunks(args.rows, not args.no_header)):
+        for k, frame in enumerate(read_csv(args.rows, header=not args.no_header,
+                                            chunksize=CHUNK_ROWS)):
             X = _design(frame, names, enc, args.rows, not args.no_header, state)
             table = summarise_rows(idata, X, prob=args.prob, interval=args.interval,
                                    seed=[seed, k])
@@ -97,23 +98,6 @@ def _cmd_predict(args):
         print(f"wrote {args.out} ({state['rows']} rows: mean, sd, {lo}, {hi} of y, one line "
               "per input row)")
     return 0
-
-
-def _read_chunks(path, header):
-    """The CSV's rows in chunks of :data:`CHUNK_ROWS` (pandas DataFrames); an empty, malformed
-    or non-UTF-8 file is a BayesdpInputError naming it."""
-    import pandas as pd
-
-    try:
-        reader = pd.read_csv(path, chunksize=CHUNK_ROWS, header=0 if header else None)
-        for chunk in reader:
-            yield chunk
-    except pd.errors.EmptyDataError:
-        raise BayesdpInputError(f"{path}: the file is empty") from None
-    except pd.errors.ParserError as exc:
-        raise BayesdpInputError(f"{path}: malformed CSV ({exc})") from None
-    except UnicodeDecodeError:
-        raise BayesdpInputError(f"{path}: not a UTF-8 text (CSV) file") from None
 
 
 def _design(frame, names, enc, path, header, state):
